@@ -1,0 +1,3 @@
+from raycluster_operator.cli import main
+
+main()
