@@ -237,10 +237,9 @@ def tpu_env(
     ``megascale_coordinator`` is host 0 of slice 0, used only when the user asked for
     multi-slice training by setting ``MEGASCALE_NUM_SLICES`` (as the webhook does).
     """
-    out: list[tuple[str, str]] = [
-        ("TPU_WORKER_ID", str(identity.host_index)),
-        ("TPU_NAME", identity.slice_name),
-    ]
+    out: list[tuple[str, str]] = [("TPU_WORKER_ID", str(identity.host_index))]
+    if identity.slice_name:
+        out.append(("TPU_NAME", identity.slice_name))
     if identity.num_hosts > 1 and identity.hostnames:
         out.append(("TPU_WORKER_HOSTNAMES", ",".join(identity.hostnames)))
     if tpu.pod_type is not None:

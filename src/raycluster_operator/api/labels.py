@@ -48,6 +48,17 @@ GKE_TPU_TOPOLOGY = "cloud.google.com/gke-tpu-topology"
 NVIDIA_GPU_CLIQUE = "nvidia.com/gpu.clique"
 
 
-def is_operator_key(key: str) -> bool:
-    """Keys under ``ray.io/`` belong to the operator: user labels never override them."""
-    return key.startswith("ray.io/")
+#: Pod label keys only the operator may set: a user template's values for them are dropped.
+OWNED_KEYS = frozenset(
+    {
+        CLUSTER,
+        GROUP,
+        NODE_TYPE,
+        IS_RAY_NODE,
+        IDENTIFIER,
+        REPLICA_INDEX,
+        REPLICA_NAME,
+        HOST_INDEX,
+        V1_REPLICA_INDEX,
+    }
+)
