@@ -79,3 +79,17 @@ def test_autoscaler_rbac() -> None:
     assert {"get", "list", "watch"} <= rules[("", "pods")]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "demo", "namespace": "ml"}]
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
+
+
+def test_a_users_head_service_account_is_bound_not_created() -> None:
+    obj = cluster_dict(enableInTreeAutoscaling=True)
+    obj["spec"]["headGroupSpec"]["template"]["spec"]["serviceAccountName"] = "team-sa"
+    objects = build_autoscaler_rbac(load_cluster(obj))
+    assert [o["kind"] for o in objects] == ["Role", "RoleBinding"]
+    assert objects[1]["subjects"][0]["name"] == "team-sa"
+
+
+def test_rbac_objects_do_not_share_metadata() -> None:
+    sa, role, _ = build_autoscaler_rbac(make_cluster(enableInTreeAutoscaling=True))
+    sa["metadata"]["resourceVersion"] = "1"
+    assert "resourceVersion" not in role["metadata"]
