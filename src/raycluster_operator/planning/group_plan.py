@@ -210,6 +210,9 @@ def _drop_duplicate_indices(valid: list[Replica], out: _Deletions) -> list[Repli
         by_index.setdefault(replica.index, []).append(replica)
     kept: list[Replica] = []
     for index, members in by_index.items():
+        if len(members) == 1:
+            kept.append(members[0])
+            continue
         members.sort(key=lambda r: r.age_key)
         kept.append(members[0])
         for replica in members[1:]:
