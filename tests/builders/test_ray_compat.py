@@ -7,6 +7,7 @@ go through Ray's own click parser.
 
 from __future__ import annotations
 
+import json
 import shlex
 from typing import Any
 
@@ -87,7 +88,7 @@ def test_rays_cli_accepts_our_worker_command() -> None:
     assert params["num_cpus"] == 8
     assert params["metrics_export_port"] == 8080
     assert params["dashboard_agent_listen_port"] == 52365
-    assert '"TPU":4' in params["resources"]
+    assert json.loads(params["resources"]) == {"TPU": 4}
 
 
 def test_rays_cli_accepts_our_head_command() -> None:
@@ -107,13 +108,18 @@ def test_rays_cli_accepts_our_autoscaler_sidecar() -> None:
     assert ctx.params["cluster_namespace"] == "ml"
 
 
-def test_rays_start_flags_that_take_no_value_are_known() -> None:
-    from raycluster_operator.builders.ray_start import FLAGS
+def test_every_ray_start_switch_set_true_is_a_bare_flag() -> None:
+    from raycluster_operator.builders.ray_start import ray_start_command
 
-    ray_flags = {
-        o.name.replace("_", "-") for o in ray_scripts.start.params if getattr(o, "is_flag", False)
-    }
-    assert ray_flags - {"head"} == FLAGS
+    switches = [o.name.replace("_", "-") for o in ray_scripts.start.params if o.is_flag]
+    switches.remove("head")
+    line = ray_start_command(dict.fromkeys(switches, "true"), head=False)
+    params = parse_start(line)
+    assert all(params[s.replace("-", "_")] is True for s in switches)
+    assert ray_start_command(dict.fromkeys(switches, "false"), head=False) == "ray start"
+    assert "--include-dashboard=false" in ray_start_command(
+        {"include-dashboard": "false"}, head=True
+    )
 
 
 def test_ray_reads_the_gpu_domain_label_we_pass() -> None:
