@@ -69,6 +69,9 @@ class GroupSwitches:
     dense: bool
     #: Feature gate RayMultiHostIndexing.
     multi_host_indexing: bool = True
+    #: Terminating pods whose deletion deadline is before this time (RFC 3339) are stuck, as
+    #: on a lost node; a dense group stops waiting for the indices they hold. "" = never.
+    stuck_before: str = ""
 
 
 class _Deletions:
@@ -174,7 +177,15 @@ def plan_group(
     # Rule 4: lowest free indices, not reused while any pod still carries them.
     taken = {i for i in (p.replica_index for p in pods) if i is not None}
     need = desired - len(valid)
-    targets = free_below(taken, desired) if switches.dense else lowest_free(taken, need)
+    if switches.dense:
+        targets = free_below(taken, desired)
+        short = min(need - len(targets), len(_stuck_indices(pods, desired, switches.stuck_before)))
+        # A dense group waits for an index its old, terminating pods still hold (seconds,
+        # normally). Pods stuck terminating on a lost node would make it wait forever, so the
+        # replacement then goes above ``desired`` and is compacted down once they are gone.
+        targets += lowest_free(taken | set(range(desired)), short)
+    else:
+        targets = lowest_free(taken, need)
     names = {r.name for r in found.replicas if r.name is not None}
     events: list[PlannedEvent] = []
     made: list[NewReplica] = []
@@ -201,6 +212,24 @@ def plan_group(
             break
         made.append(NewReplica(index, name, tuple(range(n)), reason))
     return GroupPlan(tuple(out.items.values()), tuple(made), tally, tuple(events))
+
+
+def _stuck_indices(pods: Sequence[PodView], desired: int, stuck_before: str) -> set[int]:
+    """Indices below ``desired`` held only by pods stuck terminating."""
+    if not stuck_before:
+        return set()
+    stuck: set[int] = set()
+    held_otherwise: set[int] = set()
+    for pod in pods:
+        index = pod.replica_index
+        if index is None or index >= desired:
+            continue
+        deadline = pod.deletion_deadline
+        if deadline is not None and deadline < stuck_before:
+            stuck.add(index)
+        else:
+            held_otherwise.add(index)
+    return stuck - held_otherwise
 
 
 def _drop_duplicate_indices(valid: list[Replica], out: _Deletions) -> list[Replica]:
