@@ -156,10 +156,9 @@ def plan_group(
                 )
 
     valid = [r for r in found.replicas if r.complete and r.key not in out.replica_keys]
-    valid = _drop_duplicate_indices(valid, out)
-    replaced += sum(
-        1 for d in out.items.values() if d.reason is DeleteReason.DUPLICATE_REPLICA_INDEX
-    )
+    kept = _drop_duplicate_indices(valid, out)
+    replaced += len(valid) - len(kept)
+    valid = kept
 
     # Rule 5: surplus goes from the top, so live indices stay dense.
     surplus = len(valid) - desired
@@ -179,7 +178,9 @@ def plan_group(
     need = desired - len(valid)
     if switches.dense:
         targets = free_below(taken, desired)
-        short = min(need - len(targets), len(_stuck_indices(pods, desired, switches.stuck_before)))
+        short = need - len(targets)
+        if short > 0:
+            short = min(short, len(_stuck_indices(pods, desired, switches.stuck_before)))
         # A dense group waits for an index its old, terminating pods still hold (seconds,
         # normally). Pods stuck terminating on a lost node would make it wait forever, so the
         # replacement then goes above ``desired`` and is compacted down once they are gone.
