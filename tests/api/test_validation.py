@@ -297,3 +297,32 @@ def test_null_template_fields_are_absent_fields() -> None:
     obj = mutate([*W1, "template", "spec", "volumes"], None)
     obj["spec"]["workerGroupSpecs"][1]["template"]["spec"]["containers"][0]["env"] = None
     assert problems_of(obj) == []
+
+
+def test_status_with_our_slice_counts_round_trips() -> None:
+    from raycluster_operator.api.models import dump_cluster
+
+    obj = valid()
+    obj["status"] = {
+        "state": "ready",
+        "desiredWorkerSlices": 2,
+        "readyWorkerSlices": 1,
+        "workerGroups": [
+            {
+                "groupName": "tpu",
+                "numOfHosts": 4,
+                "desiredSlices": 2,
+                "readySlices": 1,
+                "brokenSlices": 0,
+                "desiredPods": 8,
+                "readyPods": 4,
+                "future": 1,
+            }
+        ],
+        "futureStatus": "x",
+    }
+    cluster, problems = parse_cluster(obj)
+    assert cluster is not None and not problems
+    assert cluster.status is not None and cluster.status.worker_groups is not None
+    assert cluster.status.worker_groups[0].ready_slices == 1
+    assert dump_cluster(cluster) == obj
