@@ -53,12 +53,12 @@ def autoscaler_v2(cluster: RayCluster) -> bool:
         return True
     _, spec = _split_template(cluster.spec.head_group_spec.template)
     containers = spec.get("containers")
-    env = containers[0].get("env") if isinstance(containers, list) and containers else None
+    head_env = containers[0].get("env") if isinstance(containers, list) and containers else None
     return any(
         isinstance(e, Mapping)
         and e.get("name") == "RAY_enable_autoscaler_v2"
         and str(e.get("value", "")).lower() in ("1", "true")
-        for e in (env if isinstance(env, list) else [])
+        for e in (head_env if isinstance(head_env, list) else [])
     )
 
 
