@@ -188,6 +188,7 @@ def plan_cluster(
             cluster_invalid=not act,
             failures=dict(failures),
             pods_remaining=len(mine),
+            deletions=_headline_deletions(deletes),
         ),
         now=now,
     )
@@ -297,6 +298,19 @@ def _delete_events(deletes: Sequence[PodDelete]) -> list[PlannedEvent]:
                 first.name if len(items) == 1 else None,
             )
         )
+    return out
+
+
+def _headline_deletions(deletes: Sequence[PodDelete]) -> dict[str, tuple[str, str, int]]:
+    """Per group, the deletion to remember in the status: a failure before a request."""
+    by_group: dict[str, list[PodDelete]] = {}
+    for item in deletes:
+        by_group.setdefault(item.group, []).append(item)
+    out = {}
+    for group, items in by_group.items():
+        first = next((d for d in items if d.reason in BROKEN_REASONS), items[0])
+        count = sum(1 for d in items if d.reason is first.reason)
+        out[group] = (first.reason.value, first.message, count)
     return out
 
 
