@@ -2,6 +2,13 @@
 
 The decision is a function of the group spec, the group's pods and a few switches; it never
 looks at another group's pods, so nothing outside the group can be deleted by it.
+
+Where this differs from KubeRay, on purpose: every broken replica goes in one pass (KubeRay:
+one incomplete replica per pass), oversized and duplicate-host replicas are broken (KubeRay
+keeps them), a terminating host breaks its replica (KubeRay ignores it), unlabelled pods are
+replaced (KubeRay leaks them), surplus goes from the highest index (KubeRay: map order), and
+with autoscaling off a new replica waits for its old index to be released instead of taking a
+higher one, so indices stay dense without moving a healthy slice later.
 """
 
 from __future__ import annotations
