@@ -261,3 +261,12 @@ def test_dense_group_stops_waiting_for_pods_stuck_terminating() -> None:
     # Their deletion deadline (2026-01-01T00:01:41Z) is long before `stuck_before`.
     stuck = GroupSwitches(scale_down=True, dense=True, stuck_before="2026-01-02T00:00:00Z")
     assert [r.index for r in plan(group(), pods, stuck).replicas] == [2]
+
+
+def test_an_absurd_replica_count_plans_a_bounded_batch() -> None:
+    from raycluster_operator.planning.group_plan import MAX_NEW_PODS_PER_PASS
+
+    for switches in (STATIC, AUTOSCALED):
+        p = plan(group(hosts=4, replicas=2**31 - 1), [], switches)
+        assert len(p.replicas) == MAX_NEW_PODS_PER_PASS // 4
+        assert [r.index for r in p.replicas[:3]] == [0, 1, 2]

@@ -27,6 +27,9 @@ from raycluster_operator.planning.replicas import Replica, sort_into_replicas
 
 #: How often a colliding replica name is redrawn before the group waits for the next pass.
 NAME_ATTEMPTS = 20
+#: At most this many pods are planned for creation per group and pass (whole replicas only):
+#: a safety valve against a mistaken ``replicas`` of millions, well above real slice counts.
+MAX_NEW_PODS_PER_PASS = 20_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,17 +186,18 @@ def plan_group(
     # Rule 4: lowest free indices, not reused while any pod still carries them.
     taken = {i for i in (p.replica_index for p in pods) if i is not None}
     need = desired - len(valid)
+    room = max(MAX_NEW_PODS_PER_PASS // n, 1)
     if switches.dense:
-        targets = free_below(taken, desired)
-        short = need - len(targets)
+        targets = free_below(taken, desired, room)
+        short = min(need, room) - len(targets)
         if short > 0:
             short = min(short, len(_stuck_indices(pods, desired, switches.stuck_before)))
         # A dense group waits for an index its old, terminating pods still hold (seconds,
         # normally). Pods stuck terminating on a lost node would make it wait forever, so the
         # replacement then goes above ``desired`` and is compacted down once they are gone.
-        targets += lowest_free(taken | set(range(desired)), short)
+        targets += lowest_free(taken, short, start=desired)
     else:
-        targets = lowest_free(taken, need)
+        targets = lowest_free(taken, min(need, room))
     names = {r.name for r in found.replicas if r.name is not None}
     events: list[PlannedEvent] = []
     made: list[NewReplica] = []
