@@ -197,7 +197,7 @@ async def test_pod_binding_and_status_subresource(http: Http) -> None:
     }
     status, _ = await http.call("POST", f"{PODS}/a/binding", binding)
     assert status == 201
-    status, body = await http.call("POST", f"{PODS}/a/binding", binding)
+    status, _body = await http.call("POST", f"{PODS}/a/binding", binding)
     assert status == 409
     _, bound = await http.call("GET", f"{PODS}/a")
     assert bound["spec"]["nodeName"] == "n1"
@@ -378,7 +378,7 @@ async def test_apply_patch_creates_then_merges(http: Http) -> None:
 async def test_namespace_deletion_removes_its_content(http: Http) -> None:
     await http.call("POST", "/api/v1/namespaces", {"metadata": {"name": "tmp"}})
     await http.call("POST", "/api/v1/namespaces/tmp/configmaps", {"metadata": {"name": "c"}})
-    status, body = await http.call("DELETE", "/api/v1/namespaces/tmp")
+    status, _body = await http.call("DELETE", "/api/v1/namespaces/tmp")
     assert status == 200
     assert (await http.call("GET", "/api/v1/namespaces/tmp/configmaps/c"))[0] == 404
     assert (await http.call("GET", "/api/v1/namespaces/tmp"))[0] == 404
