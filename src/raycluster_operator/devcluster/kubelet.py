@@ -203,12 +203,17 @@ class Kubelet:
         await asyncio.sleep(wait)
         await self.runtime.stop_pod(pod, wait)
         path = resource_path("v1", "pods", str(meta.get("namespace", "default")), str(meta["name"]))
-        try:
-            await self._client.delete(path, grace_period_seconds=0, uid=str(meta.get("uid")))
-        except ApiError as error:
-            if error.status not in (404, 409):
-                log.warning("finishing deletion of %s failed: %s", path, error)
-                self._terminating.discard(str(meta.get("uid")))
+        delay = 0.05
+        while True:
+            try:
+                await self._client.delete(path, grace_period_seconds=0, uid=str(meta.get("uid")))
+                return
+            except ApiError as error:
+                if error.status in (404, 409):
+                    return  # gone already, or a new pod of the same name
+                log.debug("finishing deletion of %s: %s", path, error)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
 
     # --- status writes -------------------------------------------------------------------
 
@@ -219,22 +224,29 @@ class Kubelet:
 
     async def _write_status(self, uid: str) -> None:
         lock = self._locks.setdefault(uid, asyncio.Lock())
-        async with lock, self._writes:
-            record = self.records.get(uid)
-            if record is None or uid in self._terminating:
-                return
-            ready = all(c.ready and c.state == "running" for c in record.containers)
-            ready = ready and record.node_ready and not record.failed_reason
-            previous = self._ready_since.get(uid)
-            if previous is None or previous[0] != ready:
-                previous = self._ready_since[uid] = (ready, now_rfc3339())
-            status = render_status(record, previous[1])
-            path = resource_path("v1", "pods", record.namespace, record.name, "status")
-            try:
-                await self._client.patch(path, {"status": status})
-            except ApiError as error:
-                if error.status != 404:
-                    log.warning("status of %s/%s: %s", record.namespace, record.name, error)
+        delay = 0.05
+        while True:
+            async with lock, self._writes:
+                record = self.records.get(uid)
+                if record is None or uid in self._terminating:
+                    return
+                ready = all(c.ready and c.state == "running" for c in record.containers)
+                ready = ready and record.node_ready and not record.failed_reason
+                previous = self._ready_since.get(uid)
+                if previous is None or previous[0] != ready:
+                    previous = self._ready_since[uid] = (ready, now_rfc3339())
+                status = render_status(record, previous[1])
+                path = resource_path("v1", "pods", record.namespace, record.name, "status")
+                try:
+                    await self._client.patch(path, {"status": status})
+                    return
+                except ApiError as error:
+                    if error.status == 404:
+                        return
+                    # Injected faults or overload: a kubelet keeps reporting until it lands.
+                    log.debug("status of %s/%s: %s", record.namespace, record.name, error)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
 
     # --- PodEvents (called by the runtime) -----------------------------------------------
 
