@@ -137,6 +137,12 @@ class DevCluster:
         return self._kubelet
 
     @property
+    def garbage_collector(self) -> GarbageCollector:
+        if self._gc is None:
+            raise RuntimeError("the dev cluster is not started")
+        return self._gc
+
+    @property
     def node_names(self) -> list[str]:
         return [str(n["metadata"]["name"]) for n in self.node_manifests]
 

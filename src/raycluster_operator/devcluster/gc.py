@@ -70,6 +70,7 @@ class GarbageCollector:
         self._informers: dict[tuple[str, str], tuple[ResourceInfo, Informer]] = {}
         self._dirty = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._discovered_at = 0.0
         self.passes = 0
 
     def _changed(self, _event: WatchEvent) -> None:
@@ -90,6 +91,7 @@ class GarbageCollector:
 
     async def _sync_informers(self) -> None:
         """Watch every listable, deletable resource the server serves now (CRDs come and go)."""
+        self._discovered_at = asyncio.get_running_loop().time()
         resources = await self._discovery.refresh()
         wanted = {
             (r.api_version, r.plural): r
@@ -117,7 +119,9 @@ class GarbageCollector:
             await asyncio.sleep(self._debounce)
             self._dirty.clear()
             try:
-                await self._sync_informers()
+                now = asyncio.get_running_loop().time()
+                if now - self._discovered_at >= self._rediscover_every:
+                    await self._sync_informers()
                 await self.collect()
             except Exception:
                 log.exception("garbage collection pass failed")
