@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from . import discovery, events, patches, scale, tables
+from . import discovery, events, logs, patches, scale, tables
 from .errors import ApiError, bad_request, method_not_allowed, not_found
 from .faults import Faults
 from .objects import Objects
@@ -51,6 +51,7 @@ def _truthy(value: str | None) -> bool:
 
 class Handlers:
     def __init__(self, objects: Objects, hub: WatchHub, faults: Faults) -> None:
+        self.log_source: logs.LogSource | None = None
         self.objects = objects
         self.hub = hub
         self.faults = faults
@@ -130,6 +131,17 @@ class Handlers:
             return await self._list_or_watch(request, target, watching)
         if verb == "get":
             stored = self.objects.get(rt, ns, name or "")
+            if sub == "log":
+                tail = q.get("tailLines")
+                log = logs.LogRequest(
+                    namespace=ns or "",
+                    pod=name or "",
+                    container=q.get("container"),
+                    follow=_truthy(q.get("follow")),
+                    tail_lines=int(tail) if tail else None,
+                    previous=_truthy(q.get("previous")),
+                )
+                return await logs.serve(request, self.log_source, log)
             if sub == "scale":
                 return json_response(scale.view(rt, stored.obj))
             return self._object(request, rt, stored)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from . import crds, events, patches
+from . import crds, events, patches, validation
 from .errors import ApiError, already_exists, bad_request, conflict, invalid, not_found
 from .resources import Registry, ResourceType
 from .selectors import Selection
@@ -144,6 +144,7 @@ class Objects:
         if rt.status_subresource and not rt.builtin:
             obj.pop("status", None)
         self._prepare_create(rt, obj)
+        self._validate(rt, obj)
         if dry_run:
             meta["resourceVersion"] = str(self.store.rv)
             return Stored(obj, self.store.rv)
@@ -333,6 +334,7 @@ class Objects:
                 else:
                     obj.pop("status", None)
             self._check_update(rt, old, obj)
+            self._validate(rt, obj)
         if "generation" in old["metadata"]:
             meta["generation"] = old["metadata"]["generation"]
             if _spec_of(rt, obj) != _spec_of(rt, old):
@@ -383,6 +385,15 @@ class Objects:
             rt.storage_key == "pods"
             and int(obj["metadata"].get("deletionGracePeriodSeconds") or 0) > 0
         )
+
+    def _validate(self, rt: ResourceType, obj: Obj) -> None:
+        causes = validation.metadata_causes(obj["metadata"])
+        if rt.builtin and rt.group == "" and rt.plural == "pods":
+            causes += validation.pod_causes(obj)
+        elif rt.builtin and rt.group == "" and rt.plural == "services":
+            causes += validation.service_causes(obj)
+        if causes:
+            raise invalid(rt.kind, rt.group, obj["metadata"].get("name", ""), causes)
 
     def _check_update(self, rt: ResourceType, old: Obj, new: Obj) -> None:
         if rt.storage_key == "pods":

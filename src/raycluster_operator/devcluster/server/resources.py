@@ -90,7 +90,13 @@ def _grouped(
 
 BUILTIN: tuple[ResourceType, ...] = (
     _core("namespaces", "Namespace", False, short=("ns",), sub=("status",), spec=False),
-    _core("pods", "Pod", short=("po",), sub=("status", "binding", "eviction"), categories=("all",)),
+    _core(
+        "pods",
+        "Pod",
+        short=("po",),
+        sub=("status", "binding", "eviction", "log"),
+        categories=("all",),
+    ),
     _core("services", "Service", short=("svc",), sub=("status",), spec=False, categories=("all",)),
     _core("endpoints", "Endpoints", short=("ep",), spec=False),
     _core("configmaps", "ConfigMap", short=("cm",), spec=False),
