@@ -20,7 +20,12 @@ from typing import Any
 from raycluster_operator.devcluster.client import ApiClient, ApiError, WatchEvent, resource_path
 from raycluster_operator.devcluster.informer import Informer
 from raycluster_operator.devcluster.placement import TERMINAL_PHASES, node_is_ready
-from raycluster_operator.devcluster.podstatus import ContainerRecord, PodRecord, render_status
+from raycluster_operator.devcluster.podstatus import (
+    ContainerRecord,
+    PodRecord,
+    qos_class,
+    render_status,
+)
 from raycluster_operator.devcluster.runtime import Runtime
 from raycluster_operator.devcluster.timestamps import now_rfc3339
 
@@ -184,6 +189,7 @@ class Kubelet:
             ],
             init_containers=[str(c.get("name", "")) for c in spec.get("initContainers") or []],
             node_ready=node_name not in self._lost_nodes and node_is_ready(node),
+            qos_class=qos_class(spec),
         )
         self.records[uid] = record
         self._pods_by_uid[uid] = pod
