@@ -411,7 +411,8 @@ async def test_validation_catches_generated_name_and_owner_bugs(http: Http) -> N
     status, body = await http.call("POST", PODS, twice)
     assert status == 422 and "Duplicate" in body["message"]
     owners = pod("c")
-    ref = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": "rc", "uid": "u", "controller": True}
+    ref = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": "rc", "uid": "u"}
+    ref["controller"] = True
     owners["metadata"]["ownerReferences"] = [ref, {**ref, "uid": "v"}]
     status, body = await http.call("POST", PODS, owners)
     assert status == 422 and "Controller" in body["message"]
