@@ -26,14 +26,14 @@ from raycluster_operator.devcluster.gc import GarbageCollector
 from raycluster_operator.devcluster.informer import Informer
 from raycluster_operator.devcluster.kubelet import Kubelet
 from raycluster_operator.devcluster.nodes import build_nodes, parse_spec
-from raycluster_operator.devcluster.runtime import Runtime, SimulatedRuntime
+from raycluster_operator.devcluster.runtime import Runtime, RuntimeContext, simulated_runtime
 from raycluster_operator.devcluster.scheduler import Scheduler
 from raycluster_operator.devcluster.server import ApiServer, Faults
 
 log = logging.getLogger(__name__)
 
-# Runtimes by name; a process runtime registers itself here (`--runtime process`).
-RUNTIMES: dict[str, Callable[[float], Runtime]] = {"simulated": SimulatedRuntime}
+# Runtime factories by name (`--runtime NAME`); a process runtime is added here.
+RUNTIMES: dict[str, Callable[[RuntimeContext], Runtime]] = {"simulated": simulated_runtime}
 
 
 class DevCluster:
@@ -52,13 +52,12 @@ class DevCluster:
         eviction_delay: float = 0.5,
         faults: Faults | None = None,
     ) -> None:
-        if isinstance(runtime, str):
-            if runtime not in RUNTIMES:
-                raise ValueError(f"unknown runtime {runtime!r} (known: {', '.join(RUNTIMES)})")
-            runtime = RUNTIMES[runtime](kubelet_delay)
+        if isinstance(runtime, str) and runtime not in RUNTIMES:
+            raise ValueError(f"unknown runtime {runtime!r} (known: {', '.join(RUNTIMES)})")
+        self._kubelet_delay = kubelet_delay
         self.node_manifests = build_nodes(parse_spec(nodes))
         self.server = ApiServer(host=host, port=port, token=token, faults=faults)
-        self._runtime = runtime
+        self._runtime_choice = runtime
         self._termination_cap = termination_cap
         self._eviction_delay = eviction_delay
         self._client: ApiClient | None = None
@@ -82,9 +81,13 @@ class DevCluster:
         nodes = Informer(self._client, "/api/v1/nodes")
         self._shared = [pods, nodes]
         self._scheduler = Scheduler(self._client, pods=pods, nodes=nodes)
+        runtime = self._runtime_choice
+        if isinstance(runtime, str):
+            context = RuntimeContext(self._kubelet_delay, self.url, self.token, self.ca_pem)
+            runtime = RUNTIMES[runtime](context)
         self._kubelet = Kubelet(
             self._client,
-            self._runtime,
+            runtime,
             termination_cap=self._termination_cap,
             eviction_delay=self._eviction_delay,
             pods=pods,
