@@ -174,3 +174,21 @@ async def test_status_writes_survive_injected_faults(
             await running_and_ready(dev_cluster, f"tough-{i}")
 
     await eventually(check)
+
+
+async def test_controllers_resume_after_dropped_watches(
+    dev_cluster: DevCluster, eventually: Any
+) -> None:
+    await dev_cluster.client.create(PODS, pod("before"))
+    await eventually(lambda: running_and_ready(dev_cluster, "before"))
+    assert dev_cluster.faults.drop_watches() > 0
+    await dev_cluster.client.create(PODS, pod("after"))
+    await eventually(lambda: running_and_ready(dev_cluster, "after"))
+    dev_cluster.faults.drop_watches()
+    await dev_cluster.client.delete(f"{PODS}/after")
+
+    async def gone() -> None:
+        names = [p["metadata"]["name"] for p in (await dev_cluster.client.list(PODS))["items"]]
+        assert names == ["before"]
+
+    await eventually(gone)
