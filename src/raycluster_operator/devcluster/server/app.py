@@ -102,7 +102,11 @@ class ApiServer:
     async def start(self) -> None:
         tls = make_serving_tls(self.extra_sans)
         self.ca_pem = tls.ca_pem
-        self._runner = web.AppRunner(self.app(), handle_signals=False, access_log=None)
+        # handler_cancellation: a watch whose client went away is cancelled (and unregistered)
+        # at once instead of lingering until its next event.
+        self._runner = web.AppRunner(
+            self.app(), handle_signals=False, access_log=None, handler_cancellation=True
+        )
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, ssl_context=tls.context)
         await site.start()

@@ -127,7 +127,13 @@ class Objects:
                     "",
                     [("metadata.name", "Required value: name or generateName is required")],
                 )
-            meta["name"] = prefix + "".join(self.rng.choice(GENERATE_ALPHABET) for _ in range(5))
+            # Like the real server (RetryGenerateName), a taken random suffix is drawn again.
+            for _ in range(8):
+                meta["name"] = prefix + "".join(
+                    self.rng.choice(GENERATE_ALPHABET) for _ in range(5)
+                )
+                if self.store.get(rt.storage_key, meta.get("namespace", ""), meta["name"]) is None:
+                    break
         self._check_name(rt, meta["name"])
         if self.store.get(rt.storage_key, meta.get("namespace", ""), meta["name"]) is not None:
             raise already_exists(rt.plural, rt.group, meta["name"])
