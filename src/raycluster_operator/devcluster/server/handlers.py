@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -271,7 +272,7 @@ class Handlers:
                 )
             initial = None
             if send_initial or rv in (None, "", "0"):
-                initial = self.objects.list(rt, selection)
+                initial = functools.partial(self.objects.list, rt, selection)
             timeout = float(q.get("timeoutSeconds") or DEFAULT_WATCH_TIMEOUT)
             params = WatchParams(rv, bookmarks, timeout, send_initial)
             query = request.query
