@@ -291,3 +291,25 @@ async def test_lightkube_watch_resumes_after_drops_and_relists_after_410(
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
+
+
+async def _drop_gracefully(server: ApiServer) -> int:
+    return server.faults.drop_watches(graceful=True)
+
+
+def test_official_client_watch_continues_over_a_clean_stream_end(
+    threaded: tuple[ThreadedServer, kubernetes.client.CoreV1Api],
+) -> None:
+    runner, core = threaded
+    rv = core.list_namespaced_config_map("default").metadata.resource_version
+    core.create_namespaced_config_map("default", configmap("a"))
+    seen: list[str] = []
+    watch = kubernetes.watch.Watch()
+    for event in watch.stream(core.list_namespaced_config_map, "default", resource_version=rv):
+        seen.append(event["object"].metadata.name)
+        if len(seen) == 1:
+            assert runner.run(_drop_gracefully(runner.server)) == 1
+            core.create_namespaced_config_map("default", configmap("b"))
+        else:
+            watch.stop()
+    assert seen == ["a", "b"]  # the client re-watched from its last resourceVersion by itself

@@ -46,8 +46,12 @@ class Faults:
     rules: list[FaultRule] = field(default_factory=list)
     latency: float = 0.0
     drop_watches_every: float | None = None
+    # Drops end streams cleanly (as a server timeout does) instead of breaking the connection.
+    drop_gracefully: bool = False
     rng: random.Random = field(init=False, repr=False)
-    _drop_listeners: list[Callable[[], int]] = field(default_factory=list, init=False, repr=False)
+    _drop_listeners: list[Callable[[bool], int]] = field(
+        default_factory=list, init=False, repr=False
+    )
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -74,6 +78,7 @@ class Faults:
         self.rules.clear()
         self.latency = 0.0
         self.drop_watches_every = None
+        self.drop_gracefully = False
 
     def decide(self, verb: str, resource: str) -> tuple[float, ApiError | None]:
         """The latency to add and the error to answer (if any) for one request."""
@@ -100,12 +105,13 @@ class Faults:
                 return delay, error
         return delay, None
 
-    def on_drop(self, listener: Callable[[], int]) -> None:
+    def on_drop(self, listener: Callable[[bool], int]) -> None:
         self._drop_listeners.append(listener)
 
-    def drop_watches(self) -> int:
+    def drop_watches(self, graceful: bool | None = None) -> int:
         """Cut every open watch stream now; returns how many were cut."""
-        return sum(listener() for listener in self._drop_listeners)
+        clean = self.drop_gracefully if graceful is None else graceful
+        return sum(listener(clean) for listener in self._drop_listeners)
 
     # JSON form for the HTTP endpoint -----------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
@@ -113,6 +119,7 @@ class Faults:
             "seed": self.seed,
             "latency": self.latency,
             "dropWatchesEvery": self.drop_watches_every,
+            "dropGracefully": self.drop_gracefully,
             "rules": [asdict(rule) for rule in self.rules],
         }
 
@@ -124,6 +131,7 @@ class Faults:
         self.latency = float(doc.get("latency", 0.0))
         every = doc.get("dropWatchesEvery")
         self.drop_watches_every = None if every is None else float(every)
+        self.drop_gracefully = bool(doc.get("dropGracefully", False))
         rules = []
         for raw in doc.get("rules") or []:
             retry = raw.get("retry_after", raw.get("retryAfter"))

@@ -64,6 +64,7 @@ class Watcher:
         self.wakeup = asyncio.Event()
         self.overflowed = False
         self.dropped = False
+        self.graceful = False
 
     def push(self, kind: str, payload: Any, *, force: bool = False) -> None:
         """Queue one event; `force` bypasses the bound (initial state and replay)."""
@@ -95,8 +96,10 @@ class Watcher:
             gone["metadata"] = {**gone["metadata"], "resourceVersion": str(change.new.rv)}
             self.push("DELETED", Stored(gone, change.new.rv), force=force)
 
-    def drop(self) -> None:
+    def drop(self, *, graceful: bool = False) -> None:
+        """End the stream: abruptly like a broken connection, or cleanly like a server timeout."""
         self.dropped = True
+        self.graceful = graceful
         self.wakeup.set()
 
     async def next_batch(self) -> list[tuple[str, Any]]:
@@ -205,7 +208,7 @@ class Store:
         if table is None:
             return []
         for watcher in table.watchers:
-            watcher.drop()
+            watcher.drop(graceful=True)
         return [s for bucket in table.by_ns.values() for s in bucket.values()]
 
     def _publish(self, table: _Table, change: Change) -> None:
