@@ -6,7 +6,7 @@ from typing import Any
 
 import jsonpatch
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from raycluster_operator.devcluster.server.errors import ApiError
@@ -127,6 +127,7 @@ json_values = st.recursive(
 json_objects = st.dictionaries(st.text("abc", min_size=1, max_size=2), json_values, max_size=4)
 
 
+@settings(max_examples=40, deadline=None)
 @given(json_objects, json_objects)
 def test_json_patch_between_two_documents_reaches_the_second(
     a: dict[str, Any], b: dict[str, Any]
@@ -135,6 +136,7 @@ def test_json_patch_between_two_documents_reaches_the_second(
     assert json_patch(a, ops) == b
 
 
+@settings(max_examples=40, deadline=None)
 @given(json_objects, json_objects)
 def test_merge_patches_are_idempotent(a: dict[str, Any], b: dict[str, Any]) -> None:
     assert merge_patch(a, {}) == a
