@@ -12,6 +12,8 @@ import aiohttp
 import pytest
 
 from raycluster_operator.devcluster.server import ApiServer
+from raycluster_operator.devcluster.server.selectors import Selection
+from raycluster_operator.devcluster.server.store import Watcher
 from raycluster_operator.devcluster.server.testing import client_ssl_context
 
 CMS = "/api/v1/namespaces/default/configmaps"
@@ -205,3 +207,18 @@ async def test_a_watch_whose_client_left_is_unregistered(server: ApiServer, api:
             break
         await asyncio.sleep(0.02)
     assert not server.hub.open
+
+
+async def test_initial_state_does_not_count_against_the_backlog_bound() -> None:
+    watcher = Watcher("configmaps", Selection(None), max_queue=3)
+    for i in range(6):
+        watcher.push("ADDED", i, force=True)
+    for i in range(3):
+        watcher.push("ADDED", 10 + i)
+    assert not watcher.overflowed
+    assert len(await watcher.next_batch()) == 9
+    for i in range(3):
+        watcher.push("MODIFIED", i)
+    assert not watcher.overflowed
+    watcher.push("MODIFIED", 3)  # the fourth undrained change is one too many
+    assert watcher.overflowed

@@ -65,16 +65,20 @@ class Watcher:
         self.overflowed = False
         self.dropped = False
         self.graceful = False
+        self.limit = max_queue
 
     def push(self, kind: str, payload: Any, *, force: bool = False) -> None:
         """Queue one event; `force` bypasses the bound (initial state and replay)."""
         if self.overflowed or self.dropped:
             return
-        if len(self.items) >= self.max_queue and not force:
+        if force:
+            self.limit += 1  # initial state and replay do not count against the backlog bound
+        elif len(self.items) >= self.limit:
             self.items.clear()
             self.overflowed = True
-        else:
-            self.items.append((kind, payload))
+            self.wakeup.set()
+            return
+        self.items.append((kind, payload))
         self.wakeup.set()
 
     def offer(self, change: Change, *, force: bool = False) -> None:
@@ -108,6 +112,7 @@ class Watcher:
             await self.wakeup.wait()
         batch = list(self.items)
         self.items.clear()
+        self.limit = self.max_queue
         return batch
 
 
