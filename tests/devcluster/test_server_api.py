@@ -382,6 +382,8 @@ async def test_namespace_deletion_removes_its_content(http: Http) -> None:
     assert status == 200
     assert (await http.call("GET", "/api/v1/namespaces/tmp/configmaps/c"))[0] == 404
     assert (await http.call("GET", "/api/v1/namespaces/tmp"))[0] == 404
+    status, body = await http.call("DELETE", "/api/v1/namespaces/default")
+    assert (status, body["reason"]) == (403, "Forbidden")
 
 
 async def test_services_get_a_cluster_ip(http: Http) -> None:

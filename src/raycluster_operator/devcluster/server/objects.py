@@ -29,6 +29,7 @@ DNS_SUBDOMAIN = re.compile(rf"^{_DNS_LABEL}(\.{_DNS_LABEL})*$")
 DNS_LABEL = re.compile(rf"^{_DNS_LABEL}$")
 DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+UNDELETABLE_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})
 CRD_KEY = "customresourcedefinitions.apiextensions.k8s.io"
 NS_KEY = "namespaces"
 STALE = (
@@ -479,6 +480,13 @@ class Objects:
         failure = deletion.precondition_failure(current.obj["metadata"], options)
         if failure:
             raise conflict(rt.plural, rt.group, name, failure)
+        if rt.storage_key == NS_KEY and name in UNDELETABLE_NAMESPACES:
+            raise ApiError(
+                403,
+                "Forbidden",
+                f'namespaces "{name}" is forbidden: this namespace may not be deleted',
+                details={"name": name, "kind": "namespaces"},
+            )
         decision = deletion.decide(
             current.obj,
             options,
