@@ -106,7 +106,7 @@ async def _drop(server: ApiServer) -> int:
 
 
 async def _expire(server: ApiServer) -> None:
-    server.store.expire_history("configmaps")
+    server.faults.expire_watch_history()
 
 
 def test_official_client_relists_after_410(

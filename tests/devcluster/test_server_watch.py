@@ -114,6 +114,20 @@ async def test_too_old_resource_version_answers_410(api: Api) -> None:
     assert events[0]["object"]["code"] == 410 and events[0]["object"]["reason"] == "Expired"
 
 
+async def test_expired_history_answers_410_to_lagging_resumes_only(
+    server: ApiServer, api: Api
+) -> None:
+    first = await api.send("POST", CMS, cm("a"))
+    await api.send("POST", CMS, cm("b"))
+    server.faults.expire_watch_history()
+    lagging = await collect(api.watch(CMS, resourceVersion=first["metadata"]["resourceVersion"]), 1)
+    assert lagging[0]["type"] == "ERROR" and lagging[0]["object"]["code"] == 410
+    current = str(server.store.rv)
+    await api.send("POST", CMS, cm("c"))
+    caught_up = await collect(api.watch(CMS, resourceVersion=current), 1)
+    assert caught_up[0]["type"] == "ADDED" and caught_up[0]["object"]["metadata"]["name"] == "c"
+
+
 async def test_bookmarks_on_resume_and_periodically(api: Api) -> None:
     a = await api.send("POST", CMS, cm("a"))
     stream = api.watch(

@@ -52,6 +52,9 @@ class Faults:
     _drop_listeners: list[Callable[[bool], int]] = field(
         default_factory=list, init=False, repr=False
     )
+    _expire_listeners: list[Callable[[], None]] = field(
+        default_factory=list, init=False, repr=False
+    )
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -108,6 +111,14 @@ class Faults:
     def on_drop(self, listener: Callable[[bool], int]) -> None:
         self._drop_listeners.append(listener)
 
+    def on_expire(self, listener: Callable[[], None]) -> None:
+        self._expire_listeners.append(listener)
+
+    def expire_watch_history(self) -> None:
+        """Forget all retained watch history: every resume from before now gets 410."""
+        for listener in self._expire_listeners:
+            listener()
+
     def drop_watches(self, graceful: bool | None = None) -> int:
         """Cut every open watch stream now; returns how many were cut."""
         clean = self.drop_gracefully if graceful is None else graceful
@@ -124,7 +135,8 @@ class Faults:
         }
 
     def load_json(self, doc: dict[str, Any]) -> None:
-        """Replace the configuration; `dropWatchesNow: true` also cuts watches immediately."""
+        """Replace the configuration; `expireHistoryNow: true` forgets watch history and
+        `dropWatchesNow: true` cuts watches immediately (in that order)."""
         if "seed" in doc and doc["seed"] != self.seed:
             self.seed = int(doc["seed"])
             self.rng = random.Random(self.seed)
@@ -146,5 +158,7 @@ class Faults:
                 )
             )
         self.rules = rules
+        if doc.get("expireHistoryNow"):
+            self.expire_watch_history()
         if doc.get("dropWatchesNow"):
             self.drop_watches()

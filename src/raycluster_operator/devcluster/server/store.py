@@ -250,8 +250,11 @@ class Store:
     def all_watchers(self) -> list[Watcher]:
         return [w for t in self._tables.values() for w in t.watchers]
 
-    def expire_history(self, key: str) -> None:
-        """Forget retained changes so that resuming any older watch answers 410 (for tests)."""
-        table = self._table(key)
-        table.history.clear()
-        table.floor = self.rv
+    def expire_history(self, key: str | None = None) -> None:
+        """Forget retained changes of one resource (or all) so that resuming a watch from
+        before now answers 410, as after a real server's compaction."""
+        keys = [key] if key is not None else list(self._tables)
+        for name in keys:
+            table = self._table(name)
+            table.history.clear()
+            table.floor = self.rv
