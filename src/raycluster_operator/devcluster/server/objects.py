@@ -418,6 +418,8 @@ class Objects:
         force: bool = False,
         strict: bool = False,
     ) -> Stored:
+        """Apply one of the four patch types; `force` (server-side apply) is accepted and has
+        no effect, since this server tracks no field ownership and so raises no conflicts."""
         if content_type == patches.STRATEGIC_PATCH and not rt.builtin:
             raise ApiError(
                 415,
