@@ -1,23 +1,21 @@
-"""One container's life in a pod: start, probe, exit, restart with back-off.
+"""One container's runs inside a pod: start, probe, report, stop.
 
-The kubelet's per-container loop, reduced to what a dev cluster needs: restart policy with a
-small doubling back-off, readiness/liveness/startup probes, the previous run's log kept
-beside the current one.
+The kubelet owns the restart policy and counts restarts; a runner starts the container when
+asked, reports it running, ready or exited through the kubelet's events, and waits a small
+doubling back-off before a restart so a crashing command does not spin.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import shutil
 import signal
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from raycluster_operator.devcluster.process.probespec import (
     ProbeSpec,
@@ -27,16 +25,21 @@ from raycluster_operator.devcluster.process.probespec import (
 )
 from raycluster_operator.devcluster.process.probing import probe_once
 from raycluster_operator.devcluster.process.sandbox import ContainerProcess, PodSandbox
-from raycluster_operator.devcluster.process.status import (
-    ContainerView,
-    restarts,
-    terminated_reason,
-    terminated_state,
-)
+
+# Exit code a kubelet reports when the container's command could not be started.
+START_ERROR = 128
 
 
-def now_iso() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+class ContainerEvents(Protocol):
+    """The kubelet's side (devcluster.runtime.PodEvents), keyed by pod uid."""
+
+    def container_running(self, uid: str, container: str, *, ready: bool = True) -> None: ...
+
+    def container_ready(self, uid: str, container: str, ready: bool) -> None: ...
+
+    def container_exited(
+        self, uid: str, container: str, exit_code: int, reason: str = ""
+    ) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -61,137 +64,108 @@ class LaunchSpec:
     log: Path
 
 
+def missing_executable(argv: Sequence[str], path: str | None) -> str:
+    """Why the command cannot start (a kubelet's StartError message), or ""."""
+    if not argv:
+        return "the process runtime needs an explicit command (images are not run)"
+    exe = argv[0]
+    if "/" in exe or shutil.which(exe, path=path) is not None:
+        return ""
+    return f'exec: "{exe}": executable file not found in $PATH'
+
+
 class ContainerRunner:
-    """Runs one container until it stops for good or the pod goes away."""
+    """Runs one container of one pod, once per `start()`."""
 
     def __init__(
         self,
         sandbox: PodSandbox,
+        uid: str,
         spec: Mapping[str, Any],
         launch: LaunchSpec,
         *,
         pod_ip: str,
-        policy: str,
         grace: float,
-        on_change: Callable[[], None],
         backoff: Backoff,
     ) -> None:
         self.sandbox = sandbox
-        self.spec = spec
+        self.uid = uid
+        self.name = str(spec["name"])
         self.launch = launch
         self.pod_ip = pod_ip
-        self.policy = policy
         self.grace = grace
-        self.on_change = on_change
         self.backoff = backoff
-        self.view = ContainerView(name=str(spec["name"]), image=str(spec.get("image") or ""))
         self.readiness = parse_probe(spec.get("readinessProbe"), spec)
         self.liveness = parse_probe(spec.get("livenessProbe"), spec)
         self.startup = parse_probe(spec.get("startupProbe"), spec)
+        self.attempt = 0
+        self.ready = False
+        self.last_message = ""
         self._process: ContainerProcess | None = None
+        self._forced_code: int | None = None
         self._stopping = False
-        self._liveness_kill = False
+        self._began = 0.0
 
-    def _set(self, **changes: Any) -> None:
-        new = dataclasses.replace(self.view, **changes)
-        if new != self.view:
-            self.view = new
-            self.on_change()
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.proc.returncode is None
 
-    async def run(self) -> ContainerView:
-        """Run (and re-run) the container; returns its final view."""
-        attempt = 0
-        while not self._stopping:
-            began = time.monotonic()
-            code = await self._run_once()
-            if self._stopping or not restarts(self.policy, code):
-                self._set(final=True)
-                return self.view
-            attempt = 1 if time.monotonic() - began > self.backoff.reset else attempt + 1
-            last = terminated_state(self.view)
-            self._set(
-                state="waiting",
-                reason="CrashLoopBackOff",
-                message=f"back-off restarting failed container {self.view.name}",
-                last_terminated=last,
-                ready=False,
-            )
-            await asyncio.sleep(self.backoff.delay(attempt))
-            self._set(restart_count=self.view.restart_count + 1, message="")
-            previous = self.launch.log.with_suffix(".previous.log")
-            with contextlib.suppress(FileNotFoundError):
-                self.launch.log.replace(previous)
-        return self.view
-
-    async def _run_once(self) -> int:
-        missing = self._missing_executable()
-        if missing:
-            stamp = now_iso()
-            self._set(
-                state="terminated",
-                reason="StartError",
-                message=missing,
-                exit_code=128,
-                started_at=stamp,
-                finished_at=stamp,
-                ready=False,
-            )
-            return 128
-        self._liveness_kill = False
+    async def run_once(self, events: ContainerEvents | None) -> int:
+        """Start the container, report it, and return its exit code when it ends."""
+        if self._stopping:
+            return 0
+        problem = missing_executable(self.launch.argv, self.launch.env.get("PATH"))
+        if problem:
+            self.last_message = problem
+            if events is not None:
+                events.container_exited(self.uid, self.name, START_ERROR, "StartError")
+            return START_ERROR
+        self._forced_code = None
+        self._began = time.monotonic()
         self._process = await self.sandbox.spawn(
             self.launch.argv, self.launch.env, self.launch.workdir, self.launch.log
         )
-        self._set(
-            state="running",
-            reason="",
-            message="",
-            exit_code=0,
-            signal=0,
-            started_at=now_iso(),
-            finished_at="",
-            started=self.startup is None,
-            ready=self.readiness is None and self.startup is None,
-            container_id=f"process://{self._process.inner_pid() or self._process.proc.pid}",
-        )
-        probes = asyncio.create_task(self._probe())
+        self.ready = self.readiness is None and self.startup is None
+        if events is not None:
+            events.container_running(self.uid, self.name, ready=self.ready)
+        probes = asyncio.create_task(self._probe(events))
         try:
             code = await self._process.wait()
         finally:
             probes.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await probes
-        self._set(
-            state="terminated",
-            exit_code=code,
-            signal=code - 128 if code > 128 else 0,
-            reason=terminated_reason(code),
-            message="killed: liveness probe failed" if self._liveness_kill else "",
-            finished_at=now_iso(),
-            ready=False,
-        )
+        self.ready = False
+        if self._forced_code is not None:
+            code = self._forced_code
+        if events is not None and not self._stopping:
+            events.container_exited(self.uid, self.name, code)
         return code
 
-    def _missing_executable(self) -> str:
-        if not self.launch.argv:
-            return "the process runtime needs an explicit command (images are not run)"
-        exe = self.launch.argv[0]
-        if "/" in exe:
-            return ""
-        if shutil.which(exe, path=self.launch.env.get("PATH")) is None:
-            return f'exec: "{exe}": executable file not found in $PATH'
-        return ""
+    async def restart(self, events: ContainerEvents | None) -> int:
+        """Run again after the back-off (the kubelet has decided that it restarts)."""
+        ran = time.monotonic() - self._began
+        self.attempt = 1 if ran > self.backoff.reset else self.attempt + 1
+        await asyncio.sleep(self.backoff.delay(self.attempt))
+        return await self.run_once(events)
+
+    def _set_ready(self, ready: bool, events: ContainerEvents | None) -> None:
+        if ready != self.ready:
+            self.ready = ready
+            if events is not None:
+                events.container_ready(self.uid, self.name, ready)
 
     async def _exec(self, argv: Sequence[str], seconds: float) -> int:
         code, _ = await self.sandbox.exec(argv, self.launch.env, self.launch.workdir, seconds)
         return code
 
-    async def _probe(self) -> None:
+    async def _probe(self, events: ContainerEvents | None) -> None:
         if self.startup is not None:
             await self._until_passing(self.startup)
-            self._set(started=True, ready=self.readiness is None)
+            self._set_ready(self.readiness is None, events)
         tasks = []
         if self.readiness is not None:
-            tasks.append(asyncio.create_task(self._readiness(self.readiness)))
+            tasks.append(asyncio.create_task(self._readiness(self.readiness, events)))
         if self.liveness is not None:
             tasks.append(asyncio.create_task(self._liveness(self.liveness)))
         try:
@@ -208,12 +182,12 @@ class ContainerRunner:
             if not state.passing:
                 await asyncio.sleep(spec.period)
 
-    async def _readiness(self, spec: ProbeSpec) -> None:
+    async def _readiness(self, spec: ProbeSpec, events: ContainerEvents | None) -> None:
         await asyncio.sleep(spec.initial_delay)
         state = ProbeState(passing=False)
         while True:
             state = record(spec, state, await probe_once(spec, self.pod_ip, self._exec))
-            self._set(ready=state.passing)
+            self._set_ready(state.passing, events)
             await asyncio.sleep(spec.period)
 
     async def _liveness(self, spec: ProbeSpec) -> None:
@@ -222,7 +196,7 @@ class ContainerRunner:
         while state.passing:
             await asyncio.sleep(spec.period)
             state = record(spec, state, await probe_once(spec, self.pod_ip, self._exec))
-        self._liveness_kill = True
+        self.last_message = "liveness probe failed"
         await self.terminate(self.grace)
 
     async def terminate(self, grace: float) -> None:
@@ -236,6 +210,12 @@ class ContainerRunner:
         except TimeoutError:
             process.signal(signal.SIGKILL)
 
+    def kill(self, exit_code: int) -> None:
+        """Make the container exit now, reported with `exit_code` (fault injection)."""
+        if self._process is not None and self._process.proc.returncode is None:
+            self._forced_code = exit_code
+            self._process.signal(signal.SIGKILL)
+
     def stop(self) -> None:
-        """No more restarts: the pod is going away."""
+        """The pod is going away: no more starts, no more reports."""
         self._stopping = True

@@ -1,4 +1,4 @@
-"""A pod as a group of local processes: its sandbox, its containers, its status."""
+"""A pod as a group of local processes: its sandbox, its containers, their files."""
 
 from __future__ import annotations
 
@@ -8,22 +8,21 @@ import os
 import shutil
 import signal
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from raycluster_operator.devcluster.process.container import (
     Backoff,
+    ContainerEvents,
     ContainerRunner,
     LaunchSpec,
-    now_iso,
 )
 from raycluster_operator.devcluster.process.downward import DownwardContext
 from raycluster_operator.devcluster.process.envvars import KeyLookup, container_env, expand_all
 from raycluster_operator.devcluster.process.hosts import pod_record
 from raycluster_operator.devcluster.process.sandbox import PodSandbox, SandboxFiles, write_in_place
-from raycluster_operator.devcluster.process.status import ContainerView, PodFacts, pod_status
 
 
 def host_environment() -> dict[str, str]:
@@ -31,7 +30,7 @@ def host_environment() -> dict[str, str]:
     find the tools installed beside the dev cluster (e.g. `ray` in its virtualenv)."""
     env = dict(os.environ)
     bin_dir = os.path.dirname(sys.executable)
-    rest = [p for p in env.get("PATH", "/usr/bin:/bin").split(os.pathsep) if p != bin_dir]
+    rest = [p for p in env.get("PATH", "/usr/bin:/bin").split(os.pathsep) if p and p != bin_dir]
     env["PATH"] = os.pathsep.join([bin_dir, *rest])
     return env
 
@@ -50,7 +49,7 @@ class PodSettings:
 
 
 class ProcessPod:
-    """Runs one pod's containers in its sandbox and reports every change through `on_change`."""
+    """Runs one pod's containers in its sandbox, reporting to the kubelet's events."""
 
     def __init__(
         self,
@@ -59,15 +58,14 @@ class ProcessPod:
         pod_ip: str,
         settings: PodSettings,
         *,
-        on_change: Callable[[], None],
         lookup: KeyLookup | None = None,
     ) -> None:
         self.pod = pod
         self.pod_ip = pod_ip
         self.settings = settings
-        self.on_change = on_change
         self.lookup = lookup
         record = pod_record(pod, ip=pod_ip)
+        self.uid = str((pod.get("metadata") or {}).get("uid") or "")
         self.namespace = record.namespace
         self.name = record.name
         self.sandbox = PodSandbox(SandboxFiles(root), record.host)
@@ -75,23 +73,24 @@ class ProcessPod:
         self.policy = str(spec.get("restartPolicy") or "Always")
         grace = spec.get("terminationGracePeriodSeconds")
         self.grace = float(30 if grace is None else grace)
-        self.start_time = now_iso()
-        # Containers whose env or command could not be resolved: the pod does not start.
+        # Containers whose env or command could not be resolved: they are never started.
         self.config_errors: dict[str, str] = {}
-        self.init_runners = [self._runner(c, init=True) for c in spec.get("initContainers") or []]
-        self.runners = [self._runner(c, init=False) for c in spec.get("containers") or []]
-        self._task: asyncio.Task[None] | None = None
+        self.init_runners = [self._runner(c) for c in spec.get("initContainers") or []]
+        self.runners = {r.name: r for r in (self._runner(c) for c in spec.get("containers") or [])}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._stopped = False
 
     @property
     def files(self) -> SandboxFiles:
         return self.sandbox.files
 
-    def _runner(self, container: Mapping[str, Any], *, init: bool) -> ContainerRunner:
+    def _runner(self, container: Mapping[str, Any]) -> ContainerRunner:
         name = str(container["name"])
         ctx = DownwardContext(
             pod_ip=self.pod_ip, host_ip=self.settings.host_ip, allocatable=self.settings.allocatable
         )
         argv: tuple[str, ...] = ()
+        env: dict[str, str] = {}
         try:
             env = container_env(
                 self.pod, container, ctx, service_env=self.settings.service_env, lookup=self.lookup
@@ -100,25 +99,20 @@ class ProcessPod:
             args += [str(a) for a in (container.get("args") or [])]
             argv = tuple(expand_all(args, env))
         except ValueError as err:
-            env = {}
             self.config_errors[name] = str(err)
-        full_env = {**self.settings.base_env, "HOSTNAME": self.sandbox.hostname, **env}
         launch = LaunchSpec(
             argv=argv,
-            env=full_env,
+            env={**self.settings.base_env, "HOSTNAME": self.sandbox.hostname, **env},
             workdir=str(container.get("workingDir") or "/"),
             log=self.files.logs / f"{name}.log",
         )
-        # An init container never restarts on its own under Always: it is re-run on failure.
-        policy = "OnFailure" if init and self.policy == "Always" else self.policy
         return ContainerRunner(
             self.sandbox,
+            self.uid,
             container,
             launch,
             pod_ip=self.pod_ip,
-            policy=policy,
             grace=self.grace,
-            on_change=self.on_change,
             backoff=self.settings.backoff,
         )
 
@@ -135,75 +129,76 @@ class ProcessPod:
     def write_hosts(self, content: str) -> bool:
         return write_in_place(self.files.hosts, content)
 
-    async def start(self) -> None:
-        """Create the sandbox and start running containers (returns without waiting for them)."""
+    def _spawn(self, coroutine: Any) -> asyncio.Task[Any]:
+        task: asyncio.Task[Any] = asyncio.create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def start(self, events: ContainerEvents | None) -> None:
+        """Create the sandbox, run init containers in order, then start every container."""
         self.sandbox.prepare()
         self.write_service_account()
         await self.sandbox.start()
-        self._task = asyncio.create_task(self._run(), name=f"pod {self.namespace}/{self.name}")
+        self._spawn(self._start(events))
 
-    async def _run(self) -> None:
+    async def _start(self, events: ContainerEvents | None) -> None:
         if self.config_errors:
             return
         for runner in self.init_runners:
-            view = await runner.run()
-            if view.exit_code != 0:
+            code = await runner.run_once(None)
+            while code != 0 and self.policy != "Never" and not self._stopped:
+                code = await runner.restart(None)
+            if code != 0:
+                for main in self.runners.values():
+                    if events is not None and not self._stopped:
+                        events.container_exited(self.uid, main.name, code, "InitError")
                 return
-        await asyncio.gather(*(r.run() for r in self.runners))
+        for runner in self.runners.values():
+            self._spawn(runner.run_once(events))
 
-    def views(self) -> tuple[list[ContainerView], list[ContainerView]]:
-        init = [r.view for r in self.init_runners]
-        containers = [
-            _config_error(r.view, self.config_errors[r.view.name])
-            if r.view.name in self.config_errors
-            else r.view
-            for r in self.runners
-        ]
-        return init, containers
+    @property
+    def ready(self) -> bool:
+        """Every container is running and passes its readiness probe."""
+        return bool(self.runners) and all(r.running and r.ready for r in self.runners.values())
 
-    def status(self, previous_conditions: list[Mapping[str, Any]]) -> dict[str, Any]:
-        init, containers = self.views()
-        facts = PodFacts(
-            pod_ip=self.pod_ip,
-            host_ip=self.settings.host_ip,
-            start_time=self.start_time,
-            previous_conditions=previous_conditions,
-        )
-        return pod_status(facts, init, containers, now=now_iso())
+    def restart(self, container: str, events: ContainerEvents | None) -> None:
+        runner = self.runners.get(container)
+        if runner is not None and not self._stopped:
+            self._spawn(runner.restart(events))
+
+    def kill(self, container: str, exit_code: int) -> None:
+        runner = self.runners.get(container)
+        if runner is not None:
+            runner.kill(exit_code)
 
     async def stop(self, grace: float | None = None) -> None:
         """SIGTERM every process of the pod, wait up to the grace period, then kill the PID
         namespace (and with it anything still alive)."""
+        if self._stopped:
+            return
+        self._stopped = True
         wait = self.grace if grace is None else grace
-        for runner in self.init_runners + self.runners:
+        for runner in [*self.init_runners, *self.runners.values()]:
             runner.stop()
         self.sandbox.signal_all(signal.SIGTERM)
-        if self._task is not None:
-            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-                await asyncio.wait_for(asyncio.shield(self._task), wait)
+        for _ in range(int(wait / 0.05) + 1):
+            if not self.sandbox.pids():
+                break
+            await asyncio.sleep(0.05)
         await self.sandbox.kill()
-        if self._task is not None:
-            self._task.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+                await task
 
     def remove_files(self) -> None:
         shutil.rmtree(self.files.root, ignore_errors=True)
 
-    def read_log(self, container: str, *, previous: bool = False) -> bytes:
-        """A container's output so far (or of its previous run)."""
-        path = self.files.logs / (f"{container}.previous.log" if previous else f"{container}.log")
+    def read_log(self, container: str) -> bytes:
+        """A container's output so far, across its restarts."""
         try:
-            return path.read_bytes()
+            return (self.files.logs / f"{container}.log").read_bytes()
         except FileNotFoundError:
             return b""
-
-
-def _config_error(view: ContainerView, message: str) -> ContainerView:
-    return ContainerView(
-        name=view.name,
-        image=view.image,
-        state="waiting",
-        reason="CreateContainerConfigError",
-        message=message,
-    )

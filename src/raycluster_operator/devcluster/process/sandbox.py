@@ -179,7 +179,7 @@ class PodSandbox:
             if self._unshare.returncode is not None:
                 break
             kids = _children(self._unshare.pid)
-            if kids and str(_PODINIT) in _cmdline(kids[0]):
+            if kids and _argv(kids[0])[:3] == [sys.executable, "-I", str(_PODINIT)]:
                 self.init_pid = kids[0]
                 self._ns_inode = os.stat(f"/proc/{self.init_pid}/ns/pid").st_ino
                 return
@@ -283,11 +283,11 @@ def _append(path: Path) -> BinaryIO:
     return open(path, "ab")  # the caller closes it
 
 
-def _cmdline(pid: int) -> str:
+def _argv(pid: int) -> list[str]:
     try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
     except OSError:
-        return ""
+        return []
 
 
 class ContainerProcess:
@@ -298,10 +298,15 @@ class ContainerProcess:
         self._inner = 0
 
     async def settle(self) -> None:
-        """Wait (briefly) until the program inside exists, so it can be signalled later."""
-        for _ in range(200):
-            if self.inner_pid() or self.proc.returncode is not None:
+        """Wait (briefly) until the program inside leads its own session, so the container can
+        be signalled as a whole from now on."""
+        for _ in range(400):
+            if self.proc.returncode is not None:
                 return
+            inner = self.inner_pid()
+            with contextlib.suppress(ProcessLookupError):
+                if inner and os.getsid(inner) == inner:
+                    return
             await asyncio.sleep(0.005)
 
     def inner_pid(self) -> int:
@@ -314,9 +319,13 @@ class ContainerProcess:
     def signal(self, sig: int) -> None:
         """Signal every process of the container's session."""
         inner = self.inner_pid()
-        if inner:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(inner, sig)
+        if not inner:
+            return
+        try:
+            os.killpg(inner, sig)
+        except ProcessLookupError:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(inner, sig)
 
     async def wait(self) -> int:
         """Exit code as a kubelet reports it: 128+signal when killed by a signal."""
