@@ -314,9 +314,14 @@ def _prefer_whole_gang(pod: Obj, feasible: list[str], world: _World, pending: Se
         if value is not None:
             per_domain[value] += 1
     # Counting feasible nodes is exact for one pod per host (TPU/GPU hosts) and a fair
-    # approximation otherwise; prefer the smallest domain that holds the gang.
+    # approximation otherwise. A known gang takes the smallest domain that holds it; a lone
+    # first pod (its siblings not created yet) takes the roomiest, so they can follow it.
+    if gang == 1:
+        # per_domain keeps first-seen (name) order, and max() keeps the first of equals.
+        roomiest = max(per_domain, key=per_domain.__getitem__, default=None)
+        return next((n for n in feasible if world.topology_value(n, key) == roomiest), feasible[0])
     roomy = [(count, value) for value, count in per_domain.items() if count >= gang]
     if not roomy:
         return feasible[0]
-    _, best = min(roomy)
-    return next(n for n in feasible if world.topology_value(n, key) == best)
+    _, chosen = min(roomy)
+    return next(n for n in feasible if world.topology_value(n, key) == chosen)
