@@ -31,8 +31,19 @@ from raycluster_operator.devcluster.server import ApiServer, Faults
 
 log = logging.getLogger(__name__)
 
+
+def _process_runtime(delay: float) -> Runtime:
+    # [process runtime integration] imported on demand: it needs Linux namespaces and root.
+    from raycluster_operator.devcluster.process.runtime import ProcessRuntime
+
+    return ProcessRuntime()
+
+
 # Runtimes by name; a process runtime registers itself here (`--runtime process`).
-RUNTIMES: dict[str, Callable[[float], Runtime]] = {"simulated": SimulatedRuntime}
+RUNTIMES: dict[str, Callable[[float], Runtime]] = {
+    "simulated": SimulatedRuntime,
+    "process": _process_runtime,
+}
 
 
 class DevCluster:
@@ -56,6 +67,10 @@ class DevCluster:
                 raise ValueError(f"unknown runtime {runtime!r} (known: {', '.join(RUNTIMES)})")
             runtime = RUNTIMES[runtime](kubelet_delay)
         self.node_manifests = build_nodes(parse_spec(nodes))
+        # [process runtime integration] a runtime may adjust the nodes (loopback pod ranges).
+        adapt_nodes = getattr(runtime, "adapt_nodes", None)
+        if adapt_nodes is not None:
+            self.node_manifests = adapt_nodes(self.node_manifests)
         self.server = ApiServer(host=host, port=port, token=token, faults=faults)
         self._runtime = runtime
         self._termination_cap = termination_cap
@@ -75,6 +90,14 @@ class DevCluster:
         await self._discovery.refresh()
         await self._ensure_namespace("default")
         await asyncio.gather(*(self._create_node(n) for n in self.node_manifests))
+        # [process runtime integration] the runtime gets the API (service-account token, CA,
+        # watches for pod DNS) and serves `kubectl logs` through the server.
+        attach = getattr(self._runtime, "attach", None)
+        if attach is not None:
+            await attach(self._client, token=self.token, ca_pem=self.ca_pem)
+        read_log = getattr(self._runtime, "read_log", None)
+        if read_log is not None:
+            self.server.log_source = read_log
         self._scheduler = Scheduler(self._client)
         self._kubelet = Kubelet(
             self._client,

@@ -103,6 +103,11 @@ class ProcessRuntime:
 
     # --- wiring --------------------------------------------------------------------------
 
+    @staticmethod
+    def adapt_nodes(nodes: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """DevCluster hook: nodes with loopback pod ranges."""
+        return loopback_nodes(nodes)
+
     async def attach(self, client: ApiClient, *, token: str, ca_pem: bytes) -> None:
         """Connect to the API server: the credentials pods get, and watches on pods and
         services that keep every pod's /etc/hosts current."""
