@@ -131,6 +131,29 @@ async def test_pods_serve_on_their_ip_and_reach_each_other_by_service_name(
     assert f"serving on {web_ip}" in served.stdout
 
 
+IN_CLUSTER = """
+from kubernetes import client, config
+config.load_incluster_config()
+pods = client.CoreV1Api().list_namespaced_pod("default").items
+print("sees", sorted(p.metadata.name for p in pods))
+"""
+
+
+async def test_in_cluster_clients_find_and_trust_the_api_server(
+    process_cluster: DevCluster, eventually: Any, kubectl: Any
+) -> None:
+    await process_cluster.client.create(
+        PODS, python_pod("incluster", IN_CLUSTER, restartPolicy="Never")
+    )
+
+    async def succeeded() -> None:
+        assert (await status_of(process_cluster, "incluster")).get("phase") == "Succeeded"
+
+    await eventually(succeeded, within=60)
+    logs = await kubectl("logs", "incluster")
+    assert "sees ['incluster']" in logs.stdout, logs.stdout
+
+
 async def test_exit_codes_and_restarts_reach_the_pod_status(
     process_cluster: DevCluster, eventually: Any
 ) -> None:
