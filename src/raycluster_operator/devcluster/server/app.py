@@ -17,7 +17,6 @@ from .auth import token_middleware
 from .faults import Faults
 from .handlers import Handlers
 from .objects import Objects
-from .podlog import LogSource, pod_log_handler
 from .resources import Registry
 from .store import Store
 from .tls import make_serving_tls
@@ -55,8 +54,6 @@ class ApiServer:
         self.hub = WatchHub(self.store, bookmark_interval)
         self.faults.on_drop(self.hub.drop_all)
         self.ca_pem = b""
-        # [process runtime integration] where `pods/log` reads container output, if anywhere.
-        self.log_source: LogSource | None = None
         self._runner: web.AppRunner | None = None
         self._chores: list[asyncio.Task[None]] = []
 
@@ -83,11 +80,6 @@ class ApiServer:
         app.router.add_get("/devcluster/faults", handlers.get_faults)
         app.router.add_put("/devcluster/faults", handlers.put_faults)
         app.router.add_post("/devcluster/faults/drop-watches", handlers.drop_watches)
-        # [process runtime integration] pods/log, before the generic resource routes.
-        app.router.add_get(
-            "/api/v1/namespaces/{namespace}/pods/{name}/log",
-            pod_log_handler(lambda: self.log_source),
-        )
         app.router.add_route("*", "/api/{tail:.*}", handlers.resource)
         app.router.add_route("*", "/apis/{tail:.*}", handlers.resource)
         return app
