@@ -2,8 +2,10 @@
 
 Run: .venv/bin/python benchmarks/devcluster.py [--pods 10000]
 
-Figures 1-4 are the pure API server (no scheduler, kubelet or GC attached), measured with
-the fake controllers' own async client over HTTPS in this process. Figure 5 is end to end: a
+Figures 1-4 are the pure API server (no scheduler, kubelet or GC attached), driven over HTTPS
+by the fake controllers' own async client. The creating client runs in a separate process
+(as an operator would), so the server's figures and RSS are its own; lists and watches are
+read from this process. Figure 5 is end to end: a
 full DevCluster (scheduler + simulated kubelet + GC) taking pods to Running/Ready.
 Budgets: >= 500 creates/s, 10k-pod list < 1 s, < 200 MB per 10k pods.
 """
@@ -12,13 +14,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
+import json
+import multiprocessing
 import os
 import time
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-from raycluster_operator.devcluster.client import ApiClient, resource_path
+from raycluster_operator.devcluster.client import ApiClient, WatchEvent, resource_path
 from raycluster_operator.devcluster.cluster import DevCluster
+from raycluster_operator.devcluster.informer import Informer
 from raycluster_operator.devcluster.server import ApiServer
 
 CREATES_PER_S_BUDGET = 500.0
@@ -100,6 +107,16 @@ async def create_many(
     return time.perf_counter() - began
 
 
+def create_in_process(url: str, token: str, ca_pem: bytes, count: int, concurrency: int) -> float:
+    """Runs in a child process: create `count` pods in namespace bench, return the seconds."""
+
+    async def run() -> float:
+        async with ApiClient(url, token, ca_pem, connections=concurrency + 8) as client:
+            return await create_many(client, "bench", 0, count, concurrency)
+
+    return asyncio.run(run())
+
+
 async def ensure_namespace(client: ApiClient, name: str) -> None:
     await client.create(
         "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
@@ -114,34 +131,47 @@ async def api_figures(pods: int, concurrency: int, watchers: int, watch_pods: in
         await ensure_namespace(client, "bench")
         gc.collect()
         before = rss_bytes()
-        elapsed = await create_many(client, "bench", 0, pods, concurrency)
+        loop = asyncio.get_running_loop()
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(1, mp_context=context) as pool:
+            elapsed = await loop.run_in_executor(
+                pool, create_in_process, server.url, server.token, server.ca_pem, pods, concurrency
+            )
         gc.collect()
         grown = rss_bytes() - before
         rate = pods / elapsed
-        print(f"1. creates/s, 1 client, concurrency {concurrency}, {pods} pods (API only):")
+        print(
+            f"1. creates/s, 1 client (own process), concurrency {concurrency}, {pods} pods, "
+            "API only:"
+        )
         print(
             f"   {rate:8.0f}/s   budget >= {CREATES_PER_S_BUDGET:.0f}/s   "
             f"{'OK' if rate >= CREATES_PER_S_BUDGET else 'OVER BUDGET'}"
         )
 
         path = resource_path("v1", "pods", "bench")
-        timings = []
+        fetches, decodes = [], []
         for _ in range(3):
             began = time.perf_counter()
-            listed = await client.list(path)
-            timings.append(time.perf_counter() - began)
+            async with client.session.get(server.url + path) as response:
+                raw = await response.read()
+            fetched = time.perf_counter()
+            listed = json.loads(raw)
+            fetches.append(fetched - began)
+            decodes.append(time.perf_counter() - fetched)
         assert len(listed["items"]) == pods
-        best, worst = min(timings), max(timings)
-        print(f"2. list of {pods} pods (client-side JSON decode included), best/worst of 3:")
+        worst = max(fetches)
+        print(f"2. list of {pods} pods ({len(raw) / 1e6:.1f} MB), worst of 3:")
         print(
-            f"   {best:8.3f}s / {worst:.3f}s   budget < {LIST_10K_BUDGET_S:.1f}s   "
+            f"   {worst:8.3f}s until the last byte   budget < {LIST_10K_BUDGET_S:.1f}s   "
             f"{'OK' if worst < LIST_10K_BUDGET_S else 'OVER BUDGET'}"
         )
+        print(f"   {max(decodes):8.3f}s more to json.loads it in the client (not budgeted)")
 
         mb_per_10k = grown / 2**20 * 10000 / pods
         print(
-            f"3. memory: RSS grew {grown / 2**20:.1f} MB for {pods} pods "
-            f"(server store + history, one process):"
+            f"3. memory: server process RSS grew {grown / 2**20:.1f} MB for {pods} pods "
+            "(store + watch history):"
         )
         print(
             f"   {mb_per_10k:8.1f} MB per 10k pods   budget < {MB_PER_10K_BUDGET:.0f} MB   "
@@ -188,31 +218,40 @@ async def api_figures(pods: int, concurrency: int, watchers: int, watch_pods: in
         await server.stop()
 
 
+def _is_ready(pod: dict[str, Any]) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
 async def end_to_end(pods: int, concurrency: int) -> None:
     async with DevCluster(nodes=["cpu:10"], kubelet_delay=0.2) as cluster:
-        path = resource_path("v1", "pods", "default")
+        ready: set[str] = set()
+        all_ready = asyncio.Event()
+
+        def seen(event: WatchEvent) -> None:
+            items = event.object.get("items") or [] if event.type == "SYNC" else [event.object]
+            for pod in items:
+                if _is_ready(pod):
+                    ready.add(pod["metadata"]["name"])
+            if len(ready) == pods:
+                all_ready.set()
+
+        # Watching (not polling lists) keeps the observer's cost out of the figure.
+        watcher = Informer(cluster.client, resource_path("v1", "pods", "default"), seen)
+        watcher.start()
+        await watcher.synced.wait()
         began = time.perf_counter()
         # No requests: the figure is about the controllers, not about packing 10 nodes.
         await create_many(cluster.client, "default", 0, pods, concurrency, requests=False)
         created = time.perf_counter() - began
-        while True:
-            items = (await cluster.client.list(path))["items"]
-            ready = sum(
-                1
-                for p in items
-                if any(
-                    c.get("type") == "Ready" and c.get("status") == "True"
-                    for c in (p.get("status") or {}).get("conditions") or []
-                )
-            )
-            if ready == pods or time.perf_counter() - began > 90:
-                break
-            await asyncio.sleep(0.1)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(all_ready.wait(), 90)
         elapsed = time.perf_counter() - began
-        print(f"5. end to end (scheduler + simulated kubelet 0.2 s + GC): {pods} pods")
+        await watcher.stop()
+        print(f"5. end to end (scheduler + simulated kubelet 0.2 s + GC, one process): {pods} pods")
         print(
-            f"   created in {created:.2f}s, {ready}/{pods} Running+Ready after {elapsed:.2f}s "
-            f"({ready / elapsed:.0f} pods/s)"
+            f"   created in {created:.2f}s, {len(ready)}/{pods} Running+Ready after "
+            f"{elapsed:.2f}s ({len(ready) / elapsed:.0f} pods/s)"
         )
 
 

@@ -399,3 +399,27 @@ async def test_protobuf_bodies_are_refused_with_415(http: Http) -> None:
         "POST", PODS, b"\x6b\x38\x73\x00", content_type="application/vnd.kubernetes.protobuf"
     )
     assert (status, body["reason"]) == (415, "UnsupportedMediaType")
+
+
+async def test_validation_catches_generated_name_and_owner_bugs(http: Http) -> None:
+    too_long = pod("a", {"ray.io/worker-group-replica-name": "x" * 64})
+    status, body = await http.call("POST", PODS, too_long)
+    assert (status, body["reason"]) == (422, "Invalid")
+    assert body["details"]["causes"][0]["field"] == "metadata.labels"
+    twice = pod("b")
+    twice["spec"]["containers"].append({"name": "main", "image": "x:1"})
+    status, body = await http.call("POST", PODS, twice)
+    assert status == 422 and "Duplicate" in body["message"]
+    owners = pod("c")
+    ref = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": "rc", "uid": "u", "controller": True}
+    owners["metadata"]["ownerReferences"] = [ref, {**ref, "uid": "v"}]
+    status, body = await http.call("POST", PODS, owners)
+    assert status == 422 and "Controller" in body["message"]
+    host = pod("d")
+    host["spec"]["hostname"] = "Not_A_Label"
+    assert (await http.call("POST", PODS, host))[0] == 422
+    empty = {"metadata": {"name": "s"}, "spec": {"selector": {"a": "b"}}}
+    assert (await http.call("POST", "/api/v1/namespaces/default/services", empty))[0] == 422
+    ok = pod("e", {"ray.io/cluster": "rc", "empty": ""})
+    ok["spec"]["hostname"] = "rc-g-0-0"
+    assert (await http.call("POST", PODS, ok))[0] == 201

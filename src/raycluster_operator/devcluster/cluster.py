@@ -23,6 +23,7 @@ import yaml
 from raycluster_operator.devcluster.client import ApiClient, ApiError, resource_path
 from raycluster_operator.devcluster.discovery import Discovery
 from raycluster_operator.devcluster.gc import GarbageCollector
+from raycluster_operator.devcluster.informer import Informer
 from raycluster_operator.devcluster.kubelet import Kubelet
 from raycluster_operator.devcluster.nodes import build_nodes, parse_spec
 from raycluster_operator.devcluster.runtime import Runtime, SimulatedRuntime
@@ -80,6 +81,7 @@ class DevCluster:
         self._kubelet: Kubelet | None = None
         self._gc: GarbageCollector | None = None
         self._discovery: Discovery | None = None
+        self._shared: list[Informer] = []
 
     # --- lifetime ------------------------------------------------------------------------
 
@@ -95,24 +97,35 @@ class DevCluster:
         attach = getattr(self._runtime, "attach", None)
         if attach is not None:
             await attach(self._client, token=self.token, ca_pem=self.ca_pem)
-        read_log = getattr(self._runtime, "read_log", None)
-        if read_log is not None:
-            self.server.log_source = read_log
-        self._scheduler = Scheduler(self._client)
+        log_stream = getattr(self._runtime, "log_stream", None)
+        if log_stream is not None:
+            self.server.log_source = log_stream
+        # One pods and one nodes watch shared by the controllers, as in one controller manager.
+        pods = Informer(self._client, "/api/v1/pods")
+        nodes = Informer(self._client, "/api/v1/nodes")
+        self._shared = [pods, nodes]
+        self._scheduler = Scheduler(self._client, pods=pods, nodes=nodes)
         self._kubelet = Kubelet(
             self._client,
             self._runtime,
             termination_cap=self._termination_cap,
             eviction_delay=self._eviction_delay,
+            pods=pods,
+            nodes=nodes,
         )
-        self._gc = GarbageCollector(self._client, self._discovery)
-        await asyncio.gather(self._scheduler.start(), self._kubelet.start(), self._gc.start())
+        self._gc = GarbageCollector(
+            self._client, self._discovery, shared={i.path: i for i in self._shared}
+        )
+        await self._kubelet.start()  # starts the shared informers, nodes first
+        await asyncio.gather(self._scheduler.start(), self._gc.start())
         log.info("dev cluster up at %s with %d nodes", self.url, len(self.node_manifests))
 
     async def stop(self) -> None:
         for part in (self._gc, self._scheduler, self._kubelet):
             if part is not None:
                 await part.stop()
+        for informer in self._shared:
+            await informer.stop()
         if self._client is not None:
             await self._client.close()
         await self.server.stop()
@@ -158,6 +171,12 @@ class DevCluster:
         if self._kubelet is None:
             raise RuntimeError("the dev cluster is not started")
         return self._kubelet
+
+    @property
+    def garbage_collector(self) -> GarbageCollector:
+        if self._gc is None:
+            raise RuntimeError("the dev cluster is not started")
+        return self._gc
 
     @property
     def node_names(self) -> list[str]:

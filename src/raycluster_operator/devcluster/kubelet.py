@@ -68,6 +68,8 @@ class Kubelet:
         termination_cap: float = 0.5,
         eviction_delay: float = 0.5,
         concurrency: int = 32,
+        pods: Informer | None = None,
+        nodes: Informer | None = None,
     ) -> None:
         self._client = client
         self.runtime = runtime
@@ -83,18 +85,23 @@ class Kubelet:
         self._last_write: dict[str, asyncio.Task[None]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._writes = asyncio.Semaphore(concurrency)
-        self.nodes = Informer(client, "/api/v1/nodes")
-        self.pods = Informer(client, "/api/v1/pods", self._on_pod_event)
+        # Informers passed in are shared and started/stopped by their owner.
+        self.nodes = nodes or Informer(client, "/api/v1/nodes")
+        self.pods = pods or Informer(client, "/api/v1/pods")
+        self._owns_informers = pods is None and nodes is None
+        self.pods.subscribe(self._on_pod_event)
 
     async def start(self) -> None:
+        # Nodes first: a pod is only run once its node (IP range, address) is known.
         self.nodes.start()
         await self.nodes.synced.wait()
         self.pods.start()
         await self.pods.synced.wait()
 
     async def stop(self) -> None:
-        await self.pods.stop()
-        await self.nodes.stop()
+        if self._owns_informers:
+            await self.pods.stop()
+            await self.nodes.stop()
         for task in list(self._tasks):
             task.cancel()
         for task in list(self._tasks):

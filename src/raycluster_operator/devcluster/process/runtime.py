@@ -13,7 +13,7 @@ import base64
 import contextlib
 import logging
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -26,10 +26,12 @@ from raycluster_operator.devcluster.process.sandbox import process_runtime_avail
 if TYPE_CHECKING:
     from raycluster_operator.devcluster.client import ApiClient, WatchEvent
     from raycluster_operator.devcluster.informer import Informer
+    from raycluster_operator.devcluster.server.logs import LogRequest
 
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str]
+_FOLLOW_POLL = 0.2
 
 
 def _uid(pod: Mapping[str, Any]) -> str:
@@ -320,3 +322,26 @@ class ProcessRuntime:
                 return b""
             container = names[0]
         return process_pod.read_log(container)
+
+    async def log_stream(self, request: LogRequest) -> AsyncIterator[bytes]:
+        """The server's pods/log source: output so far (its last `tail_lines`), then, when
+        following, whatever the container writes until the pod goes away."""
+        data = self.read_log(request.namespace, request.pod, request.container)
+        if data is None:
+            return
+        if request.tail_lines is not None:
+            lines = data.splitlines(keepends=True)
+            chunk = b"".join(lines[-request.tail_lines :]) if request.tail_lines > 0 else b""
+        else:
+            chunk = data
+        if chunk:
+            yield chunk
+        seen = len(data)
+        while request.follow:
+            await asyncio.sleep(_FOLLOW_POLL)
+            data = self.read_log(request.namespace, request.pod, request.container)
+            if data is None:
+                return
+            if len(data) > seen:
+                yield data[seen:]
+                seen = len(data)

@@ -5,5 +5,6 @@ from __future__ import annotations
 from .app import ApiServer
 from .errors import ApiError
 from .faults import FaultRule, Faults
+from .logs import LogRequest, LogSource
 
-__all__ = ["ApiError", "ApiServer", "FaultRule", "Faults"]
+__all__ = ["ApiError", "ApiServer", "FaultRule", "Faults", "LogRequest", "LogSource"]

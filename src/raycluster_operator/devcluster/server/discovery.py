@@ -30,6 +30,7 @@ _SUB_DOCS: dict[str, tuple[str, str, str, tuple[str, ...]]] = {
     "binding": ("", "", "Binding", ("create",)),
     "eviction": ("policy", "v1", "Eviction", ("create",)),
     "scale": ("autoscaling", "v1", "Scale", ("get", "patch", "update")),
+    "log": ("", "", "Pod", ("get",)),
 }
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from . import discovery, patches, scale, tables
+from . import discovery, events, logs, patches, scale, tables
 from .errors import ApiError, bad_request, method_not_allowed, not_found
 from .faults import Faults
 from .objects import Objects
@@ -51,6 +51,7 @@ def _truthy(value: str | None) -> bool:
 
 class Handlers:
     def __init__(self, objects: Objects, hub: WatchHub, faults: Faults) -> None:
+        self.log_source: logs.LogSource | None = None
         self.objects = objects
         self.hub = hub
         self.faults = faults
@@ -124,11 +125,23 @@ class Handlers:
         if error is not None:
             raise error
         dry_run = q.get("dryRun") == "All"
+        strict = q.get("fieldValidation") == "Strict"
         rt, ns, name, sub = target.rt, target.namespace, target.name, target.subresource
         if verb in ("list", "watch"):
             return await self._list_or_watch(request, target, watching)
         if verb == "get":
             stored = self.objects.get(rt, ns, name or "")
+            if sub == "log":
+                tail = q.get("tailLines")
+                log = logs.LogRequest(
+                    namespace=ns or "",
+                    pod=name or "",
+                    container=q.get("container"),
+                    follow=_truthy(q.get("follow")),
+                    tail_lines=int(tail) if tail else None,
+                    previous=_truthy(q.get("previous")),
+                )
+                return await logs.serve(request, self.log_source, log)
             if sub == "scale":
                 return json_response(scale.view(rt, stored.obj))
             return self._object(request, rt, stored)
@@ -142,14 +155,16 @@ class Handlers:
                 return json_response(_success(), 201)
             if name is not None:
                 raise method_not_allowed("POST is not allowed on a named object")
-            stored = self.objects.create(rt, ns, body, dry_run=dry_run)
+            stored = self.objects.create(rt, ns, body, dry_run=dry_run, strict=strict)
             return self._object(request, rt, stored, 201)
         if verb == "update":
             body = await _body(request)
             if sub == "scale":
                 stored = self._write_scale(rt, ns, name or "", body, None, dry_run)
                 return json_response(scale.view(rt, stored.obj))
-            stored = self.objects.update(rt, ns, name or "", body, subresource=sub, dry_run=dry_run)
+            stored = self.objects.update(
+                rt, ns, name or "", body, subresource=sub, dry_run=dry_run, strict=strict
+            )
             return self._object(request, rt, stored)
         if verb == "patch":
             content_type = request.content_type
@@ -173,6 +188,7 @@ class Handlers:
                 subresource=sub,
                 dry_run=dry_run,
                 force=_truthy(q.get("force")),
+                strict=strict,
             )
             return self._object(request, rt, stored, 200 if existed else 201)
         if verb == "delete":
@@ -220,14 +236,12 @@ class Handlers:
     def _object(
         self, request: web.Request, rt: ResourceType, stored: Stored, status: int = 200
     ) -> web.Response:
-        obj = self.objects.view(rt, stored)
-        if obj is stored.obj:
-            return json_response(stored.raw, status)
-        return json_response(obj, status)
+        return json_response(self.objects.raw(rt, stored), status)
 
     def _selection(self, request: web.Request, target: Target) -> Selection:
         q = request.query
-        fields = parse_field_selector(q.get("fieldSelector"), target.rt.plural)
+        alias = events.field_alias if target.rt.group == events.GROUP else (lambda path: path)
+        fields = parse_field_selector(q.get("fieldSelector"), target.rt.plural, alias)
         if target.legacy_watch and target.name is not None:
             fields = parse_field_selector(f"metadata.name={target.name}", target.rt.plural)
         return Selection(target.namespace, parse_label_selector(q.get("labelSelector")), fields)
@@ -254,12 +268,14 @@ class Handlers:
                 initial = self.objects.list(rt, selection)
             timeout = float(q.get("timeoutSeconds") or DEFAULT_WATCH_TIMEOUT)
             params = WatchParams(rv, bookmarks, timeout, send_initial)
-            render = None
-            if tables.wants_table(request.headers.get("Accept", "")):
-                query = request.query
+            query = request.query
+            as_table = tables.wants_table(request.headers.get("Accept", ""))
 
-                def render(stored: Stored) -> bytes:
-                    return encode(tables.table(rt, [stored.obj], stored.rv, None, query))
+            def render(stored: Stored) -> bytes:
+                if as_table:
+                    view = self.objects.view(rt, stored)
+                    return encode(tables.table(rt, [view], stored.rv, None, query))
+                return self.objects.raw(rt, stored)
 
             return await self.hub.serve(request, rt, selection, params, initial, render)
         items = self.objects.list(rt, selection)
@@ -282,7 +298,13 @@ class Handlers:
             next_token = base64.urlsafe_b64encode(json.dumps(state).encode()).decode()
         if tables.wants_table(request.headers.get("Accept", "")):
             return json_response(
-                tables.table(rt, [s.obj for s in items], list_rv, next_token, request.query)
+                tables.table(
+                    rt,
+                    [self.objects.view(rt, s) for s in items],
+                    list_rv,
+                    next_token,
+                    request.query,
+                )
             )
         return json_response(self._list_bytes(rt, items, list_rv, next_token, remaining))
 
@@ -300,10 +322,7 @@ class Handlers:
         if remaining is not None:
             meta["remainingItemCount"] = remaining
         head = encode({"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": meta})
-        raws = [
-            s.raw if s.obj.get("apiVersion") == rt.api_version else encode(self.objects.view(rt, s))
-            for s in items
-        ]
+        raws = [self.objects.raw(rt, s) for s in items]
         return head[:-1] + b',"items":[' + b",".join(raws) + b"]}"
 
     # fault switchboard -----------------------------------------------------------------------

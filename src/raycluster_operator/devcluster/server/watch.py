@@ -48,7 +48,7 @@ class WatchHub:
         selection: Selection,
         params: WatchParams,
         initial: list[Stored] | None,
-        render: Callable[[Stored], bytes] | None = None,
+        render: Callable[[Stored], bytes],
     ) -> web.StreamResponse:
         """Stream changes. `initial` (current matching objects) is sent first as ADDED;
         `render` replaces the object encoding (kubectl asks for one-row Tables)."""
@@ -121,13 +121,9 @@ def _event(kind: str, obj: Any) -> bytes:
 
 
 def _object_event(
-    kind: str, rt: ResourceType, stored: Stored, render: Callable[[Stored], bytes] | None
+    kind: str, rt: ResourceType, stored: Stored, render: Callable[[Stored], bytes]
 ) -> bytes:
-    raw = stored.raw
-    if render is not None:
-        raw = render(stored)
-    elif stored.obj.get("apiVersion") != rt.api_version:
-        raw = encode({**stored.obj, "apiVersion": rt.api_version})
+    raw = render(stored)
     return b'{"type":"' + kind.encode() + b'","object":' + raw + b"}\n"
 
 
