@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import functools
 import os
 import shlex
@@ -25,6 +26,7 @@ from typing import BinaryIO
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 _PODINIT = Path(__file__).with_name("podinit.py")
+_PR_SET_PDEATHSIG = 1
 _TOOLS = ("unshare", "nsenter", "mount", "setsid", "hostname")
 
 
@@ -107,6 +109,13 @@ def _setup_script(files: SandboxFiles, hostname: str) -> str:
     return "\n".join(lines)
 
 
+def _die_with_parent() -> None:
+    # If the dev cluster dies without stopping its pods, `unshare` gets SIGKILL, and its
+    # --kill-child takes the pod's PID 1 (and so the whole pod) with it.
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
 def _pids_in_namespace(ns_inode: int) -> list[int]:
     pids = []
     for entry in os.listdir("/proc"):
@@ -173,6 +182,7 @@ class PodSandbox:
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
         # PID 1 is ready once it has exec'd podinit (the mounts are done by then).
         for _ in range(400):
