@@ -18,6 +18,8 @@ def test_nodes_get_distinct_loopback_pod_ranges_and_keep_everything_else() -> No
     cidrs = [n["spec"]["podCIDR"] for n in adapted]
     assert all(c.startswith("127.1.") and c.endswith(".0/24") for c in cidrs)
     assert len(set(cidrs)) == len(cidrs)
+    many = loopback_nodes([nodes[0]] * 300)
+    assert many[256]["spec"]["podCIDR"] == "127.2.0.0/24"
     for before, after in zip(nodes, adapted, strict=True):
         assert after["metadata"] == before["metadata"]
         internal = [a for a in after["status"]["addresses"] if a["type"] == "InternalIP"]

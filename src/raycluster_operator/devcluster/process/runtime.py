@@ -60,11 +60,12 @@ def service_env(api_url: str) -> dict[str, str]:
 
 
 def loopback_nodes(nodes: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Give nodes loopback pod ranges (127.1.<i>.0/24) and 127.0.0.1 as their address, so the
-    kubelet hands out pod IPs that processes on this machine can bind."""
+    """Give nodes loopback pod ranges (127.1.0.0/24, 127.1.1.0/24, ...) and 127.0.0.1 as their
+    address, so the kubelet hands out pod IPs that processes on this machine can bind."""
     out = []
     for index, node in enumerate(nodes):
-        copy = {**node, "spec": {**(node.get("spec") or {}), "podCIDR": f"127.1.{index}.0/24"}}
+        cidr = f"127.{1 + index // 256}.{index % 256}.0/24"
+        copy = {**node, "spec": {**(node.get("spec") or {}), "podCIDR": cidr}}
         status = dict(node.get("status") or {})
         status["addresses"] = [
             {**a, "address": "127.0.0.1"} if a.get("type") == "InternalIP" else a
