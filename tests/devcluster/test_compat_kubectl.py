@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 import shutil
 import sys
@@ -275,6 +276,20 @@ async def test_builtin_tables_events_and_logs(server: ApiServer, kubectl: Kubect
     assert "started by the test" in out
     _, out, _ = await kubectl("logs", "p")
     assert out == "hello from p/main\n"
+
+
+async def test_typed_create_commands_send_protobuf_we_decode(kubectl: Kubectl) -> None:
+    await kubectl("create", "namespace", "team")
+    await kubectl("create", "configmap", "cm", "-n", "team", "--from-literal=a=1")
+    await kubectl("create", "secret", "generic", "s", "-n", "team", "--from-literal=pw=hunter2")
+    await kubectl("create", "serviceaccount", "robot", "-n", "team")
+    _, out, _ = await kubectl("get", "configmap", "cm", "-n", "team", "-o", "yaml")
+    cm = yaml.safe_load(out)
+    assert cm["data"] == {"a": "1"} and "generateName" not in cm["metadata"]
+    _, out, _ = await kubectl("get", "secret", "s", "-n", "team", "-o", "jsonpath={.data.pw}")
+    assert base64.b64decode(out) == b"hunter2"
+    _, out, _ = await kubectl("auth", "can-i", "create", "pods")
+    assert out.strip() == "yes"
 
 
 POD = """

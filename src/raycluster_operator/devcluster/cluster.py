@@ -26,23 +26,23 @@ from raycluster_operator.devcluster.gc import GarbageCollector
 from raycluster_operator.devcluster.informer import Informer
 from raycluster_operator.devcluster.kubelet import Kubelet
 from raycluster_operator.devcluster.nodes import build_nodes, parse_spec
-from raycluster_operator.devcluster.runtime import Runtime, SimulatedRuntime
+from raycluster_operator.devcluster.runtime import Runtime, RuntimeContext, simulated_runtime
 from raycluster_operator.devcluster.scheduler import Scheduler
 from raycluster_operator.devcluster.server import ApiServer, Faults
 
 log = logging.getLogger(__name__)
 
 
-def _process_runtime(delay: float) -> Runtime:
+def _process_runtime(context: RuntimeContext) -> Runtime:
     # [process runtime integration] imported on demand: it needs Linux namespaces and root.
-    from raycluster_operator.devcluster.process.runtime import ProcessRuntime
+    from raycluster_operator.devcluster.process.runtime import process_runtime
 
-    return ProcessRuntime()
+    return process_runtime(context)
 
 
-# Runtimes by name; a process runtime registers itself here (`--runtime process`).
-RUNTIMES: dict[str, Callable[[float], Runtime]] = {
-    "simulated": SimulatedRuntime,
+# Runtime factories by name (`--runtime NAME`); a process runtime is added here.
+RUNTIMES: dict[str, Callable[[RuntimeContext], Runtime]] = {
+    "simulated": simulated_runtime,
     "process": _process_runtime,
 }
 
@@ -63,17 +63,17 @@ class DevCluster:
         eviction_delay: float = 0.5,
         faults: Faults | None = None,
     ) -> None:
-        if isinstance(runtime, str):
-            if runtime not in RUNTIMES:
-                raise ValueError(f"unknown runtime {runtime!r} (known: {', '.join(RUNTIMES)})")
-            runtime = RUNTIMES[runtime](kubelet_delay)
+        if isinstance(runtime, str) and runtime not in RUNTIMES:
+            raise ValueError(f"unknown runtime {runtime!r} (known: {', '.join(RUNTIMES)})")
+        self._kubelet_delay = kubelet_delay
         self.node_manifests = build_nodes(parse_spec(nodes))
-        # [process runtime integration] a runtime may adjust the nodes (loopback pod ranges).
-        adapt_nodes = getattr(runtime, "adapt_nodes", None)
-        if adapt_nodes is not None:
-            self.node_manifests = adapt_nodes(self.node_manifests)
+        if runtime == "process" or hasattr(runtime, "adapt_nodes"):
+            # [process runtime integration] pods bind their IPs: nodes get loopback pod ranges.
+            from raycluster_operator.devcluster.process.runtime import loopback_nodes
+
+            self.node_manifests = loopback_nodes(self.node_manifests)
         self.server = ApiServer(host=host, port=port, token=token, faults=faults)
-        self._runtime = runtime
+        self._runtime_choice = runtime
         self._termination_cap = termination_cap
         self._eviction_delay = eviction_delay
         self._client: ApiClient | None = None
@@ -92,22 +92,18 @@ class DevCluster:
         await self._discovery.refresh()
         await self._ensure_namespace("default")
         await asyncio.gather(*(self._create_node(n) for n in self.node_manifests))
-        # [process runtime integration] the runtime gets the API (service-account token, CA,
-        # watches for pod DNS) and serves `kubectl logs` through the server.
-        attach = getattr(self._runtime, "attach", None)
-        if attach is not None:
-            await attach(self._client, token=self.token, ca_pem=self.ca_pem)
-        log_stream = getattr(self._runtime, "log_stream", None)
-        if log_stream is not None:
-            self.server.log_source = log_stream
         # One pods and one nodes watch shared by the controllers, as in one controller manager.
         pods = Informer(self._client, "/api/v1/pods")
         nodes = Informer(self._client, "/api/v1/nodes")
         self._shared = [pods, nodes]
         self._scheduler = Scheduler(self._client, pods=pods, nodes=nodes)
+        runtime = self._runtime_choice
+        if isinstance(runtime, str):
+            context = RuntimeContext(self._kubelet_delay, self.url, self.token, self.ca_pem)
+            runtime = RUNTIMES[runtime](context)
         self._kubelet = Kubelet(
             self._client,
-            self._runtime,
+            runtime,
             termination_cap=self._termination_cap,
             eviction_delay=self._eviction_delay,
             pods=pods,
@@ -116,6 +112,7 @@ class DevCluster:
         self._gc = GarbageCollector(
             self._client, self._discovery, shared={i.path: i for i in self._shared}
         )
+        self.server.log_source = self._kubelet.log_source
         await self._kubelet.start()  # starts the shared informers, nodes first
         await asyncio.gather(self._scheduler.start(), self._gc.start())
         log.info("dev cluster up at %s with %d nodes", self.url, len(self.node_manifests))

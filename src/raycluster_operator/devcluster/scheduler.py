@@ -170,6 +170,8 @@ class Scheduler:
                 if placement.node is not None:
                     await self._bind(namespace, name, placement.node)
                     log.info("bound %s/%s to %s", namespace, name, placement.node)
+                    message = f"Successfully assigned {namespace}/{name} to {placement.node}"
+                    await self._event(pod, "Normal", "Scheduled", message)
                     return
                 conditions = unschedulable_condition(pod, placement.message)
                 if conditions is not None:
@@ -178,12 +180,43 @@ class Scheduler:
                         {"status": {"conditions": conditions}},
                     )
                     log.info("%s/%s is unschedulable: %s", namespace, name, placement.message)
+                    await self._event(pod, "Warning", "FailedScheduling", placement.message)
             except ApiError as error:
                 # Gone, or bound meanwhile: the next pass sees the truth.
                 self._assumed.pop(str(meta.get("uid", "")), None)
                 if error.status not in (404, 409):
                     log.warning("scheduling %s/%s failed: %s", namespace, name, error)
                     self._dirty.set()
+
+    async def _event(self, pod: Mapping[str, Any], kind: str, reason: str, message: str) -> None:
+        """Best effort, like the real scheduler's events: `kubectl describe pod` shows them."""
+        meta = pod.get("metadata") or {}
+        namespace = str(meta.get("namespace", "default"))
+        now = now_rfc3339()
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{meta.get('name')}.", "namespace": namespace},
+            "involvedObject": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "namespace": namespace,
+                "name": meta.get("name"),
+                "uid": meta.get("uid"),
+            },
+            "type": kind,
+            "reason": reason,
+            "message": message,
+            "source": {"component": SCHEDULER_NAME},
+            "reportingComponent": SCHEDULER_NAME,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        try:
+            await self._client.create(resource_path("v1", "events", namespace), event)
+        except ApiError as error:
+            log.debug("event for %s/%s not recorded: %s", namespace, meta.get("name"), error)
 
     async def _bind(self, namespace: str, name: str, node: str) -> None:
         binding = {

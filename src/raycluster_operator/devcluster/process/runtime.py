@@ -26,6 +26,7 @@ from raycluster_operator.devcluster.process.sandbox import process_runtime_avail
 if TYPE_CHECKING:
     from raycluster_operator.devcluster.client import ApiClient, WatchEvent
     from raycluster_operator.devcluster.informer import Informer
+    from raycluster_operator.devcluster.runtime import RuntimeContext
     from raycluster_operator.devcluster.server.logs import LogRequest
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,13 @@ def loopback_nodes(nodes: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def process_runtime(context: RuntimeContext) -> ProcessRuntime:
+    """The factory DevCluster calls once its API server is up (`runtime="process"`)."""
+    runtime = ProcessRuntime()
+    runtime.connect(context.api_url, context.token, context.ca_pem)
+    return runtime
+
+
 class ProcessRuntime:
     """Runs pods as processes in private namespaces (needs Linux, root and util-linux)."""
 
@@ -111,25 +119,31 @@ class ProcessRuntime:
         """DevCluster hook: nodes with loopback pod ranges."""
         return loopback_nodes(nodes)
 
-    async def attach(self, client: ApiClient, *, token: str, ca_pem: bytes) -> None:
-        """Connect to the API server: the credentials pods get, and watches on pods and
-        services that keep every pod's /etc/hosts current."""
-        from raycluster_operator.devcluster.informer import Informer
+    def connect(self, api_url: str, token: str, ca_pem: bytes) -> None:
+        """Use this API server: pods get its address, token and CA, and the runtime watches
+        its pods and services to keep every pod's /etc/hosts current (from the first pod on,
+        when an event loop runs)."""
+        from raycluster_operator.devcluster.client import ApiClient
 
-        self._client = client
+        self._client = ApiClient(api_url, token, ca_pem)
         self.settings = PodSettings(
             host_ip=self.settings.host_ip,
-            service_env=service_env(client.url),
+            service_env=service_env(api_url),
             token=token,
             ca_pem=ca_pem,
             backoff=self.settings.backoff,
         )
-        pods = Informer(client, "/api/v1/pods", self._on_world_event)
-        services = Informer(client, "/api/v1/services", self._on_world_event)
+
+    def _watch_cluster(self) -> None:
+        if self._client is None or self._informers:
+            return
+        from raycluster_operator.devcluster.informer import Informer
+
+        pods = Informer(self._client, "/api/v1/pods", self._on_world_event)
+        services = Informer(self._client, "/api/v1/services", self._on_world_event)
         self._informers = [pods, services]
         for informer in self._informers:
             informer.start()
-        await asyncio.gather(*(i.synced.wait() for i in self._informers))
 
     def _on_world_event(self, event: WatchEvent) -> None:
         del event
@@ -182,6 +196,7 @@ class ProcessRuntime:
         uid = _uid(pod)
         if uid in self.pods or uid in self._starting:
             return
+        self._watch_cluster()
         self._starting[uid] = self._spawn(self._start(pod, pod_ip, events))
 
     async def _start(self, pod: Mapping[str, Any], pod_ip: str, events: ContainerEvents) -> None:
@@ -290,6 +305,8 @@ class ProcessRuntime:
         for informer in self._informers:
             await informer.stop()
         self._informers = []
+        if self._client is not None:
+            await self._client.close()
         await asyncio.gather(
             *(self.stop_pod(p.pod, 0) for p in list(self.pods.values())), return_exceptions=True
         )
@@ -324,9 +341,9 @@ class ProcessRuntime:
             container = names[0]
         return process_pod.read_log(container)
 
-    async def log_stream(self, request: LogRequest) -> AsyncIterator[bytes]:
-        """The server's pods/log source: output so far (its last `tail_lines`), then, when
-        following, whatever the container writes until the pod goes away."""
+    async def logs(self, request: LogRequest) -> AsyncIterator[bytes]:
+        """pods/log, which the kubelet serves from here: output so far (its last `tail_lines`),
+        then, when following, whatever the container writes until the pod goes away."""
         data = self.read_log(request.namespace, request.pod, request.container)
         if data is None:
             return

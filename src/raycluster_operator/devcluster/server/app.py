@@ -54,6 +54,7 @@ class ApiServer:
         self.objects = Objects(self.store, self.registry, rng=random.Random(seed))
         self.hub = WatchHub(self.store, bookmark_interval)
         self.faults.on_drop(self.hub.drop_all)
+        self.faults.on_expire(self.store.expire_history)
         self._handlers = Handlers(self.objects, self.hub, self.faults)
         self.ca_pem = b""
         self._runner: web.AppRunner | None = None
@@ -102,7 +103,11 @@ class ApiServer:
     async def start(self) -> None:
         tls = make_serving_tls(self.extra_sans)
         self.ca_pem = tls.ca_pem
-        self._runner = web.AppRunner(self.app(), handle_signals=False, access_log=None)
+        # handler_cancellation: a watch whose client went away is cancelled (and unregistered)
+        # at once instead of lingering until its next event.
+        self._runner = web.AppRunner(
+            self.app(), handle_signals=False, access_log=None, handler_cancellation=True
+        )
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, ssl_context=tls.context)
         await site.start()

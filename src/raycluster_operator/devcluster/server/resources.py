@@ -30,6 +30,8 @@ class ResourceType:
     printer_columns: tuple[dict[str, Any], ...] = field(default=(), compare=False, hash=False)
     # Set when another resource owns the storage (events.k8s.io Events live with core Events).
     storage: str = ""
+    # Review kinds are answered, never stored (POST only).
+    verbs: tuple[str, ...] = ALL_VERBS
 
     @property
     def api_version(self) -> str:
@@ -110,7 +112,7 @@ BUILTIN: tuple[ResourceType, ...] = (
         "events",
         "Event",
         True,
-        short_names=("ev",),
+        # no "ev" short name: kubectl would warn that it is ambiguous with core Events
         tracks_generation=False,
         storage="events",
     ),
@@ -119,6 +121,83 @@ BUILTIN: tuple[ResourceType, ...] = (
     _grouped("rbac.authorization.k8s.io", "rolebindings", "RoleBinding"),
     _grouped("rbac.authorization.k8s.io", "clusterroles", "ClusterRole", False),
     _grouped("rbac.authorization.k8s.io", "clusterrolebindings", "ClusterRoleBinding", False),
+    # Stored only: no controller acts on them, but manifests that carry them apply cleanly.
+    ResourceType(
+        "apps",
+        "v1",
+        "deployments",
+        "Deployment",
+        True,
+        short_names=("deploy",),
+        subresources=frozenset({"status", "scale"}),
+        categories=("all",),
+    ),
+    ResourceType(
+        "apps",
+        "v1",
+        "statefulsets",
+        "StatefulSet",
+        True,
+        short_names=("sts",),
+        subresources=frozenset({"status", "scale"}),
+        categories=("all",),
+    ),
+    ResourceType(
+        "apps",
+        "v1",
+        "replicasets",
+        "ReplicaSet",
+        True,
+        short_names=("rs",),
+        subresources=frozenset({"status", "scale"}),
+        categories=("all",),
+    ),
+    ResourceType(
+        "apps",
+        "v1",
+        "daemonsets",
+        "DaemonSet",
+        True,
+        short_names=("ds",),
+        subresources=frozenset({"status"}),
+        categories=("all",),
+    ),
+    ResourceType(
+        "policy",
+        "v1",
+        "poddisruptionbudgets",
+        "PodDisruptionBudget",
+        True,
+        short_names=("pdb",),
+        subresources=frozenset({"status"}),
+    ),
+    ResourceType(
+        "scheduling.k8s.io",
+        "v1",
+        "priorityclasses",
+        "PriorityClass",
+        False,
+        short_names=("pc",),
+        tracks_generation=False,
+    ),
+    ResourceType(
+        "authorization.k8s.io",
+        "v1",
+        "selfsubjectaccessreviews",
+        "SelfSubjectAccessReview",
+        False,
+        tracks_generation=False,
+        verbs=("create",),
+    ),
+    ResourceType(
+        "authorization.k8s.io",
+        "v1",
+        "subjectaccessreviews",
+        "SubjectAccessReview",
+        False,
+        tracks_generation=False,
+        verbs=("create",),
+    ),
     ResourceType(
         "apiextensions.k8s.io",
         "v1",
