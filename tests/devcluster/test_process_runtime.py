@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
+import resource
 import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -271,3 +273,61 @@ async def test_init_containers_run_first_in_the_same_pod(runtime: ProcessRuntime
     runtime.start_pod(pod, "127.1.0.12", Events())
     log = await wait_log(runtime, "init", "main-done")
     assert log.startswith("prepared")
+
+
+async def test_pods_start_when_the_runtime_lives_under_tmp(
+    runtime: ProcessRuntime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pod's private /tmp hides the host's /tmp: nothing PID 1 needs may live there."""
+    from raycluster_operator.devcluster.process import sandbox
+
+    hidden = tmp_path / "checkout" / "podinit.py"
+    hidden.parent.mkdir()
+    hidden.write_text(sandbox._PODINIT.read_text())
+    monkeypatch.setattr(sandbox, "_PODINIT", hidden)
+    sandbox._init_argv.cache_clear()
+    try:
+        runtime.start_pod(
+            make_pod("tmpcheckout", ["sh", "-c", "echo alive"]), "127.1.0.13", Events()
+        )
+        await wait_log(runtime, "tmpcheckout", "alive")
+    finally:
+        sandbox._init_argv.cache_clear()
+
+
+async def test_containers_get_their_whole_open_files_limit(runtime: ProcessRuntime) -> None:
+    pod = make_pod("ulimit", ["sh", "-c", 'echo "soft=$(ulimit -n) hard=$(ulimit -Hn) end"'])
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(256, hard), hard))
+    try:
+        runtime.start_pod(pod, "127.1.0.14", Events())
+        line = (await wait_log(runtime, "ulimit", "end")).split()
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert line[0].split("=")[1] == line[1].split("=")[1] != "256"
+
+
+async def test_pods_die_with_the_runtime_process(tmp_path: Path) -> None:
+    """Even a runtime killed with SIGKILL leaves no pod behind (the init's lifeline closes)."""
+    script = (
+        "import asyncio, os, sys\n"
+        "from pathlib import Path\n"
+        "from raycluster_operator.devcluster.process.sandbox import PodSandbox, SandboxFiles\n"
+        "async def main():\n"
+        "    sb = PodSandbox(SandboxFiles(Path(sys.argv[1])), 'orphan')\n"
+        "    await sb.start()\n"
+        "    await sb.spawn(['sleep', '300'], dict(os.environ), '/', sb.files.logs / 'log')\n"
+        "    print(sb.init_pid, flush=True)\n"
+        "    os.kill(os.getpid(), 9)\n"
+        "asyncio.run(main())\n"
+    )
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", script, str(tmp_path / "pod"), stdout=asyncio.subprocess.PIPE
+    )
+    out, _ = await proc.communicate()
+    init_pid = int(out.decode().split()[0])
+    async with asyncio.timeout(PATIENCE):
+        for _ in itertools.count():
+            if not alive(init_pid):
+                break
+            await asyncio.sleep(0.05)

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import functools
 import os
+import resource
 import shlex
 import shutil
 import signal
@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+_NOFILE = 1048576
 _PODINIT = Path(__file__).with_name("podinit.py")
-_PR_SET_PDEATHSIG = 1
 _TOOLS = ("unshare", "nsenter", "mount", "setsid", "hostname")
 
 
@@ -109,11 +109,11 @@ def _setup_script(files: SandboxFiles, hostname: str) -> str:
     return "\n".join(lines)
 
 
-def _die_with_parent() -> None:
-    # If the dev cluster dies without stopping its pods, `unshare` gets SIGKILL, and its
-    # --kill-child takes the pod's PID 1 (and so the whole pod) with it.
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+@functools.cache
+def _init_argv() -> list[str]:
+    # The script's text, not its path: the pod's private /tmp may hide the path (a checkout or
+    # virtualenv under /tmp), and PID 1 must start whatever the host's layout.
+    return [sys.executable, "-I", "-c", _PODINIT.read_text()]
 
 
 def _pids_in_namespace(ns_inode: int) -> list[int]:
@@ -142,6 +142,7 @@ class PodSandbox:
         self.files = files
         self.hostname = hostname
         self._unshare: asyncio.subprocess.Process | None = None
+        self._lifeline = -1
         self.init_pid = 0
         self._ns_inode = 0
 
@@ -163,6 +164,8 @@ class PodSandbox:
     async def start(self) -> None:
         """Create the namespaces; returns once PID 1 of the pod is up."""
         self.prepare()
+        # The pod's PID 1 exits when this pipe's write end closes: the pod dies with us.
+        lifeline_read, self._lifeline = os.pipe()
         self._unshare = await asyncio.create_subprocess_exec(
             "unshare",
             "--mount",
@@ -175,21 +178,21 @@ class PodSandbox:
             "-c",
             _setup_script(self.files, self.hostname),
             "podinit",
-            sys.executable,
-            "-I",
-            str(_PODINIT),
+            *_init_argv(),
+            str(lifeline_read),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
-            preexec_fn=_die_with_parent,
+            pass_fds=(lifeline_read,),
         )
+        os.close(lifeline_read)
         # PID 1 is ready once it has exec'd podinit (the mounts are done by then).
         for _ in range(400):
             if self._unshare.returncode is not None:
                 break
             kids = _children(self._unshare.pid)
-            if kids and _argv(kids[0])[:3] == [sys.executable, "-I", str(_PODINIT)]:
+            if kids and _argv(kids[0])[:4] == _init_argv():
                 self.init_pid = kids[0]
                 self._ns_inode = os.stat(f"/proc/{self.init_pid}/ns/pid").st_ino
                 return
@@ -231,6 +234,7 @@ class PodSandbox:
                 stdout=log,
                 stderr=log,
                 start_new_session=True,
+                preexec_fn=_container_limits,
             )
         container = ContainerProcess(proc)
         await container.settle()
@@ -248,6 +252,7 @@ class PodSandbox:
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=_container_limits,
         )
         container = ContainerProcess(proc)
         try:
@@ -274,6 +279,9 @@ class PodSandbox:
 
     async def kill(self) -> None:
         """Tear the pod down: the init dies, and the kernel kills the rest of the namespace."""
+        if self._lifeline >= 0:
+            os.close(self._lifeline)
+            self._lifeline = -1
         if self.init_pid:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.init_pid, signal.SIGKILL)
@@ -287,6 +295,23 @@ class PodSandbox:
             if not self.pids():
                 break
             await asyncio.sleep(0.01)
+
+
+def _container_limits() -> None:
+    # What container runtimes give a container: a high open-files limit, so the usual
+    # `ulimit -n 65536` in entrypoints works. Raising the hard limit needs CAP_SYS_RESOURCE;
+    # without it the soft limit at least goes up to the hard one.
+    try:
+        ceiling = min(_NOFILE, int(Path("/proc/sys/fs/nr_open").read_text()))
+    except (OSError, ValueError):
+        ceiling = _NOFILE
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    for limit in (max(ceiling, hard), hard):
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+            return
+        except (ValueError, OSError):
+            continue
 
 
 def _append(path: Path) -> BinaryIO:
