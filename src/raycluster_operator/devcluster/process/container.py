@@ -122,9 +122,16 @@ class ContainerRunner:
             return START_ERROR
         self._forced_code = None
         self._began = time.monotonic()
-        self._process = await self.sandbox.spawn(
-            self.launch.argv, self.launch.env, self.launch.workdir, self.launch.log
-        )
+        try:
+            self._process = await self.sandbox.spawn(
+                self.launch.argv, self.launch.env, self.launch.workdir, self.launch.log
+            )
+        except (RuntimeError, OSError) as error:
+            # The pod's sandbox is gone (its PID 1 died): the container cannot start again.
+            self.last_message = str(error)
+            if events is not None and not self._stopping:
+                events.container_exited(self.uid, self.name, START_ERROR, "StartError")
+            return START_ERROR
         self.ready = self.readiness is None and self.startup is None
         if events is not None:
             events.container_running(self.uid, self.name, ready=self.ready)
