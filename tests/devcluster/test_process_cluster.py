@@ -203,3 +203,55 @@ async def test_deleting_a_pod_ends_its_processes(
         assert process_pod.sandbox.pids() == []
 
     await eventually(gone)
+
+
+def shell_pod(name: str, script: str, **spec: Any) -> dict[str, Any]:
+    container = {"name": "main", "image": "busybox", "command": ["sh", "-c", script]}
+    labels = spec.pop("labels", {})
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": labels},
+        "spec": {"containers": [container], **spec},
+    }
+
+
+async def test_slice_hosts_resolve_each_other_through_the_headless_service(
+    process_cluster: DevCluster, eventually: Any, kubectl: Any
+) -> None:
+    cluster = process_cluster
+    await cluster.client.create(
+        SERVICES,
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "slice", "namespace": "default"},
+            "spec": {
+                "clusterIP": "None",
+                "publishNotReadyAddresses": True,
+                "selector": {"slice": "s0"},
+            },
+        },
+    )
+    wait_for_peer = "until getent hosts h-1.slice; do sleep 0.1; done; hostname; sleep 300"
+    for host in ("h-0", "h-1"):
+        await cluster.client.create(
+            PODS,
+            shell_pod(
+                f"pod-{host}",
+                wait_for_peer,
+                labels={"slice": "s0"},
+                hostname=host,
+                subdomain="slice",
+            ),
+        )
+
+    async def resolved() -> None:
+        peer_ip = (await status_of(cluster, "pod-h-1")).get("podIP")
+        out = (await kubectl("logs", "pod-h-0")).stdout.split()
+        assert peer_ip and out[:2] == [peer_ip, "h-1.slice"], out
+        assert out[-1] == "h-0"
+
+    await eventually(resolved)
+    tail = await kubectl("logs", "pod-h-0", "--tail=1")
+    assert tail.stdout == "h-0\n"
