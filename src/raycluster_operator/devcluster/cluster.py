@@ -32,8 +32,19 @@ from raycluster_operator.devcluster.server import ApiServer, Faults
 
 log = logging.getLogger(__name__)
 
+
+def _process_runtime(context: RuntimeContext) -> Runtime:
+    # [process runtime integration] imported on demand: it needs Linux namespaces and root.
+    from raycluster_operator.devcluster.process.runtime import process_runtime
+
+    return process_runtime(context)
+
+
 # Runtime factories by name (`--runtime NAME`); a process runtime is added here.
-RUNTIMES: dict[str, Callable[[RuntimeContext], Runtime]] = {"simulated": simulated_runtime}
+RUNTIMES: dict[str, Callable[[RuntimeContext], Runtime]] = {
+    "simulated": simulated_runtime,
+    "process": _process_runtime,
+}
 
 
 class DevCluster:
@@ -56,6 +67,11 @@ class DevCluster:
             raise ValueError(f"unknown runtime {runtime!r} (known: {', '.join(RUNTIMES)})")
         self._kubelet_delay = kubelet_delay
         self.node_manifests = build_nodes(parse_spec(nodes))
+        if runtime == "process" or hasattr(runtime, "adapt_nodes"):
+            # [process runtime integration] pods bind their IPs: nodes get loopback pod ranges.
+            from raycluster_operator.devcluster.process.runtime import loopback_nodes
+
+            self.node_manifests = loopback_nodes(self.node_manifests)
         self.server = ApiServer(host=host, port=port, token=token, faults=faults)
         self._runtime_choice = runtime
         self._termination_cap = termination_cap

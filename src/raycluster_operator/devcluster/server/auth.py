@@ -21,13 +21,16 @@ def unauthorized() -> ApiError:
 
 
 def token_middleware(token: str) -> Middleware:
-    expected = f"Bearer {token}".encode()
+    expected = token.encode()
 
     @web.middleware
     async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.path not in ANONYMOUS_PATHS:
-            given = request.headers.get("Authorization", "").strip().encode()
-            if not hmac.compare_digest(given, expected):
+            # [process runtime integration] the auth scheme is case-insensitive (RFC 7235): the
+            # official client's in-cluster config sends "bearer <token>".
+            scheme, _, credentials = request.headers.get("Authorization", "").strip().partition(" ")
+            given = credentials.strip().encode()
+            if scheme.lower() != "bearer" or not hmac.compare_digest(given, expected):
                 error = unauthorized()
                 return web.Response(
                     body=json.dumps(error.status()).encode(),

@@ -1,0 +1,228 @@
+"""One container's runs inside a pod: start, probe, report, stop.
+
+The kubelet owns the restart policy and counts restarts; a runner starts the container when
+asked, reports it running, ready or exited through the kubelet's events, and waits a small
+doubling back-off before a restart so a crashing command does not spin.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import signal
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from raycluster_operator.devcluster.process.probespec import (
+    ProbeSpec,
+    ProbeState,
+    parse_probe,
+    record,
+)
+from raycluster_operator.devcluster.process.probing import probe_once
+from raycluster_operator.devcluster.process.sandbox import ContainerProcess, PodSandbox
+
+# Exit code a kubelet reports when the container's command could not be started.
+START_ERROR = 128
+
+
+class ContainerEvents(Protocol):
+    """The kubelet's side (devcluster.runtime.PodEvents), keyed by pod uid."""
+
+    def container_running(self, uid: str, container: str, *, ready: bool = True) -> None: ...
+
+    def container_ready(self, uid: str, container: str, ready: bool) -> None: ...
+
+    def container_exited(
+        self, uid: str, container: str, exit_code: int, reason: str = ""
+    ) -> None: ...
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Restart delays: `first` doubling up to `cap`; a run longer than `reset` starts over."""
+
+    first: float = 0.5
+    cap: float = 10.0
+    reset: float = 60.0
+
+    def delay(self, attempt: int) -> float:
+        return float(min(self.first * (2 ** max(attempt - 1, 0)), self.cap))
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """Everything needed to start the container, resolved by the pod."""
+
+    argv: tuple[str, ...]
+    env: Mapping[str, str]
+    workdir: str
+    log: Path
+
+
+def missing_executable(argv: Sequence[str], path: str | None) -> str:
+    """Why the command cannot start (a kubelet's StartError message), or ""."""
+    if not argv:
+        return "the process runtime needs an explicit command (images are not run)"
+    exe = argv[0]
+    if "/" in exe or shutil.which(exe, path=path) is not None:
+        return ""
+    return f'exec: "{exe}": executable file not found in $PATH'
+
+
+class ContainerRunner:
+    """Runs one container of one pod, once per `start()`."""
+
+    def __init__(
+        self,
+        sandbox: PodSandbox,
+        uid: str,
+        spec: Mapping[str, Any],
+        launch: LaunchSpec,
+        *,
+        pod_ip: str,
+        grace: float,
+        backoff: Backoff,
+    ) -> None:
+        self.sandbox = sandbox
+        self.uid = uid
+        self.name = str(spec["name"])
+        self.launch = launch
+        self.pod_ip = pod_ip
+        self.grace = grace
+        self.backoff = backoff
+        self.readiness = parse_probe(spec.get("readinessProbe"), spec)
+        self.liveness = parse_probe(spec.get("livenessProbe"), spec)
+        self.startup = parse_probe(spec.get("startupProbe"), spec)
+        self.attempt = 0
+        self.ready = False
+        self.last_message = ""
+        self._process: ContainerProcess | None = None
+        self._forced_code: int | None = None
+        self._stopping = False
+        self._began = 0.0
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.proc.returncode is None
+
+    async def run_once(self, events: ContainerEvents | None) -> int:
+        """Start the container, report it, and return its exit code when it ends."""
+        if self._stopping:
+            return 0
+        problem = missing_executable(self.launch.argv, self.launch.env.get("PATH"))
+        if problem:
+            self.last_message = problem
+            if events is not None:
+                events.container_exited(self.uid, self.name, START_ERROR, "StartError")
+            return START_ERROR
+        self._forced_code = None
+        self._began = time.monotonic()
+        try:
+            self._process = await self.sandbox.spawn(
+                self.launch.argv, self.launch.env, self.launch.workdir, self.launch.log
+            )
+        except (RuntimeError, OSError) as error:
+            # The pod's sandbox is gone (its PID 1 died): the container cannot start again.
+            self.last_message = str(error)
+            if events is not None and not self._stopping:
+                events.container_exited(self.uid, self.name, START_ERROR, "StartError")
+            return START_ERROR
+        self.ready = self.readiness is None and self.startup is None
+        if events is not None:
+            events.container_running(self.uid, self.name, ready=self.ready)
+        probes = asyncio.create_task(self._probe(events))
+        try:
+            code = await self._process.wait()
+        finally:
+            probes.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await probes
+        self.ready = False
+        if self._forced_code is not None:
+            code = self._forced_code
+        if events is not None and not self._stopping:
+            events.container_exited(self.uid, self.name, code)
+        return code
+
+    async def restart(self, events: ContainerEvents | None) -> int:
+        """Run again after the back-off (the kubelet has decided that it restarts)."""
+        ran = time.monotonic() - self._began
+        self.attempt = 1 if ran > self.backoff.reset else self.attempt + 1
+        await asyncio.sleep(self.backoff.delay(self.attempt))
+        return await self.run_once(events)
+
+    def _set_ready(self, ready: bool, events: ContainerEvents | None) -> None:
+        if ready != self.ready:
+            self.ready = ready
+            if events is not None:
+                events.container_ready(self.uid, self.name, ready)
+
+    async def _exec(self, argv: Sequence[str], seconds: float) -> int:
+        code, _ = await self.sandbox.exec(argv, self.launch.env, self.launch.workdir, seconds)
+        return code
+
+    async def _probe(self, events: ContainerEvents | None) -> None:
+        if self.startup is not None:
+            await self._until_passing(self.startup)
+            self._set_ready(self.readiness is None, events)
+        tasks = []
+        if self.readiness is not None:
+            tasks.append(asyncio.create_task(self._readiness(self.readiness, events)))
+        if self.liveness is not None:
+            tasks.append(asyncio.create_task(self._liveness(self.liveness)))
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for t in tasks:
+                t.cancel()
+
+    async def _until_passing(self, spec: ProbeSpec) -> None:
+        await asyncio.sleep(spec.initial_delay)
+        state = ProbeState(passing=False)
+        while not state.passing:
+            state = record(spec, state, await probe_once(spec, self.pod_ip, self._exec))
+            if not state.passing:
+                await asyncio.sleep(spec.period)
+
+    async def _readiness(self, spec: ProbeSpec, events: ContainerEvents | None) -> None:
+        await asyncio.sleep(spec.initial_delay)
+        state = ProbeState(passing=False)
+        while True:
+            state = record(spec, state, await probe_once(spec, self.pod_ip, self._exec))
+            self._set_ready(state.passing, events)
+            await asyncio.sleep(spec.period)
+
+    async def _liveness(self, spec: ProbeSpec) -> None:
+        await asyncio.sleep(spec.initial_delay)
+        state = ProbeState(passing=True)
+        while state.passing:
+            await asyncio.sleep(spec.period)
+            state = record(spec, state, await probe_once(spec, self.pod_ip, self._exec))
+        self.last_message = "liveness probe failed"
+        await self.terminate(self.grace)
+
+    async def terminate(self, grace: float) -> None:
+        """SIGTERM the container's processes, SIGKILL them after `grace` seconds."""
+        process = self._process
+        if process is None or process.proc.returncode is not None:
+            return
+        process.signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(asyncio.shield(process.proc.wait()), grace)
+        except TimeoutError:
+            process.signal(signal.SIGKILL)
+
+    def kill(self, exit_code: int) -> None:
+        """Make the container exit now, reported with `exit_code` (fault injection)."""
+        if self._process is not None and self._process.proc.returncode is None:
+            self._forced_code = exit_code
+            self._process.signal(signal.SIGKILL)
+
+    def stop(self) -> None:
+        """The pod is going away: no more starts, no more reports."""
+        self._stopping = True

@@ -1,0 +1,370 @@
+"""One pod's private world: a mount, PID and UTS namespace made with `unshare`.
+
+A pod's processes must all die with the pod, even the daemons a program leaves behind (Ray's
+helpers outlive a killed `ray start`). Every container therefore runs inside one PID namespace
+per pod whose init is `podinit.py`: killing that init kills everything in the pod. The same
+mount namespace carries the pod's /etc/hosts, /etc/hostname, service-account directory and a
+private /tmp, bind-mounted from files the runtime keeps rewriting from the outside.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import os
+import resource
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+_NOFILE = 1048576
+_PODINIT = Path(__file__).with_name("podinit.py")
+_TOOLS = ("unshare", "nsenter", "mount", "setsid", "hostname")
+
+
+@functools.cache
+def process_runtime_available() -> tuple[bool, str]:
+    """Whether this machine can run pods as processes, and why not when it cannot."""
+    if not sys.platform.startswith("linux"):
+        return False, f"the process runtime needs Linux namespaces, this is {sys.platform}"
+    if os.geteuid() != 0:
+        return False, "the process runtime needs root (unshare --mount --pid, bind mounts)"
+    missing = [tool for tool in _TOOLS if shutil.which(tool) is None]
+    if missing:
+        return False, f"the process runtime needs util-linux tools, missing: {', '.join(missing)}"
+    probe = subprocess.run(
+        ["unshare", "--mount", "--pid", "--uts", "--fork", "--mount-proc", "true"],
+        capture_output=True,
+        text=True,
+        timeout=20,
+        check=False,
+    )
+    if probe.returncode != 0:
+        return False, f"unshare failed here: {probe.stderr.strip() or probe.returncode}"
+    return True, "unshare and root are available"
+
+
+@dataclass(frozen=True)
+class SandboxFiles:
+    """The host-side files a pod's namespace shows at well-known paths."""
+
+    root: Path
+
+    @property
+    def hosts(self) -> Path:
+        return self.root / "hosts"
+
+    @property
+    def hostname(self) -> Path:
+        return self.root / "hostname"
+
+    @property
+    def service_account(self) -> Path:
+        return self.root / "serviceaccount"
+
+    @property
+    def tmp(self) -> Path:
+        return self.root / "tmp"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+
+def write_in_place(path: Path, content: str | bytes) -> bool:
+    """Rewrite a bind-mounted file without replacing its inode; False when unchanged.
+
+    A rename would leave the pod's bind mount pointing at the old file.
+    """
+    data = content.encode() if isinstance(content, str) else content
+    with contextlib.suppress(FileNotFoundError):
+        if path.read_bytes() == data:
+            return False
+    with open(path, "r+b" if path.exists() else "wb") as fh:
+        fh.write(data)
+        fh.truncate()
+    return True
+
+
+def _setup_script(files: SandboxFiles, hostname: str) -> str:
+    # Runs as PID 1 of the new namespaces before exec'ing podinit, which stays PID 1.
+    binds = [
+        (files.hosts, "/etc/hosts"),
+        (files.hostname, "/etc/hostname"),
+        (files.service_account, SERVICE_ACCOUNT_DIR),
+        (files.tmp, "/tmp"),
+    ]
+    lines = ["set -e", f"hostname {shlex.quote(hostname)}"]
+    lines.append(f"mkdir -p {shlex.quote(SERVICE_ACCOUNT_DIR)}")
+    lines += [f"mount --bind {shlex.quote(str(src))} {shlex.quote(dst)}" for src, dst in binds]
+    lines.append('exec "$@"')
+    return "\n".join(lines)
+
+
+@functools.cache
+def _init_argv() -> list[str]:
+    # The script's text, not its path: the pod's private /tmp may hide the path (a checkout or
+    # virtualenv under /tmp), and PID 1 must start whatever the host's layout.
+    return [sys.executable, "-I", "-c", _PODINIT.read_text()]
+
+
+def _pids_in_namespace(ns_inode: int) -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            if os.stat(f"/proc/{entry}/ns/pid").st_ino == ns_inode:
+                pids.append(int(entry))
+    return pids
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(p) for p in text.split()]
+
+
+class PodSandbox:
+    """The namespaces of one pod and the processes started in them."""
+
+    def __init__(self, files: SandboxFiles, hostname: str) -> None:
+        self.files = files
+        self.hostname = hostname
+        self._unshare: asyncio.subprocess.Process | None = None
+        self._lifeline = -1
+        self.init_pid = 0
+        self._ns_inode = 0
+
+    @property
+    def running(self) -> bool:
+        return self._unshare is not None and self._unshare.returncode is None
+
+    def prepare(self) -> None:
+        """Create the host-side files (empty until the runtime fills them)."""
+        for d in (self.files.root, self.files.service_account, self.files.logs):
+            d.mkdir(parents=True, exist_ok=True)
+        self.files.tmp.mkdir(parents=True, exist_ok=True)
+        self.files.tmp.chmod(0o1777)
+        for f in (self.files.hosts, self.files.hostname):
+            if not f.exists():
+                f.write_text("")
+        write_in_place(self.files.hostname, self.hostname + "\n")
+
+    async def start(self) -> None:
+        """Create the namespaces; returns once PID 1 of the pod is up."""
+        self.prepare()
+        # The pod's PID 1 exits when this pipe's write end closes: the pod dies with us.
+        lifeline_read, self._lifeline = os.pipe()
+        self._unshare = await asyncio.create_subprocess_exec(
+            "unshare",
+            "--mount",
+            "--pid",
+            "--uts",
+            "--fork",
+            "--kill-child",
+            "--mount-proc",
+            "sh",
+            "-c",
+            _setup_script(self.files, self.hostname),
+            "podinit",
+            *_init_argv(),
+            str(lifeline_read),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+            pass_fds=(lifeline_read,),
+        )
+        os.close(lifeline_read)
+        # PID 1 is ready once it has exec'd podinit (the mounts are done by then).
+        for _ in range(400):
+            if self._unshare.returncode is not None:
+                break
+            kids = _children(self._unshare.pid)
+            if kids and _argv(kids[0])[:4] == _init_argv():
+                self.init_pid = kids[0]
+                self._ns_inode = os.stat(f"/proc/{self.init_pid}/ns/pid").st_ino
+                return
+            await asyncio.sleep(0.01)
+        err = b""
+        if self._unshare.returncode is not None and self._unshare.stderr is not None:
+            err = await self._unshare.stderr.read()
+        await self.kill()
+        raise RuntimeError(f"pod sandbox did not start: {err.decode(errors='replace').strip()}")
+
+    def _enter(self, workdir: str) -> list[str]:
+        # nsenter's child joins the PID namespace; `sh` makes the working directory and hands
+        # over to `setsid`, so each container is a session the runtime can signal as a whole.
+        return [
+            "nsenter",
+            f"--target={self.init_pid}",
+            "--mount",
+            "--pid",
+            "--uts",
+            "--",
+            "sh",
+            "-c",
+            'mkdir -p -- "$0" && cd -- "$0" && exec setsid "$@"',
+            workdir or "/",
+        ]
+
+    async def spawn(
+        self, argv: Sequence[str], env: Mapping[str, str], workdir: str, log_path: Path
+    ) -> ContainerProcess:
+        """Start one container's main process, its output appended to `log_path`."""
+        if not self.running:
+            raise RuntimeError("pod sandbox is not running")
+        with _append(log_path) as log:
+            proc = await asyncio.create_subprocess_exec(
+                *self._enter(workdir),
+                *argv,
+                env=dict(env),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+                preexec_fn=_container_limits,
+            )
+        container = ContainerProcess(proc)
+        await container.settle()
+        return container
+
+    async def exec(
+        self, argv: Sequence[str], env: Mapping[str, str], workdir: str, seconds: float
+    ) -> tuple[int, bytes]:
+        """Run a command in the pod (an exec probe); exit code -1 on timeout."""
+        proc = await asyncio.create_subprocess_exec(
+            *self._enter(workdir),
+            *argv,
+            env=dict(env),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_container_limits,
+        )
+        container = ContainerProcess(proc)
+        try:
+            out, _ = await asyncio.wait_for(proc.communicate(), seconds)
+        except TimeoutError:
+            container.signal(signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+            return -1, b""
+        container.signal(signal.SIGKILL)
+        return int(proc.returncode or 0), out
+
+    def pids(self) -> list[int]:
+        """Host PIDs of every process in the pod except its init."""
+        if not self._ns_inode:
+            return []
+        return [p for p in _pids_in_namespace(self._ns_inode) if p != self.init_pid]
+
+    def signal_all(self, sig: int) -> None:
+        for pid in self.pids():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+
+    async def kill(self) -> None:
+        """Tear the pod down: the init dies, and the kernel kills the rest of the namespace."""
+        if self._lifeline >= 0:
+            os.close(self._lifeline)
+            self._lifeline = -1
+        if self.init_pid:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.init_pid, signal.SIGKILL)
+        if self._unshare is not None:
+            if self._unshare.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    self._unshare.kill()
+            await self._unshare.wait()
+        # The namespace is gone once its last process is reaped; wait for that.
+        for _ in range(200):
+            if not self.pids():
+                break
+            await asyncio.sleep(0.01)
+
+
+def _container_limits() -> None:
+    # What container runtimes give a container: a high open-files limit, so the usual
+    # `ulimit -n 65536` in entrypoints works. Raising the hard limit needs CAP_SYS_RESOURCE;
+    # without it the soft limit at least goes up to the hard one.
+    try:
+        ceiling = min(_NOFILE, int(Path("/proc/sys/fs/nr_open").read_text()))
+    except (OSError, ValueError):
+        ceiling = _NOFILE
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    for limit in (max(ceiling, hard), hard):
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+            return
+        except (ValueError, OSError):
+            continue
+
+
+def _append(path: Path) -> BinaryIO:
+    return open(path, "ab")  # the caller closes it
+
+
+def _argv(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+    except OSError:
+        return []
+
+
+class ContainerProcess:
+    """A container's main process: `nsenter` outside, the program inside as a session leader."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self._inner = 0
+
+    async def settle(self) -> None:
+        """Wait (briefly) until the program inside leads its own session, so the container can
+        be signalled as a whole from now on."""
+        for _ in range(400):
+            if self.proc.returncode is not None:
+                return
+            inner = self.inner_pid()
+            with contextlib.suppress(ProcessLookupError):
+                if inner and os.getsid(inner) == inner:
+                    return
+            await asyncio.sleep(0.005)
+
+    def inner_pid(self) -> int:
+        """Host PID of the program (the session it leads is the container's process group)."""
+        if not self._inner:
+            kids = _children(self.proc.pid)
+            self._inner = kids[0] if kids else 0
+        return self._inner
+
+    def signal(self, sig: int) -> None:
+        """Signal every process of the container's session."""
+        inner = self.inner_pid()
+        if not inner:
+            return
+        try:
+            os.killpg(inner, sig)
+        except ProcessLookupError:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(inner, sig)
+
+    async def wait(self) -> int:
+        """Exit code as a kubelet reports it: 128+signal when killed by a signal."""
+        code = await self.proc.wait()
+        # Processes the main one left behind in its session go with it, as in a container.
+        self.signal(signal.SIGKILL)
+        return 128 - code if code < 0 else code
