@@ -64,5 +64,14 @@ class Expectations:
             return frozenset(), frozenset()
         return frozenset(entry.creates), frozenset(entry.deletes)
 
+    def forget_names(
+        self, key: str, *, creates: Iterable[str] = (), deletes: Iterable[str] = ()
+    ) -> None:
+        """Stop waiting for writes that failed: they will never show up."""
+        entry = self._pending.get(key)
+        if entry is not None:
+            entry.creates.difference_update(creates)
+            entry.deletes.difference_update(deletes)
+
     def forget(self, key: str) -> None:
         self._pending.pop(key, None)

@@ -7,7 +7,7 @@ that owns a service) to the keys of the objects that carry it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 Obj = dict[str, Any]
@@ -59,6 +59,9 @@ class Store:
 
     def __len__(self) -> int:
         return len(self._objects)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._objects))
 
     def __contains__(self, key: str) -> bool:
         return key in self._objects
@@ -123,3 +126,26 @@ class Store:
 
 def _rv(obj: Obj) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion", ""))
+
+
+class StoreView:
+    """Several stores (one per watched namespace) read as one."""
+
+    def __init__(self, stores: list[Store]) -> None:
+        self._stores = stores
+
+    def get(self, key: str) -> Obj | None:
+        for store in self._stores:
+            obj = store.get(key)
+            if obj is not None:
+                return obj
+        return None
+
+    def by_index(self, index: str, value: str) -> list[Obj]:
+        out: list[Obj] = []
+        for store in self._stores:
+            out.extend(store.by_index(index, value))
+        return out
+
+    def all_keys(self) -> list[str]:
+        return [k for store in self._stores for k in store]
