@@ -70,6 +70,7 @@ def worker_env(
         *common_env(namespace, start_command),
         ("RAY_ADDRESS", f"{head_fqdn}:{gcs_port}"),
         ("RAY_PORT", str(gcs_port)),
+        ("RAY_DASHBOARD_ENABLE_K8S_DISK_USAGE", "1"),
     ]
 
 

@@ -210,6 +210,9 @@ def _drop_duplicate_indices(valid: list[Replica], out: _Deletions) -> list[Repli
         by_index.setdefault(replica.index, []).append(replica)
     kept: list[Replica] = []
     for index, members in by_index.items():
+        if len(members) == 1:
+            kept.append(members[0])
+            continue
         members.sort(key=lambda r: r.age_key)
         kept.append(members[0])
         for replica in members[1:]:
@@ -271,7 +274,7 @@ def _plan_flat(
     switches: GroupSwitches,
     stop: DeleteReason | None,
 ) -> GroupPlan:
-    """Gate RayMultiHostIndexing off: KubeRay's older per-pod behaviour, no replica identity.
+    """Gate RayMultiHostIndexing off (single-host groups): KubeRay's unindexed per-pod mode.
 
     Pods are counted, not grouped: failed pods are replaced one by one, workersToDelete
     removes exactly the named pods, surplus removes the newest pods first.
