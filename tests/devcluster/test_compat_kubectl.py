@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 import shutil
 import sys
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from raycluster_operator.devcluster.server import ApiServer
+from raycluster_operator.devcluster.server import ApiServer, LogRequest
 from raycluster_operator.devcluster.server.testing import write_kubeconfig
 
 CRD = """
@@ -235,3 +236,80 @@ async def test_get_watch_streams_live_events(kubectl: Kubectl) -> None:
     assert changed.split()[:2] == [b"w2", b"black"]
     watcher.terminate()
     await watcher.wait()
+
+
+async def test_builtin_tables_events_and_logs(server: ApiServer, kubectl: Kubectl) -> None:
+    async def source(request: LogRequest) -> AsyncIterator[bytes]:
+        yield f"hello from {request.pod}/{request.container}\n".encode()
+
+    server.log_source = source
+    nodes = server.registry.get("", "v1", "nodes")
+    assert nodes is not None
+    server.objects.create(
+        nodes,
+        None,
+        {
+            "metadata": {"name": "n1"},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+        },
+    )
+    _, out, _ = await kubectl("get", "nodes")
+    assert out.split()[:7] == ["NAME", "STATUS", "ROLES", "AGE", "VERSION", "n1", "Ready"]
+    await kubectl("create", "-f", "-", stdin=POD)
+    _, out, _ = await kubectl("get", "pods", "-o", "wide")
+    assert out.splitlines()[0].split() == [
+        "NAME",
+        "READY",
+        "STATUS",
+        "RESTARTS",
+        "AGE",
+        "IP",
+        "NODE",
+    ]
+    assert out.splitlines()[1].split()[:3] == ["p", "0/1", "Pending"]
+    _, pod_json, _ = await kubectl("get", "pod", "p", "-o", "jsonpath={.metadata.uid}")
+    event = EVENT.replace("UID", pod_json)
+    await kubectl("create", "-f", "-", stdin=event)  # written as events.k8s.io/v1 ...
+    _, out, _ = await kubectl("get", "events")  # ... listed as core v1
+    assert out.splitlines()[1].split()[1:4] == ["Normal", "Started", "pod/p"]
+    _, out, _ = await kubectl("describe", "pod", "p")
+    assert "started by the test" in out
+    _, out, _ = await kubectl("logs", "p")
+    assert out == "hello from p/main\n"
+
+
+async def test_typed_create_commands_send_protobuf_we_decode(kubectl: Kubectl) -> None:
+    await kubectl("create", "namespace", "team")
+    await kubectl("create", "configmap", "cm", "-n", "team", "--from-literal=a=1")
+    await kubectl("create", "secret", "generic", "s", "-n", "team", "--from-literal=pw=hunter2")
+    await kubectl("create", "serviceaccount", "robot", "-n", "team")
+    _, out, _ = await kubectl("get", "configmap", "cm", "-n", "team", "-o", "yaml")
+    cm = yaml.safe_load(out)
+    assert cm["data"] == {"a": "1"} and "generateName" not in cm["metadata"]
+    _, out, _ = await kubectl("get", "secret", "s", "-n", "team", "-o", "jsonpath={.data.pw}")
+    assert base64.b64decode(out) == b"hunter2"
+    _, out, _ = await kubectl("auth", "can-i", "create", "pods")
+    assert out.strip() == "yes"
+
+
+POD = """
+apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  containers: [{name: main, image: "busybox:1"}]
+"""
+
+EVENT = """
+apiVersion: events.k8s.io/v1
+kind: Event
+metadata: {name: p.1}
+eventTime: "2026-01-01T00:00:00.000000Z"
+reportingController: test
+reportingInstance: test-1
+action: Start
+reason: Started
+type: Normal
+note: started by the test
+regarding: {apiVersion: v1, kind: Pod, name: p, namespace: default, uid: UID}
+"""

@@ -382,6 +382,8 @@ async def test_namespace_deletion_removes_its_content(http: Http) -> None:
     assert status == 200
     assert (await http.call("GET", "/api/v1/namespaces/tmp/configmaps/c"))[0] == 404
     assert (await http.call("GET", "/api/v1/namespaces/tmp"))[0] == 404
+    status, body = await http.call("DELETE", "/api/v1/namespaces/default")
+    assert (status, body["reason"]) == (403, "Forbidden")
 
 
 async def test_services_get_a_cluster_ip(http: Http) -> None:
@@ -399,3 +401,37 @@ async def test_protobuf_bodies_are_refused_with_415(http: Http) -> None:
         "POST", PODS, b"\x6b\x38\x73\x00", content_type="application/vnd.kubernetes.protobuf"
     )
     assert (status, body["reason"]) == (415, "UnsupportedMediaType")
+
+
+async def test_validation_catches_generated_name_and_owner_bugs(http: Http) -> None:
+    too_long = pod("a", {"ray.io/worker-group-replica-name": "x" * 64})
+    status, body = await http.call("POST", PODS, too_long)
+    assert (status, body["reason"]) == (422, "Invalid")
+    assert body["details"]["causes"][0]["field"] == "metadata.labels"
+    twice = pod("b")
+    twice["spec"]["containers"].append({"name": "main", "image": "x:1"})
+    status, body = await http.call("POST", PODS, twice)
+    assert status == 422 and "Duplicate" in body["message"]
+    owners = pod("c")
+    ref = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": "rc", "uid": "u"}
+    ref["controller"] = True
+    owners["metadata"]["ownerReferences"] = [ref, {**ref, "uid": "v"}]
+    status, body = await http.call("POST", PODS, owners)
+    assert status == 422 and "Controller" in body["message"]
+    host = pod("d")
+    host["spec"]["hostname"] = "Not_A_Label"
+    assert (await http.call("POST", PODS, host))[0] == 422
+    empty = {"metadata": {"name": "s"}, "spec": {"selector": {"a": "b"}}}
+    assert (await http.call("POST", "/api/v1/namespaces/default/services", empty))[0] == 422
+    ok = pod("e", {"ray.io/cluster": "rc", "empty": ""})
+    ok["spec"]["hostname"] = "rc-g-0-0"
+    assert (await http.call("POST", PODS, ok))[0] == 201
+
+
+async def test_subresources_accept_only_their_verbs(http: Http) -> None:
+    await http.call("POST", PODS, pod("a"))
+    status, body = await http.call("DELETE", f"{PODS}/a/status")
+    assert (status, body["reason"]) == (405, "MethodNotAllowed")
+    assert (await http.call("PUT", f"{PODS}/a/binding", {"target": {"name": "n"}}))[0] == 405
+    assert (await http.call("GET", f"{PODS}/a/binding"))[0] == 405
+    assert (await http.call("GET", f"{PODS}/a"))[0] == 200  # nothing was deleted

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -11,6 +12,8 @@ import aiohttp
 import pytest
 
 from raycluster_operator.devcluster.server import ApiServer
+from raycluster_operator.devcluster.server.selectors import Selection
+from raycluster_operator.devcluster.server.store import Watcher
 from raycluster_operator.devcluster.server.testing import client_ssl_context
 
 CMS = "/api/v1/namespaces/default/configmaps"
@@ -111,6 +114,20 @@ async def test_too_old_resource_version_answers_410(api: Api) -> None:
     assert events[0]["object"]["code"] == 410 and events[0]["object"]["reason"] == "Expired"
 
 
+async def test_expired_history_answers_410_to_lagging_resumes_only(
+    server: ApiServer, api: Api
+) -> None:
+    first = await api.send("POST", CMS, cm("a"))
+    await api.send("POST", CMS, cm("b"))
+    server.faults.expire_watch_history()
+    lagging = await collect(api.watch(CMS, resourceVersion=first["metadata"]["resourceVersion"]), 1)
+    assert lagging[0]["type"] == "ERROR" and lagging[0]["object"]["code"] == 410
+    current = str(server.store.rv)
+    await api.send("POST", CMS, cm("c"))
+    caught_up = await collect(api.watch(CMS, resourceVersion=current), 1)
+    assert caught_up[0]["type"] == "ADDED" and caught_up[0]["object"]["metadata"]["name"] == "c"
+
+
 async def test_bookmarks_on_resume_and_periodically(api: Api) -> None:
     a = await api.send("POST", CMS, cm("a"))
     stream = api.watch(
@@ -185,3 +202,37 @@ async def test_dropped_watches_break_the_connection(server: ApiServer, api: Api)
     assert server.faults.drop_watches() == 1
     with pytest.raises(aiohttp.ClientError):
         await asyncio.wait_for(task, 5)
+
+
+async def test_a_watch_whose_client_left_is_unregistered(server: ApiServer, api: Api) -> None:
+    stream = api.watch(CMS, resourceVersion=str(server.store.rv))
+    task = asyncio.create_task(collect(stream, 1))
+    for _ in range(50):
+        if server.hub.open:
+            break
+        await asyncio.sleep(0.02)
+    assert len(server.hub.open) == 1
+    task.cancel()  # the client goes away without the server writing anything
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    await stream.aclose()
+    for _ in range(100):
+        if not server.hub.open:
+            break
+        await asyncio.sleep(0.02)
+    assert not server.hub.open
+
+
+async def test_initial_state_does_not_count_against_the_backlog_bound() -> None:
+    watcher = Watcher("configmaps", Selection(None), max_queue=3)
+    for i in range(6):
+        watcher.push("ADDED", i, force=True)
+    for i in range(3):
+        watcher.push("ADDED", 10 + i)
+    assert not watcher.overflowed
+    assert len(await watcher.next_batch()) == 9
+    for i in range(3):
+        watcher.push("MODIFIED", i)
+    assert not watcher.overflowed
+    watcher.push("MODIFIED", 3)  # the fourth undrained change is one too many
+    assert watcher.overflowed

@@ -14,14 +14,21 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from raycluster_operator.devcluster.client import ApiClient, ApiError, WatchEvent, resource_path
+from raycluster_operator.devcluster.containerlogs import ContainerLogs
 from raycluster_operator.devcluster.informer import Informer
 from raycluster_operator.devcluster.placement import TERMINAL_PHASES, node_is_ready
-from raycluster_operator.devcluster.podstatus import ContainerRecord, PodRecord, render_status
+from raycluster_operator.devcluster.podstatus import (
+    ContainerRecord,
+    PodRecord,
+    qos_class,
+    render_status,
+)
 from raycluster_operator.devcluster.runtime import Runtime
+from raycluster_operator.devcluster.server import LogRequest
 from raycluster_operator.devcluster.timestamps import now_rfc3339
 
 log = logging.getLogger(__name__)
@@ -68,6 +75,8 @@ class Kubelet:
         termination_cap: float = 0.5,
         eviction_delay: float = 0.5,
         concurrency: int = 32,
+        pods: Informer | None = None,
+        nodes: Informer | None = None,
     ) -> None:
         self._client = client
         self.runtime = runtime
@@ -83,18 +92,24 @@ class Kubelet:
         self._last_write: dict[str, asyncio.Task[None]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._writes = asyncio.Semaphore(concurrency)
-        self.nodes = Informer(client, "/api/v1/nodes")
-        self.pods = Informer(client, "/api/v1/pods", self._on_pod_event)
+        self.logs = ContainerLogs()
+        # Informers passed in are shared and started/stopped by their owner.
+        self.nodes = nodes or Informer(client, "/api/v1/nodes")
+        self.pods = pods or Informer(client, "/api/v1/pods")
+        self._owns_informers = pods is None and nodes is None
+        self.pods.subscribe(self._on_pod_event)
 
     async def start(self) -> None:
+        # Nodes first: a pod is only run once its node (IP range, address) is known.
         self.nodes.start()
         await self.nodes.synced.wait()
         self.pods.start()
         await self.pods.synced.wait()
 
     async def stop(self) -> None:
-        await self.pods.stop()
-        await self.nodes.stop()
+        if self._owns_informers:
+            await self.pods.stop()
+            await self.nodes.stop()
         for task in list(self._tasks):
             task.cancel()
         for task in list(self._tasks):
@@ -129,6 +144,7 @@ class Kubelet:
         self._ready_since.pop(uid, None)
         self._locks.pop(uid, None)
         self._last_write.pop(uid, None)
+        self.logs.forget(uid)
         if record is not None:
             self._ip_pools[record.node].give(record.pod_ip)
             if pod is not None:
@@ -177,6 +193,7 @@ class Kubelet:
             ],
             init_containers=[str(c.get("name", "")) for c in spec.get("initContainers") or []],
             node_ready=node_name not in self._lost_nodes and node_is_ready(node),
+            qos_class=qos_class(spec),
         )
         self.records[uid] = record
         self._pods_by_uid[uid] = pod
@@ -203,12 +220,17 @@ class Kubelet:
         await asyncio.sleep(wait)
         await self.runtime.stop_pod(pod, wait)
         path = resource_path("v1", "pods", str(meta.get("namespace", "default")), str(meta["name"]))
-        try:
-            await self._client.delete(path, grace_period_seconds=0, uid=str(meta.get("uid")))
-        except ApiError as error:
-            if error.status not in (404, 409):
-                log.warning("finishing deletion of %s failed: %s", path, error)
-                self._terminating.discard(str(meta.get("uid")))
+        delay = 0.05
+        while True:
+            try:
+                await self._client.delete(path, grace_period_seconds=0, uid=str(meta.get("uid")))
+                return
+            except ApiError as error:
+                if error.status in (404, 409):
+                    return  # gone already, or a new pod of the same name
+                log.debug("finishing deletion of %s: %s", path, error)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
 
     # --- status writes -------------------------------------------------------------------
 
@@ -219,22 +241,29 @@ class Kubelet:
 
     async def _write_status(self, uid: str) -> None:
         lock = self._locks.setdefault(uid, asyncio.Lock())
-        async with lock, self._writes:
-            record = self.records.get(uid)
-            if record is None or uid in self._terminating:
-                return
-            ready = all(c.ready and c.state == "running" for c in record.containers)
-            ready = ready and record.node_ready and not record.failed_reason
-            previous = self._ready_since.get(uid)
-            if previous is None or previous[0] != ready:
-                previous = self._ready_since[uid] = (ready, now_rfc3339())
-            status = render_status(record, previous[1])
-            path = resource_path("v1", "pods", record.namespace, record.name, "status")
-            try:
-                await self._client.patch(path, {"status": status})
-            except ApiError as error:
-                if error.status != 404:
-                    log.warning("status of %s/%s: %s", record.namespace, record.name, error)
+        delay = 0.05
+        while True:
+            async with lock, self._writes:
+                record = self.records.get(uid)
+                if record is None or uid in self._terminating:
+                    return
+                ready = all(c.ready and c.state == "running" for c in record.containers)
+                ready = ready and record.node_ready and not record.failed_reason
+                previous = self._ready_since.get(uid)
+                if previous is None or previous[0] != ready:
+                    previous = self._ready_since[uid] = (ready, now_rfc3339())
+                status = render_status(record, previous[1])
+                path = resource_path("v1", "pods", record.namespace, record.name, "status")
+                try:
+                    await self._client.patch(path, {"status": status})
+                    return
+                except ApiError as error:
+                    if error.status == 404:
+                        return
+                    # Injected faults or overload: a kubelet keeps reporting until it lands.
+                    log.debug("status of %s/%s: %s", record.namespace, record.name, error)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
 
     # --- PodEvents (called by the runtime) -----------------------------------------------
 
@@ -245,6 +274,12 @@ class Kubelet:
         for c in record.container(container):
             c.state, c.reason, c.ready = "running", "", ready
             c.started_at = now_rfc3339()
+            self.logs.write(
+                uid,
+                c.name,
+                f"container {c.name} ({c.image}) started on {record.node}, pod IP {record.pod_ip}"
+                + (f", restart {c.restart_count}" if c.restart_count else ""),
+            )
         self._publish(uid)
 
     def container_ready(self, uid: str, container: str, ready: bool) -> None:
@@ -268,6 +303,7 @@ class Kubelet:
             c.state, c.ready, c.exit_code = "terminated", False, exit_code
             c.reason = reason or ("Error" if exit_code else "Completed")
             c.finished_at = now_rfc3339()
+            self.logs.write(uid, c.name, f"container {c.name} exited with code {exit_code}")
             if restart:
                 c.last_terminated = c.terminated()
                 c.restart_count += 1
@@ -277,6 +313,33 @@ class Kubelet:
                 if pod is not None:
                     self.runtime.restart_container(pod, c.name, self)
         self._publish(uid)
+
+    # --- logs ----------------------------------------------------------------------------
+
+    def log_source(self, request: LogRequest) -> AsyncIterator[bytes]:
+        """pods/log for the API server: the runtime's own logs when it has them (a `logs`
+        method taking the LogRequest), else the simulated lifecycle lines."""
+        runtime_logs = getattr(self.runtime, "logs", None)
+        if runtime_logs is not None:
+            stream: AsyncIterator[bytes] = runtime_logs(request)
+            return stream
+        return self._lifecycle_lines(request)
+
+    async def _lifecycle_lines(self, request: LogRequest) -> AsyncIterator[bytes]:
+        try:
+            record = self._record(request.namespace, request.pod)
+        except LookupError:
+            return
+        names = [c.name for c in record.containers]
+        container = request.container or (names[0] if names else "")
+        async for chunk in self.logs.stream(
+            record.uid,
+            container,
+            follow=request.follow,
+            tail_lines=request.tail_lines,
+            alive=lambda: record.uid in self.records,
+        ):
+            yield chunk
 
     # --- faults --------------------------------------------------------------------------
 

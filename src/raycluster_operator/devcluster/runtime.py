@@ -11,7 +11,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class RuntimeContext:
+    """What a runtime may need to know about its cluster when it is created (after the API
+    server is up): a process runtime mounts the token and CA where in-cluster clients look."""
+
+    delay: float
+    api_url: str
+    token: str
+    ca_pem: bytes
 
 
 class PodEvents(Protocol):
@@ -27,6 +39,9 @@ class PodEvents(Protocol):
 
 
 class Runtime(Protocol):
+    """A runtime that has real output may also define `logs(request: server.LogRequest) ->
+    AsyncIterator[bytes]`; the kubelet then serves `kubectl logs` from it."""
+
     def start_pod(self, pod: Mapping[str, Any], pod_ip: str, events: PodEvents) -> None:
         """Start every container of the pod (init containers have completed); returns at once."""
 
@@ -50,6 +65,10 @@ def _uid(pod: Mapping[str, Any]) -> str:
 
 def _names(pod: Mapping[str, Any]) -> list[str]:
     return [str(c.get("name", "")) for c in (pod.get("spec") or {}).get("containers") or []]
+
+
+def simulated_runtime(context: RuntimeContext) -> SimulatedRuntime:
+    return SimulatedRuntime(context.delay)
 
 
 class SimulatedRuntime:
