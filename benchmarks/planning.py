@@ -101,44 +101,52 @@ def suffixes() -> Callable[[], str]:
     return lambda: f"s{next(count):07d}"
 
 
-def median_ms(action: Callable[[], object], runs: int) -> float:
+def timings_ms(action: Callable[[], object], runs: int) -> tuple[float, float]:
+    """Median and fastest of ``runs``: the median is the figure, the fastest shows the noise of
+    a shared machine."""
     times = []
     for _ in range(runs):
         gc.collect()  # start each run without garbage left by the previous one
         start = time.perf_counter()
         action()
         times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times)
+    return statistics.median(times), min(times)
 
 
 def main() -> int:
-    steady: dict[int, float] = {}
-    scale_up: dict[int, float] = {}
+    steady: dict[int, tuple[float, float]] = {}
+    scale_up: dict[int, tuple[float, float]] = {}
     for size in SIZES:
         cluster = make_cluster(size)
         pods = existing_pods(cluster)
         services = [builders.build_head_service(cluster), builders.build_headless_service(cluster)]
         check = plan_cluster(cluster, pods, services, now=NOW, new_suffix=suffixes())
         assert check.is_empty, "steady-state benchmark input is not converged"
-        steady[size] = median_ms(
+        steady[size] = timings_ms(
             lambda c=cluster, p=pods, s=services: plan_cluster(
                 c, p, s, now=NOW, new_suffix=suffixes()
             ),
-            runs=7,
+            runs=9,
         )
-        scale_up[size] = median_ms(
+        scale_up[size] = timings_ms(
             lambda c=cluster, s=services: plan_cluster(c, [], s, now=NOW, new_suffix=suffixes()),
             runs=3,
         )
-    print(f"{'pods':>8} {'steady ms':>10} {'scale-up ms':>12}")
+    print(f"{'pods':>8} {'steady ms (min)':>18} {'scale-up ms (min)':>20}")
     for size in SIZES:
-        print(f"{size:>8} {steady[size]:>10.1f} {scale_up[size]:>12.1f}")
-    growth_steady = steady[SIZES[-1]] / steady[SIZES[-2]]
-    growth_up = scale_up[SIZES[-1]] / scale_up[SIZES[-2]]
-    print(f"growth 4k -> 16k: steady x{growth_steady:.2f}, scale-up x{growth_up:.2f}")
-    ok = steady[SIZES[-1]] < BUDGET_MS and growth_steady <= GROWTH_BUDGET
+        (s_med, s_min), (u_med, u_min) = steady[size], scale_up[size]
+        print(f"{size:>8} {s_med:>9.1f} ({s_min:>6.1f}) {u_med:>11.1f} ({u_min:>6.1f})")
+    big, mid = SIZES[-1], SIZES[-2]
+    growth_steady = steady[big][0] / steady[mid][0]
+    growth_up = scale_up[big][0] / scale_up[mid][0]
     print(
-        f"budget: steady 16k < {BUDGET_MS:.0f} ms and growth <= x{GROWTH_BUDGET:.0f}: "
+        f"growth {mid} -> {big} pods (medians): steady x{growth_steady:.2f}, "
+        f"scale-up x{growth_up:.2f}"
+    )
+    print("scale-up builds every pod manifest (builders); the planning itself is the steady figure")
+    ok = steady[big][0] < BUDGET_MS and growth_steady <= GROWTH_BUDGET
+    print(
+        f"budget: steady {big} pods < {BUDGET_MS:.0f} ms and growth <= x{GROWTH_BUDGET:.0f}: "
         + ("OK" if ok else "OVER")
     )
     return 0 if ok else 1

@@ -42,6 +42,7 @@ def scenarios(draw: st.DrawFn) -> Scenario:
     options = {
         "multi_host_indexing": draw(st.booleans()),
         "random_pod_delete": draw(st.booleans()),
+        "stuck": draw(st.booleans()),
     }
     pods: list[dict[str, Any]] = []
     for i in range(draw(st.integers(0, 14))):

@@ -13,6 +13,7 @@ from typing import Any
 
 from raycluster_operator.api import labels, names
 from raycluster_operator.api.models import RayCluster
+from raycluster_operator.builders.fields import ensure_list
 from raycluster_operator.builders.metadata import base_labels, object_meta
 
 CONTAINER_NAME = "autoscaler"
@@ -37,10 +38,10 @@ def service_account_name(cluster: RayCluster) -> str:
 
 
 def _ensure_log_volume(spec: dict[str, Any], container: dict[str, Any]) -> None:
-    volumes = spec.setdefault("volumes", [])
+    volumes = ensure_list(spec, "volumes")
     if not any(isinstance(v, dict) and v.get("name") == LOG_VOLUME for v in volumes):
         volumes.append({"name": LOG_VOLUME, "emptyDir": {}})
-    mounts = container.setdefault("volumeMounts", [])
+    mounts = ensure_list(container, "volumeMounts")
     if not any(isinstance(m, dict) and m.get("mountPath") == LOG_DIR for m in mounts):
         mounts.append({"name": LOG_VOLUME, "mountPath": LOG_DIR})
 
@@ -88,7 +89,8 @@ def add_sidecar(cluster: RayCluster, spec: dict[str, Any]) -> None:
     _ensure_log_volume(spec, ray)
     _ensure_log_volume(spec, side)
     containers.append(side)
-    spec.setdefault("serviceAccountName", service_account_name(cluster))
+    if not spec.get("serviceAccountName"):
+        spec["serviceAccountName"] = service_account_name(cluster)
 
 
 def build_autoscaler_rbac(cluster: RayCluster) -> list[dict[str, Any]]:

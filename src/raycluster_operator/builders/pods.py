@@ -22,6 +22,7 @@ from raycluster_operator.accelerators import (
 from raycluster_operator.api import labels, names
 from raycluster_operator.api.models import RayCluster, WorkerGroupSpec
 from raycluster_operator.builders import autoscaler, env, ray_start
+from raycluster_operator.builders.fields import ensure_list
 from raycluster_operator.builders.metadata import base_labels, merge_labels, owner_reference
 
 OVERWRITE_CMD_ANNOTATION = "ray.io/overwrite-container-cmd"
@@ -52,12 +53,12 @@ def autoscaler_v2(cluster: RayCluster) -> bool:
         return True
     _, spec = _split_template(cluster.spec.head_group_spec.template)
     containers = spec.get("containers")
-    env = containers[0].get("env") if isinstance(containers, list) and containers else None
+    head_env = containers[0].get("env") if isinstance(containers, list) and containers else None
     return any(
         isinstance(e, Mapping)
         and e.get("name") == "RAY_enable_autoscaler_v2"
         and str(e.get("value", "")).lower() in ("1", "true")
-        for e in (env if isinstance(env, list) else [])
+        for e in (head_env if isinstance(head_env, list) else [])
     )
 
 
@@ -115,10 +116,10 @@ def _set_command(cluster: RayCluster, container: dict[str, Any], start: str) -> 
 
 def _add_shared_memory(spec: dict[str, Any], container: dict[str, Any]) -> None:
     """A memory-backed /dev/shm for Ray's object store, sized like the container (KubeRay)."""
-    mounts = container.setdefault("volumeMounts", [])
+    mounts = ensure_list(container, "volumeMounts")
     if any(isinstance(m, Mapping) and m.get("mountPath") == SHM_PATH for m in mounts):
         return
-    volumes = spec.setdefault("volumes", [])
+    volumes = ensure_list(spec, "volumes")
     if not any(isinstance(v, Mapping) and v.get("name") == SHM_VOLUME for v in volumes):
         empty_dir: dict[str, Any] = {"medium": "Memory"}
         resources = container.get("resources")
@@ -133,9 +134,7 @@ def _add_shared_memory(spec: dict[str, Any], container: dict[str, Any]) -> None:
 
 
 def _add_metrics_port(container: dict[str, Any], params: Mapping[str, str]) -> None:
-    ports = container.get("ports")
-    if not isinstance(ports, list):
-        ports = container["ports"] = []
+    ports = ensure_list(container, "ports")
     if not any(isinstance(p, Mapping) and p.get("name") == "metrics" for p in ports):
         port = params.get("metrics-export-port", "")
         number = int(port) if port.isdecimal() else ray_start.METRICS_PORT

@@ -28,6 +28,9 @@ class PodView(NamedTuple):
     labels: Mapping[str, str]
     #: ``metadata.deletionTimestamp`` is set: the pod is going away and is never deleted again.
     terminating: bool
+    #: ``metadata.deletionTimestamp`` as written by the API server (RFC 3339, sorts as text):
+    #: when the grace period ends. Long past it, the pod is stuck (its node is gone).
+    deletion_deadline: str | None
     #: Will not run Ray again: phase Failed/Succeeded, or the Ray container terminated under
     #: restartPolicy Never (KubeRay's rule, which the autoscaler v2 relies on).
     failed: bool
@@ -61,7 +64,8 @@ def read_pod(obj: Mapping[str, Any]) -> PodView:
     pod_labels: Mapping[str, str] = metadata.get("labels") or {}
     phase = status.get("phase") or ""
     running = phase == "Running"
-    terminating = metadata.get("deletionTimestamp") is not None
+    deadline = metadata.get("deletionTimestamp")
+    terminating = deadline is not None
     failed = phase in _DONE_PHASES or (running and _ray_container_ended(spec, status))
     ready = _is_ready(status)
     live = not terminating and not failed
@@ -71,6 +75,7 @@ def read_pod(obj: Mapping[str, Any]) -> PodView:
         namespace=metadata.get("namespace"),
         labels=pod_labels,
         terminating=terminating,
+        deletion_deadline=str(deadline) if deadline is not None else None,
         failed=failed,
         running=running,
         ready=ready,
