@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import World, cpu_group, eventually, raycluster, replica_names, slices
+from operator_harness import World, cpu_group, eventually, raycluster, replica_names, slices
 
 
 async def test_multi_host_scale_workers_to_delete_scale_up_and_heal(world: World) -> None:
