@@ -4,7 +4,7 @@ Least privilege, derived from what the controller does (DESIGN.md §5): read Ray
 write only their status; create/delete pods; create services and the autoscaler's service
 account, role and binding; write Events and its Lease. Kubernetes lets a subject create a Role
 only with permissions it holds itself, so the operator also holds the two the Ray autoscaler's
-Role grants beyond that (patch pods, patch rayclusters); it never uses them.
+Role grants beyond that (patch pods/resize, patch rayclusters); it never uses them.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def operator_rules() -> list[Obj]:
         _rule(["rbac.authorization.k8s.io"], ["roles", "rolebindings"], ["create"]),
         _rule(["events.k8s.io"], ["events"], ["create", "patch"]),
         # Held only so the operator may grant them to the Ray autoscaler's Role.
-        _rule([""], ["pods"], ["patch"]),
+        _rule([""], ["pods/resize"], ["patch"]),
         _rule(["ray.io"], ["rayclusters"], ["patch"]),
     ]
 
