@@ -103,11 +103,19 @@ class Reconciler:
         self.metrics = metrics
         self.options = options
         self._known_extras: set[tuple[str, str, str]] = set()
+        #: Status we wrote, by cluster, with the resourceVersion of the object it was
+        #: computed from: until the cache moves past that version, the same status is not
+        #: written again (the cache merely has not seen our write yet).
+        self._written: dict[str, tuple[str, dict[str, Any]]] = {}
+        #: Generation of clusters already reported as unreadable (one Warning per change).
+        self._unreadable: dict[str, object] = {}
 
     async def reconcile(self, key: str) -> Outcome:
         ns, name = split_key(key)
         obj = self.clusters.get(key)
         if obj is None:
+            self._written.pop(key, None)
+            self._unreadable.pop(key, None)
             self.expectations.forget(key)
             self.metrics.forget_cluster(ns, name)
             return Outcome(skipped="gone")
@@ -127,9 +135,13 @@ class Reconciler:
 
         cluster, problems = parse_cluster(obj)
         if cluster is None:
-            text = "; ".join(str(p) for p in problems) or "the RayCluster cannot be read"
-            await self.recorder.emit(obj, "Warning", "InvalidSpec", text, action="Validate")
+            generation = meta.get("generation") or meta.get("resourceVersion")
+            if self._unreadable.get(key) != generation:
+                self._unreadable[key] = generation
+                text = "; ".join(str(p) for p in problems) or "the RayCluster cannot be read"
+                await self.recorder.emit(obj, "Warning", "InvalidSpec", text, action="Validate")
             return Outcome(skipped="invalid")
+        self._unreadable.pop(key, None)
 
         services = self.services.by_index("owner", key)
         plan = plan_cluster(
@@ -271,9 +283,14 @@ class Reconciler:
         patch = merge_patch(current, desired)
         if not patch:
             return
+        key = f"{ns}/{name}"
+        version = str((obj.get("metadata") or {}).get("resourceVersion", ""))
+        if self._written.get(key) == (version, desired):
+            return  # already written; the cache has not caught up with our own write
         try:
             await self.client.patch_status(RAYCLUSTERS, ns, name, patch)
             outcome.status_written = True
+            self._written[key] = (version, desired)
         except NotFound:
             pass
         except KubeError as exc:
