@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from operator_harness import World, cpu_group, eventually, labels_of, raycluster
 
 
@@ -37,3 +38,25 @@ async def test_with_the_gate_off_single_host_pods_carry_no_replica_index(world: 
         assert not any("ray.io/worker-group-replica-index" in labels_of(p) for p in pods)
 
     await eventually(plain_pods)
+
+
+async def test_an_unreadable_cluster_gets_one_warning_and_no_further_writes(world: World) -> None:
+    from raycluster_operator.kube import EVENTS
+
+    op = await world.start_operator(resync_period=0.05)
+    broken = raycluster("broken", [cpu_group("w", replicas=1)])
+    broken["spec"]["workerGroupSpecs"][0]["numOfHosts"] = "four"
+    try:
+        await world.apply(broken)
+    except Exception as exc:  # a schema-validating server refuses it: nothing to test
+        pytest.skip(f"the server rejects the object: {exc}")
+
+    async def warned() -> None:
+        events = (await world.kube.list(EVENTS, "default")).items
+        assert [e["reason"] for e in events if e["type"] == "Warning"] == ["InvalidSpec"]
+
+    await eventually(warned)
+    writes = op.writes
+    await asyncio.sleep(0.5)
+    assert op.writes == writes
+    assert await world.pods("broken") == []
