@@ -60,3 +60,18 @@ async def test_an_unreadable_cluster_gets_one_warning_and_no_further_writes(worl
     await asyncio.sleep(0.5)
     assert op.writes == writes
     assert await world.pods("broken") == []
+
+
+async def test_several_watched_namespaces_are_served_by_one_operator(world: World) -> None:
+    await world.start_operator(namespaces=("default", "team"))
+    await world.apply(raycluster("same", [cpu_group("w", replicas=1)]))
+    other = raycluster("same", [cpu_group("w", replicas=2)])
+    other["metadata"]["namespace"] = "team"
+    await world.cluster.apply(other, namespace="team")
+
+    async def both() -> None:
+        assert len(await world.workers("same")) == 1
+        team = await world.pods("same", "team")
+        assert len([p for p in team if labels_of(p)["ray.io/node-type"] == "worker"]) == 2
+
+    await eventually(both)
