@@ -41,7 +41,14 @@ from raycluster_operator.kube import (
     NotFound,
     kind_of,
 )
-from raycluster_operator.planning import ClusterPlan, PodCreate, PodDelete, plan_cluster
+from raycluster_operator.planning import (
+    ClusterPlan,
+    CreateReason,
+    DeleteReason,
+    PodCreate,
+    PodDelete,
+    plan_cluster,
+)
 
 log = logging.getLogger(__name__)
 
@@ -166,13 +173,17 @@ class Reconciler:
             await self._delete(key, obj, plan.deletes, pods, outcome, failures)
         if plan.creates:
             await self._create(key, obj, plan.creates, outcome, failures)
-        for event in plan.events:
-            regarding = obj
-            if event.regarding:
-                regarding = next((p for p in pods if p["metadata"]["name"] == event.regarding), obj)
-            await self.recorder.emit(
-                regarding, event.type, event.reason, event.message, action="Reconcile"
+        by_name = {p["metadata"]["name"]: p for p in pods}
+        await self.writer.run_all(
+            self.recorder.emit(
+                by_name.get(event.regarding or "", obj),
+                event.type,
+                event.reason,
+                event.message,
+                action=_action(event.reason),
             )
+            for event in plan.events
+        )
         await self._write_status(ns, name, obj, plan.status, outcome, failures)
         self.metrics.set_slices(ns, name, list(plan.status.get("workerGroups") or []))
         if failures:
@@ -295,6 +306,19 @@ class Reconciler:
             pass
         except KubeError as exc:
             failures.append(f"write status: {exc}")
+
+
+_CREATE_REASONS = frozenset(r.value for r in CreateReason)
+_DELETE_REASONS = frozenset(r.value for r in DeleteReason)
+
+
+def _action(reason: str) -> str:
+    """The Event's ``action``: what the operator did about it."""
+    if reason in _CREATE_REASONS:
+        return "CreatePod"
+    if reason in _DELETE_REASONS:
+        return "DeletePod"
+    return "Reconcile"
 
 
 def _in_namespace(manifest: Obj, ns: str) -> Obj:
