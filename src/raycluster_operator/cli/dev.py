@@ -184,12 +184,51 @@ async def _install_crd(cluster: DevCluster) -> None:
 
 @contextlib.asynccontextmanager
 async def _operator_attached(cluster: DevCluster, *, enabled: bool) -> AsyncIterator[None]:
-    """OPERATOR HOOK: start the operator against `cluster.kubeconfig_dict()` here (over HTTPS,
-    as against any cluster) and stop it when the block exits. Until the operator exists the
-    dev command behaves as with --no-operator."""
-    if enabled:
-        log.info("the operator is not available yet; running as --no-operator")
-    yield
+    """OPERATOR HOOK: the operator runs in this process as a task, but reaches the cluster
+    only through `cluster.kubeconfig_dict()` over HTTPS, exactly as against any cluster; it is
+    stopped (drained) when the block exits."""
+    if not enabled:
+        yield
+        return
+    from raycluster_operator.controller.manager import Manager, ManagerOptions
+    from raycluster_operator.kube import KubeClient
+
+    logging.getLogger("httpx2").setLevel(logging.WARNING)
+    client = KubeClient.from_kubeconfig(cluster.kubeconfig_dict())
+    manager = Manager(
+        client,
+        ManagerOptions(
+            metrics_addr="127.0.0.1:0",
+            health_addr="127.0.0.1:0",
+            leader_elect=False,
+            identity="dev-operator",
+            resync_period=60.0,
+        ),
+    )
+    task = asyncio.create_task(manager.run(), name="operator")
+    try:
+        await asyncio.wait_for(_synced(manager, task), 30)
+        metrics = manager.metrics_server.port if manager.metrics_server else 0
+        log.info("operator attached (metrics on http://127.0.0.1:%d/metrics)", metrics)
+        click.echo(
+            "try: kubectl get rayclusters,pods -L ray.io/group,"
+            "ray.io/worker-group-replica-index,ray.io/replica-host-index",
+            err=True,
+        )
+        yield
+    finally:
+        manager.stop()
+        with contextlib.suppress(asyncio.CancelledError, asyncio.TimeoutError):
+            await asyncio.wait_for(task, 15)
+        await client.close()
+
+
+async def _synced(manager: Any, task: asyncio.Task[None]) -> None:
+    while not manager.synced():
+        if task.done():
+            task.result()  # the operator failed to start: say why
+            raise RuntimeError("the operator stopped before its caches synced")
+        await asyncio.sleep(0.05)
 
 
 def _ready(pod: Mapping[str, Any]) -> str:

@@ -45,3 +45,24 @@ def manifests() -> None:
 def crd(output: str) -> None:
     """The rayclusters.ray.io CustomResourceDefinition (kubectl apply -f -)."""
     click.echo(render([crd_manifest()], output), nl=False)
+
+
+@manifests.command(name="all")
+@_FORMAT
+@click.option("--namespace", default="raycluster-operator", show_default=True)
+@click.option("--image", default=None, help="Operator image (default: this version's).")
+@click.option(
+    "--watch-namespace",
+    "watched",
+    multiple=True,
+    help="Namespaced install: a Role per watched namespace instead of a ClusterRole.",
+)
+def all_manifests(output: str, namespace: str, image: str | None, watched: tuple[str, ...]) -> None:
+    """CRD, namespace, service account, least-privilege RBAC, Deployment, metrics Service."""
+    from raycluster_operator.controller.install import DEFAULT_IMAGE, operator_manifests
+
+    objects = [
+        crd_manifest(),
+        *operator_manifests(namespace, image or DEFAULT_IMAGE, list(watched) or None),
+    ]
+    click.echo(render(objects, output), nl=False)
