@@ -1,0 +1,231 @@
+"""A whole dev cluster in one object: API server, simulated nodes, scheduler, kubelet and GC.
+
+    async with DevCluster() as cluster:
+        cluster.write_kubeconfig("kubeconfig")
+        await cluster.apply(manifest)
+
+The controllers reach the server only over HTTPS, like real ones; `DevCluster` itself only
+wires them together and forwards fault injection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from raycluster_operator.devcluster.client import ApiClient, ApiError, resource_path
+from raycluster_operator.devcluster.discovery import Discovery
+from raycluster_operator.devcluster.gc import GarbageCollector
+from raycluster_operator.devcluster.kubelet import Kubelet
+from raycluster_operator.devcluster.nodes import build_nodes, parse_spec
+from raycluster_operator.devcluster.runtime import Runtime, SimulatedRuntime
+from raycluster_operator.devcluster.scheduler import Scheduler
+from raycluster_operator.devcluster.server import ApiServer, Faults
+
+log = logging.getLogger(__name__)
+
+# Runtimes by name; a process runtime registers itself here (`--runtime process`).
+RUNTIMES: dict[str, Callable[[float], Runtime]] = {"simulated": SimulatedRuntime}
+
+
+class DevCluster:
+    """Async context manager; `start()`/`stop()` for callers that manage the lifetime."""
+
+    def __init__(
+        self,
+        port: int = 0,
+        nodes: Sequence[str] | None = None,
+        runtime: str | Runtime = "simulated",
+        kubelet_delay: float = 0.2,
+        token: str | None = None,
+        *,
+        host: str = "127.0.0.1",
+        termination_cap: float = 0.5,
+        eviction_delay: float = 0.5,
+        faults: Faults | None = None,
+    ) -> None:
+        if isinstance(runtime, str):
+            if runtime not in RUNTIMES:
+                raise ValueError(f"unknown runtime {runtime!r} (known: {', '.join(RUNTIMES)})")
+            runtime = RUNTIMES[runtime](kubelet_delay)
+        self.node_manifests = build_nodes(parse_spec(nodes))
+        self.server = ApiServer(host=host, port=port, token=token, faults=faults)
+        self._runtime = runtime
+        self._termination_cap = termination_cap
+        self._eviction_delay = eviction_delay
+        self._client: ApiClient | None = None
+        self._scheduler: Scheduler | None = None
+        self._kubelet: Kubelet | None = None
+        self._gc: GarbageCollector | None = None
+        self._discovery: Discovery | None = None
+
+    # --- lifetime ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self.server.start()
+        self._client = ApiClient(self.url, self.token, self.ca_pem)
+        self._discovery = Discovery(self._client)
+        await self._discovery.refresh()
+        await self._ensure_namespace("default")
+        await asyncio.gather(*(self._create_node(n) for n in self.node_manifests))
+        self._scheduler = Scheduler(self._client)
+        self._kubelet = Kubelet(
+            self._client,
+            self._runtime,
+            termination_cap=self._termination_cap,
+            eviction_delay=self._eviction_delay,
+        )
+        self._gc = GarbageCollector(self._client, self._discovery)
+        await asyncio.gather(self._scheduler.start(), self._kubelet.start(), self._gc.start())
+        log.info("dev cluster up at %s with %d nodes", self.url, len(self.node_manifests))
+
+    async def stop(self) -> None:
+        for part in (self._gc, self._scheduler, self._kubelet):
+            if part is not None:
+                await part.stop()
+        if self._client is not None:
+            await self._client.close()
+        await self.server.stop()
+
+    async def __aenter__(self) -> DevCluster:
+        try:
+            await self.start()
+        except BaseException:
+            await self.stop()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # --- connection details --------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    @property
+    def token(self) -> str:
+        return self.server.token
+
+    @property
+    def ca_pem(self) -> bytes:
+        return self.server.ca_pem
+
+    @property
+    def faults(self) -> Faults:
+        return self.server.faults
+
+    @property
+    def client(self) -> ApiClient:
+        """The cluster's own API client (what the fake controllers use)."""
+        if self._client is None:
+            raise RuntimeError("the dev cluster is not started")
+        return self._client
+
+    @property
+    def kubelet(self) -> Kubelet:
+        if self._kubelet is None:
+            raise RuntimeError("the dev cluster is not started")
+        return self._kubelet
+
+    @property
+    def node_names(self) -> list[str]:
+        return [str(n["metadata"]["name"]) for n in self.node_manifests]
+
+    def kubeconfig_dict(self) -> dict[str, Any]:
+        return self.server.kubeconfig_dict()
+
+    def write_kubeconfig(self, path: str | os.PathLike[str]) -> Path:
+        """Write the kubeconfig atomically (temp file + rename), so a script waiting for the
+        file never reads half of it."""
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        text = yaml.safe_dump(self.kubeconfig_dict(), sort_keys=False)
+        fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w") as handle:
+                handle.write(text)
+            os.chmod(temp, 0o600)
+            os.replace(temp, target)
+        except BaseException:
+            Path(temp).unlink(missing_ok=True)
+            raise
+        return target
+
+    # --- faults --------------------------------------------------------------------------
+
+    async def fail_pod(
+        self, namespace: str, name: str, exit_code: int = 1, container: str | None = None
+    ) -> None:
+        await self.kubelet.fail_pod(namespace, name, exit_code, container)
+
+    async def fail_node(self, name: str) -> None:
+        await self.kubelet.fail_node(name)
+
+    async def restore_node(self, name: str) -> None:
+        await self.kubelet.restore_node(name)
+
+    # --- objects -------------------------------------------------------------------------
+
+    async def apply(self, obj: Mapping[str, Any], namespace: str = "default") -> dict[str, Any]:
+        """Create the object, or replace it when it exists (kubectl apply without the merge)."""
+        assert self._discovery is not None
+        api_version, kind = str(obj.get("apiVersion", "")), str(obj.get("kind", ""))
+        info = None
+        for _ in range(20):  # a CRD applied just before may take a moment to be served
+            try:
+                info = await self._discovery.resolve(api_version, kind)
+                break
+            except LookupError:
+                await asyncio.sleep(0.05)
+        if info is None:
+            raise LookupError(f"the server does not serve {kind} in {api_version}")
+        body = dict(obj)
+        meta = dict(body.get("metadata") or {})
+        if info.namespaced:
+            meta.setdefault("namespace", namespace)
+            await self._ensure_namespace(str(meta["namespace"]))
+        body["metadata"] = meta
+        ns = meta.get("namespace") if info.namespaced else None
+        try:
+            return await self.client.create(info.path(ns), body)
+        except ApiError as error:
+            if error.status != 409 or not meta.get("name"):
+                raise
+        current = await self.client.get(info.path(ns, meta["name"]))
+        meta["resourceVersion"] = current["metadata"]["resourceVersion"]
+        if "status" in current and "status" not in body:
+            body["status"] = current["status"]
+        return await self.client.replace(info.path(ns, meta["name"]), body)
+
+    async def install(self, objects: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """Apply objects in order (CRDs before their resources, as given)."""
+        return [await self.apply(obj) for obj in objects]
+
+    async def _ensure_namespace(self, name: str) -> None:
+        try:
+            await self.client.create(
+                resource_path("v1", "namespaces"),
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+            )
+        except ApiError as error:
+            if error.status != 409:
+                raise
+
+    async def _create_node(self, node: Mapping[str, Any]) -> None:
+        created = await self.client.create(resource_path("v1", "nodes"), node)
+        if created.get("status") != node["status"]:
+            # The server keeps status apart from spec; set it through the subresource.
+            name = str(node["metadata"]["name"])
+            await self.client.patch(
+                resource_path("v1", "nodes", name=name, subresource="status"),
+                {"status": node["status"]},
+            )

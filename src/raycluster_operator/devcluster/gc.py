@@ -1,0 +1,213 @@
+"""Owner-reference garbage collection, as kube-controller-manager's collector does it.
+
+- Background: a dependent whose every owner (matched by uid) is gone is deleted; owners that
+  are gone are dropped from a dependent that still has a live owner.
+- Foreground: an owner being deleted with the `foregroundDeletion` finalizer has its
+  dependents deleted, and loses the finalizer once no dependent with blockOwnerDeletion is left.
+- Orphan: an owner being deleted with the `orphan` finalizer has its ownerReferences removed
+  from its dependents, then loses the finalizer.
+An owner missing from the watched caches is confirmed gone by a live GET before anything is
+deleted, so a lagging watch can never make the collector delete a live object's dependents.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from raycluster_operator.devcluster.client import ApiClient, ApiError, WatchEvent
+from raycluster_operator.devcluster.discovery import Discovery, ResourceInfo
+from raycluster_operator.devcluster.informer import Informer
+
+log = logging.getLogger(__name__)
+
+FOREGROUND = "foregroundDeletion"
+ORPHAN = "orphan"
+# Kinds never worth watching for owner references (high volume, no dependents in practice).
+SKIPPED = frozenset({"events", "bindings", "componentstatuses", "tokenreviews"})
+
+
+@dataclass(frozen=True)
+class _Object:
+    info: ResourceInfo
+    body: Mapping[str, Any]
+
+    @property
+    def meta(self) -> Mapping[str, Any]:
+        meta: Mapping[str, Any] = self.body.get("metadata") or {}
+        return meta
+
+    @property
+    def uid(self) -> str:
+        return str(self.meta.get("uid", ""))
+
+    @property
+    def refs(self) -> list[Mapping[str, Any]]:
+        refs: list[Mapping[str, Any]] = self.meta.get("ownerReferences") or []
+        return refs
+
+    def path(self) -> str:
+        return self.info.path(self.meta.get("namespace"), str(self.meta.get("name")))
+
+
+class GarbageCollector:
+    def __init__(
+        self,
+        client: ApiClient,
+        discovery: Discovery | None = None,
+        *,
+        rediscover_every: float = 1.0,
+        debounce: float = 0.05,
+    ) -> None:
+        self._client = client
+        self._discovery = discovery or Discovery(client)
+        self._rediscover_every = rediscover_every
+        self._debounce = debounce
+        self._informers: dict[tuple[str, str], tuple[ResourceInfo, Informer]] = {}
+        self._dirty = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.passes = 0
+
+    def _changed(self, _event: WatchEvent) -> None:
+        self._dirty.set()
+
+    async def start(self) -> None:
+        await self._sync_informers()
+        self._task = asyncio.create_task(self._loop(), name="devcluster gc")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        for _, informer in self._informers.values():
+            await informer.stop()
+        self._informers.clear()
+
+    async def _sync_informers(self) -> None:
+        """Watch every listable, deletable resource the server serves now (CRDs come and go)."""
+        resources = await self._discovery.refresh()
+        wanted = {
+            (r.api_version, r.plural): r
+            for r in resources
+            if r.plural not in SKIPPED and {"list", "watch", "delete"} <= r.verbs
+        }
+        for key in [k for k in self._informers if k not in wanted]:
+            await self._informers.pop(key)[1].stop()
+        started = []
+        for key, info in wanted.items():
+            if key not in self._informers:
+                informer = Informer(self._client, info.path(), self._changed)
+                informer.start()
+                self._informers[key] = (info, informer)
+                started.append(informer)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(
+                asyncio.gather(*(i.synced.wait() for i in started)), self._rediscover_every * 5
+            )
+
+    async def _loop(self) -> None:
+        while True:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._dirty.wait(), self._rediscover_every)
+            await asyncio.sleep(self._debounce)
+            self._dirty.clear()
+            try:
+                await self._sync_informers()
+                await self.collect()
+            except Exception:
+                log.exception("garbage collection pass failed")
+
+    def _objects(self) -> list[_Object]:
+        return [
+            _Object(info, body)
+            for info, informer in self._informers.values()
+            for body in list(informer.cache.values())
+        ]
+
+    async def collect(self) -> None:
+        """One pass over everything watched."""
+        self.passes += 1
+        objects = self._objects()
+        by_uid = {o.uid: o for o in objects}
+        dependents: dict[str, list[_Object]] = {}
+        for o in objects:
+            for ref in o.refs:
+                dependents.setdefault(str(ref.get("uid")), []).append(o)
+        work = []
+        for o in objects:
+            finalizers = o.meta.get("finalizers") or []
+            if o.meta.get("deletionTimestamp") and ORPHAN in finalizers:
+                work.append(self._orphan(o, dependents.get(o.uid, [])))
+            elif o.meta.get("deletionTimestamp") and FOREGROUND in finalizers:
+                work.append(self._foreground(o, dependents.get(o.uid, [])))
+            missing = [r for r in o.refs if str(r.get("uid")) not in by_uid]
+            if missing and not o.meta.get("deletionTimestamp"):
+                work.append(self._dangling(o, missing))
+        await asyncio.gather(*work)
+
+    async def _owner_gone(self, dependent: _Object, ref: Mapping[str, Any]) -> bool:
+        info = self._discovery.lookup(str(ref.get("apiVersion")), str(ref.get("kind")))
+        if info is None:
+            return False  # a kind we cannot look up: never guess it is gone
+        try:
+            owner = await self._client.get(info.path(dependent.meta.get("namespace"), ref["name"]))
+        except ApiError as error:
+            return error.status == 404
+        return str((owner.get("metadata") or {}).get("uid")) != str(ref.get("uid"))
+
+    async def _dangling(self, o: _Object, missing: list[Mapping[str, Any]]) -> None:
+        gone = [r for r in missing if await self._owner_gone(o, r)]
+        if not gone:
+            return
+        gone_uids = {str(r.get("uid")) for r in gone}
+        remaining = [r for r in o.refs if str(r.get("uid")) not in gone_uids]
+        try:
+            if remaining:
+                await self._client.patch(
+                    o.path(),
+                    {"metadata": {"ownerReferences": remaining}},
+                )
+            else:
+                log.info("gc: deleting %s (owner gone)", o.path())
+                await self._client.delete(o.path(), propagation_policy="Background", uid=o.uid)
+        except ApiError as error:
+            if error.status not in (404, 409):
+                log.warning("gc: %s: %s", o.path(), error)
+
+    async def _orphan(self, owner: _Object, children: list[_Object]) -> None:
+        try:
+            for child in children:
+                remaining = [r for r in child.refs if str(r.get("uid")) != owner.uid]
+                await self._client.patch(
+                    child.path(), {"metadata": {"ownerReferences": remaining or None}}
+                )
+            await self._drop_finalizer(owner, ORPHAN)
+        except ApiError as error:
+            if error.status != 404:
+                log.warning("gc: orphaning dependents of %s: %s", owner.path(), error)
+
+    async def _foreground(self, owner: _Object, children: list[_Object]) -> None:
+        for child in children:
+            if not child.meta.get("deletionTimestamp"):
+                with contextlib.suppress(ApiError):
+                    await self._client.delete(child.path(), propagation_policy="Foreground")
+        blocking = [
+            c
+            for c in children
+            if any(str(r.get("uid")) == owner.uid and r.get("blockOwnerDeletion") for r in c.refs)
+        ]
+        if not blocking:
+            try:
+                await self._drop_finalizer(owner, FOREGROUND)
+            except ApiError as error:
+                if error.status != 404:
+                    log.warning("gc: foreground deletion of %s: %s", owner.path(), error)
+
+    async def _drop_finalizer(self, o: _Object, finalizer: str) -> None:
+        finalizers = [f for f in o.meta.get("finalizers") or [] if f != finalizer]
+        await self._client.patch(o.path(), {"metadata": {"finalizers": finalizers or None}})

@@ -1,0 +1,65 @@
+"""A watched cache of one resource: the fake controllers' view of the cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from raycluster_operator.devcluster.client import ApiClient, WatchEvent
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, str]  # (namespace or "", name)
+
+
+def key_of(obj: dict[str, Any]) -> Key:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
+
+
+class Informer:
+    """Keeps `cache` equal to the server's objects at `path`, calling `on_event` after each
+    change is applied (SYNC after a re-list)."""
+
+    def __init__(
+        self,
+        client: ApiClient,
+        path: str,
+        on_event: Callable[[WatchEvent], None] | None = None,
+        **params: str,
+    ) -> None:
+        self.path = path
+        self.cache: dict[Key, dict[str, Any]] = {}
+        self.synced = asyncio.Event()
+        self._client = client
+        self._params = params
+        self._on_event = on_event
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=f"informer {self.path}")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        async for event in self._client.list_and_watch(self.path, self._params):
+            if event.type == "SYNC":
+                self.cache = {key_of(item): item for item in event.object.get("items") or []}
+                self.synced.set()
+            elif event.type == "DELETED":
+                self.cache.pop(key_of(event.object), None)
+            elif event.type in ("ADDED", "MODIFIED"):
+                self.cache[key_of(event.object)] = event.object
+            if self._on_event is not None:
+                try:
+                    self._on_event(event)
+                except Exception:  # a consumer bug must not stop the watch
+                    log.exception("informer %s handler failed", self.path)

@@ -1,0 +1,374 @@
+"""The fake kubelet: one for every simulated node, acting only through the API.
+
+For each pod bound to a node it assigns a pod IP from the node's range, reports the pod
+Pending (containers creating), asks the runtime to start the containers, and reports them
+Running and Ready as the runtime says so. It finishes graceful deletion (after the pod's grace
+period, capped short), applies the restart policy when a container exits, and simulates
+faults: `fail_pod` makes containers exit, `fail_node` makes a node NotReady, its pods unready
+and then Failed with reason NodeLost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from raycluster_operator.devcluster.client import ApiClient, ApiError, WatchEvent, resource_path
+from raycluster_operator.devcluster.informer import Informer
+from raycluster_operator.devcluster.placement import TERMINAL_PHASES, node_is_ready
+from raycluster_operator.devcluster.podstatus import ContainerRecord, PodRecord, render_status
+from raycluster_operator.devcluster.runtime import Runtime
+from raycluster_operator.devcluster.timestamps import now_rfc3339
+
+log = logging.getLogger(__name__)
+
+UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta: Mapping[str, Any] = obj.get("metadata") or {}
+    return meta
+
+
+def node_internal_ip(node: Mapping[str, Any]) -> str:
+    for address in (node.get("status") or {}).get("addresses") or []:
+        if address.get("type") == "InternalIP":
+            return str(address.get("address"))
+    return "127.0.0.1"
+
+
+class _IpPool:
+    """The free pod IPs of one node's podCIDR, lowest first."""
+
+    def __init__(self, cidr: str) -> None:
+        network = ipaddress.ip_network(cidr or "10.255.0.0/24", strict=False)
+        self._free = [str(ip) for ip in list(network.hosts())[1:]]  # .1 is the node's gateway
+        self._free.reverse()
+
+    def take(self) -> str:
+        if not self._free:
+            raise RuntimeError("pod IP range exhausted")
+        return self._free.pop()
+
+    def give(self, ip: str) -> None:
+        self._free.append(ip)
+        self._free.sort(key=lambda a: ipaddress.ip_address(a), reverse=True)
+
+
+class Kubelet:
+    def __init__(
+        self,
+        client: ApiClient,
+        runtime: Runtime,
+        *,
+        termination_cap: float = 0.5,
+        eviction_delay: float = 0.5,
+        concurrency: int = 32,
+    ) -> None:
+        self._client = client
+        self.runtime = runtime
+        self.termination_cap = termination_cap
+        self.eviction_delay = eviction_delay
+        self.records: dict[str, PodRecord] = {}
+        self._pods_by_uid: dict[str, dict[str, Any]] = {}
+        self._ready_since: dict[str, tuple[bool, str]] = {}
+        self._ip_pools: dict[str, _IpPool] = {}
+        self._lost_nodes: set[str] = set()
+        self._terminating: set[str] = set()
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._last_write: dict[str, asyncio.Task[None]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._writes = asyncio.Semaphore(concurrency)
+        self.nodes = Informer(client, "/api/v1/nodes")
+        self.pods = Informer(client, "/api/v1/pods", self._on_pod_event)
+
+    async def start(self) -> None:
+        self.nodes.start()
+        await self.nodes.synced.wait()
+        self.pods.start()
+        await self.pods.synced.wait()
+
+    async def stop(self) -> None:
+        await self.pods.stop()
+        await self.nodes.stop()
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        await self.runtime.close()
+
+    def _spawn(self, coroutine: Any) -> asyncio.Task[Any]:
+        task: asyncio.Task[Any] = asyncio.create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    # --- watching pods -------------------------------------------------------------------
+
+    def _on_pod_event(self, event: WatchEvent) -> None:
+        if event.type == "SYNC":
+            live = {str(_meta(p).get("uid")) for p in event.object.get("items") or []}
+            for uid in [u for u in self.records if u not in live]:
+                self._forget(uid)
+            for pod in event.object.get("items") or []:
+                self._observe(pod)
+        elif event.type == "DELETED":
+            self._forget(str(_meta(event.object).get("uid")))
+        else:
+            self._observe(event.object)
+
+    def _forget(self, uid: str) -> None:
+        record = self.records.pop(uid, None)
+        pod = self._pods_by_uid.pop(uid, None)
+        self._terminating.discard(uid)
+        self._ready_since.pop(uid, None)
+        self._locks.pop(uid, None)
+        self._last_write.pop(uid, None)
+        if record is not None:
+            self._ip_pools[record.node].give(record.pod_ip)
+            if pod is not None:
+                self._spawn(self.runtime.stop_pod(pod, 0))
+
+    def _observe(self, pod: dict[str, Any]) -> None:
+        meta = _meta(pod)
+        uid = str(meta.get("uid", ""))
+        if meta.get("deletionTimestamp"):
+            self._terminate(pod)
+            return
+        node_name = str((pod.get("spec") or {}).get("nodeName") or "")
+        if not node_name or uid in self.records:
+            return
+        if (pod.get("status") or {}).get("phase") in (*TERMINAL_PHASES, "Running"):
+            return  # finished, or run by a kubelet before us
+        node = self.nodes.cache.get(("", node_name))
+        if node is None:
+            log.warning(
+                "pod %s/%s bound to unknown node %s",
+                meta.get("namespace"),
+                meta.get("name"),
+                node_name,
+            )
+            return
+        pool = self._ip_pools.get(node_name)
+        if pool is None:
+            pool = self._ip_pools[node_name] = _IpPool(
+                str((node.get("spec") or {}).get("podCIDR", ""))
+            )
+        now = now_rfc3339()
+        spec = pod.get("spec") or {}
+        record = PodRecord(
+            namespace=str(meta.get("namespace", "default")),
+            name=str(meta.get("name")),
+            uid=uid,
+            node=node_name,
+            host_ip=node_internal_ip(node),
+            pod_ip=pool.take(),
+            restart_policy=str(spec.get("restartPolicy") or "Always"),
+            start_time=now,
+            scheduled_at=now,
+            containers=[
+                ContainerRecord(name=str(c.get("name", "")), image=str(c.get("image", "")))
+                for c in spec.get("containers") or []
+            ],
+            init_containers=[str(c.get("name", "")) for c in spec.get("initContainers") or []],
+            node_ready=node_name not in self._lost_nodes and node_is_ready(node),
+        )
+        self.records[uid] = record
+        self._pods_by_uid[uid] = pod
+        self._publish(uid)
+        if node_name in self._lost_nodes:
+            self._spawn(self._evict_later([uid], node_name))
+        else:
+            self.runtime.start_pod(pod, record.pod_ip, self)
+
+    def _terminate(self, pod: dict[str, Any]) -> None:
+        uid = str(_meta(pod).get("uid", ""))
+        if uid in self._terminating:
+            return
+        self._terminating.add(uid)
+        self._spawn(self._finish_deletion(pod))
+
+    async def _finish_deletion(self, pod: dict[str, Any]) -> None:
+        meta = _meta(pod)
+        spec = pod.get("spec") or {}
+        grace = meta.get("deletionGracePeriodSeconds")
+        if grace is None:
+            grace = spec.get("terminationGracePeriodSeconds", 30)
+        wait = min(float(grace), self.termination_cap) if spec.get("nodeName") else 0.0
+        await asyncio.sleep(wait)
+        await self.runtime.stop_pod(pod, wait)
+        path = resource_path("v1", "pods", str(meta.get("namespace", "default")), str(meta["name"]))
+        try:
+            await self._client.delete(path, grace_period_seconds=0, uid=str(meta.get("uid")))
+        except ApiError as error:
+            if error.status not in (404, 409):
+                log.warning("finishing deletion of %s failed: %s", path, error)
+                self._terminating.discard(str(meta.get("uid")))
+
+    # --- status writes -------------------------------------------------------------------
+
+    def _publish(self, uid: str) -> asyncio.Task[None]:
+        task = self._spawn(self._write_status(uid))
+        self._last_write[uid] = task
+        return task
+
+    async def _write_status(self, uid: str) -> None:
+        lock = self._locks.setdefault(uid, asyncio.Lock())
+        async with lock, self._writes:
+            record = self.records.get(uid)
+            if record is None or uid in self._terminating:
+                return
+            ready = all(c.ready and c.state == "running" for c in record.containers)
+            ready = ready and record.node_ready and not record.failed_reason
+            previous = self._ready_since.get(uid)
+            if previous is None or previous[0] != ready:
+                previous = self._ready_since[uid] = (ready, now_rfc3339())
+            status = render_status(record, previous[1])
+            path = resource_path("v1", "pods", record.namespace, record.name, "status")
+            try:
+                await self._client.patch(path, {"status": status})
+            except ApiError as error:
+                if error.status != 404:
+                    log.warning("status of %s/%s: %s", record.namespace, record.name, error)
+
+    # --- PodEvents (called by the runtime) -----------------------------------------------
+
+    def container_running(self, uid: str, container: str, *, ready: bool = True) -> None:
+        record = self.records.get(uid)
+        if record is None or record.failed_reason:
+            return
+        for c in record.container(container):
+            c.state, c.reason, c.ready = "running", "", ready
+            c.started_at = now_rfc3339()
+        self._publish(uid)
+
+    def container_ready(self, uid: str, container: str, ready: bool) -> None:
+        record = self.records.get(uid)
+        if record is None:
+            return
+        for c in record.container(container):
+            c.ready = ready
+        self._publish(uid)
+
+    def container_exited(self, uid: str, container: str, exit_code: int, reason: str = "") -> None:
+        record = self.records.get(uid)
+        if record is None or record.failed_reason:
+            return
+        restart = record.restart_policy == "Always" or (
+            record.restart_policy == "OnFailure" and exit_code != 0
+        )
+        for c in record.container(container):
+            if c.state == "terminated":
+                continue
+            c.state, c.ready, c.exit_code = "terminated", False, exit_code
+            c.reason = reason or ("Error" if exit_code else "Completed")
+            c.finished_at = now_rfc3339()
+            if restart:
+                c.last_terminated = c.terminated()
+                c.restart_count += 1
+                c.state, c.reason = "waiting", "CrashLoopBackOff"
+                c.started_at = ""
+                pod = self._pods_by_uid.get(uid)
+                if pod is not None:
+                    self.runtime.restart_container(pod, c.name, self)
+        self._publish(uid)
+
+    # --- faults --------------------------------------------------------------------------
+
+    def _record(self, namespace: str, name: str) -> PodRecord:
+        for record in self.records.values():
+            if record.namespace == namespace and record.name == name:
+                return record
+        raise LookupError(f"pod {namespace}/{name} is not running on a simulated node")
+
+    async def fail_pod(
+        self, namespace: str, name: str, exit_code: int = 1, container: str | None = None
+    ) -> None:
+        """Make the pod's containers (or one of them) exit with `exit_code`; returns when the
+        resulting status is written. Restart policy decides Failed or restarted."""
+        record = self._record(namespace, name)
+        pod = self._pods_by_uid[record.uid]
+        for c in record.container(container):
+            self.runtime.kill_container(pod, c.name, exit_code, self)
+        task = self._last_write.get(record.uid)
+        if task is not None:
+            await task
+
+    async def fail_node(self, name: str) -> None:
+        """The node stops reporting: NotReady and tainted unreachable, its pods unready at
+        once, then Failed with reason NodeLost after `eviction_delay`."""
+        self._lost_nodes.add(name)
+        await self._set_node_ready(name, False)
+        uids = [uid for uid, r in self.records.items() if r.node == name]
+        for uid in uids:
+            self.records[uid].node_ready = False
+        await asyncio.gather(*(self._publish(uid) for uid in uids))
+        self._spawn(self._evict_later(uids, name))
+
+    async def restore_node(self, name: str) -> None:
+        """The node is back: Ready, untainted, schedulable again (failed pods stay failed)."""
+        self._lost_nodes.discard(name)
+        await self._set_node_ready(name, True)
+
+    async def _evict_later(self, uids: list[str], node: str) -> None:
+        await asyncio.sleep(self.eviction_delay)
+        writes = []
+        for uid in uids:
+            record = self.records.get(uid)
+            if record is None or record.failed_reason:
+                continue
+            record.failed_reason = "NodeLost"
+            record.failed_message = (
+                f"Node {node} which was running pod {record.name} is unresponsive"
+            )
+            now = now_rfc3339()
+            for c in record.containers:
+                if c.state != "terminated":
+                    c.state, c.ready, c.exit_code, c.reason = "terminated", False, 137, "NodeLost"
+                    c.finished_at = now
+            await self.runtime.stop_pod(self._pods_by_uid.get(uid, {}), 0)
+            writes.append(self._publish(uid))
+        await asyncio.gather(*writes)
+
+    async def _set_node_ready(self, name: str, ready: bool) -> None:
+        node = await self._client.get(resource_path("v1", "nodes", name=name))
+        now = now_rfc3339()
+        conditions = [
+            c
+            for c in (node.get("status") or {}).get("conditions") or []
+            if c.get("type") != "Ready"
+        ]
+        conditions.append(
+            {
+                "type": "Ready",
+                "status": "True" if ready else "False",
+                "reason": "KubeletReady" if ready else "NodeStatusUnknown",
+                "message": "kubelet is posting ready status"
+                if ready
+                else "Kubelet stopped posting node status.",
+                "lastHeartbeatTime": now,
+                "lastTransitionTime": now,
+            }
+        )
+        await self._client.patch(
+            resource_path("v1", "nodes", name=name, subresource="status"),
+            {"status": {"conditions": conditions}},
+        )
+        taints = [
+            t
+            for t in (node.get("spec") or {}).get("taints") or []
+            if t.get("key") != UNREACHABLE_TAINT
+        ]
+        if not ready:
+            taints += [
+                {"key": UNREACHABLE_TAINT, "effect": "NoSchedule", "timeAdded": now},
+                {"key": UNREACHABLE_TAINT, "effect": "NoExecute", "timeAdded": now},
+            ]
+        await self._client.patch(
+            resource_path("v1", "nodes", name=name), {"spec": {"taints": taints or None}}
+        )

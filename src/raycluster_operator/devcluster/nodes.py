@@ -1,0 +1,268 @@
+"""Simulated nodes from a short spec: TPU node pools, GPU NVLink domains and plain CPU nodes.
+
+The dev cluster keeps its own small TPU table (it must not import the operator's accelerators
+package): enough to give each pool the hosts, chips and GKE labels a real pool would have.
+
+Spec grammar (one entry per `--nodes` option; entries may also be comma-separated):
+
+    tpu:<generation>:<topology>[:<pools>]   generation v4 | v5e | v5p | v6e | tpu7x
+                                            one pool = the hosts of one slice
+    gpu:<model>:<hosts per domain>[:<domains>]   hosts of a domain share nvidia.com/gpu.clique
+    cpu:<count>                             plain nodes
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+ZONE = "us-central2-b"
+TPU_RESOURCE = "google.com/tpu"
+GPU_RESOURCE = "nvidia.com/gpu"
+ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
+TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
+NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
+CLIQUE_LABEL = "nvidia.com/gpu.clique"
+
+DEFAULT_SPEC: tuple[str, ...] = ("tpu:v6e:4x4:2", "gpu:gb200:18:1", "cpu:4")
+
+
+@dataclass(frozen=True)
+class TpuGeneration:
+    accelerator: str  # the value of cloud.google.com/gke-tpu-accelerator
+    dimensions: int  # 2-D (v5e, v6e) or 3-D (v4, v5p, tpu7x) topologies
+    cpu: str
+    memory: str
+
+
+TPU_GENERATIONS: dict[str, TpuGeneration] = {
+    "v4": TpuGeneration("tpu-v4-podslice", 3, "240", "407Gi"),
+    "v5e": TpuGeneration("tpu-v5-lite-podslice", 2, "224", "192Gi"),
+    "v5p": TpuGeneration("tpu-v5p-slice", 3, "208", "448Gi"),
+    "v6e": TpuGeneration("tpu-v6e-slice", 2, "180", "720Gi"),
+    "tpu7x": TpuGeneration("tpu7x", 3, "224", "960Gi"),
+}
+
+# GPUs per node by model; GB200/GB300 trays carry 4 GPUs, HGX boards 8.
+GPU_MODELS: dict[str, tuple[int, str]] = {
+    "gb200": (4, "NVIDIA-GB200"),
+    "gb300": (4, "NVIDIA-GB300"),
+    "h100": (8, "NVIDIA-H100-80GB-HBM3"),
+    "h200": (8, "NVIDIA-H200"),
+    "a100": (8, "NVIDIA-A100-SXM4-80GB"),
+}
+
+
+class NodeSpecError(ValueError):
+    """A --nodes entry that does not follow the grammar."""
+
+
+@dataclass(frozen=True)
+class TpuPools:
+    generation: str
+    topology: str
+    pools: int
+
+
+@dataclass(frozen=True)
+class GpuDomains:
+    model: str
+    hosts: int
+    domains: int
+
+
+@dataclass(frozen=True)
+class CpuNodes:
+    count: int
+
+
+NodeGroup = TpuPools | GpuDomains | CpuNodes
+
+
+def tpu_slice_shape(generation: str, topology: str) -> tuple[int, int]:
+    """(hosts, chips per host) of one slice, as GKE provisions it."""
+    info = TPU_GENERATIONS.get(generation)
+    if info is None:
+        raise NodeSpecError(
+            f"unknown TPU generation {generation!r} (known: {', '.join(TPU_GENERATIONS)})"
+        )
+    try:
+        dims = [int(d) for d in topology.lower().split("x")]
+    except ValueError:
+        raise NodeSpecError(f"bad TPU topology {topology!r}") from None
+    if len(dims) != info.dimensions or any(d < 1 for d in dims):
+        raise NodeSpecError(
+            f"TPU {generation} needs a {info.dimensions}-D topology like "
+            f"{'2x2x2' if info.dimensions == 3 else '4x4'}, got {topology!r}"
+        )
+    chips = math.prod(dims)
+    if info.dimensions == 2 and chips <= 8:
+        return 1, chips  # single-host v5e/v6e machine types carry 1, 4 or 8 chips
+    if chips <= 4:
+        return 1, chips
+    if chips % 4:
+        raise NodeSpecError(f"TPU topology {topology!r} is not a whole number of 4-chip hosts")
+    return chips // 4, 4
+
+
+def parse_entry(entry: str) -> NodeGroup:
+    parts = entry.strip().lower().split(":")
+    kind = parts[0]
+    try:
+        if kind == "tpu" and len(parts) in (3, 4):
+            pools = int(parts[3]) if len(parts) == 4 else 1
+            tpu_slice_shape(parts[1], parts[2])  # validate now, not when building
+            group: NodeGroup = TpuPools(parts[1], parts[2], pools)
+            count = pools
+        elif kind == "gpu" and len(parts) in (3, 4):
+            if parts[1] not in GPU_MODELS:
+                raise NodeSpecError(
+                    f"unknown GPU model {parts[1]!r} (known: {', '.join(GPU_MODELS)})"
+                )
+            hosts = int(parts[2])
+            domains = int(parts[3]) if len(parts) == 4 else 1
+            if hosts < 1:
+                raise NodeSpecError(f"{entry!r}: hosts per domain must be >= 1")
+            group = GpuDomains(parts[1], hosts, domains)
+            count = domains
+        elif kind == "cpu" and len(parts) == 2:
+            count = int(parts[1])
+            group = CpuNodes(count)
+        else:
+            raise NodeSpecError(
+                f"bad node spec {entry!r}: expected tpu:<gen>:<topology>[:<pools>], "
+                "gpu:<model>:<hosts>[:<domains>] or cpu:<count>"
+            )
+    except ValueError as error:
+        if isinstance(error, NodeSpecError):
+            raise
+        raise NodeSpecError(f"bad number in node spec {entry!r}") from None
+    if count < 0:
+        raise NodeSpecError(f"{entry!r}: counts must not be negative")
+    return group
+
+
+def parse_spec(entries: Iterable[str] | None) -> list[NodeGroup]:
+    """Parse --nodes entries (each may hold several comma-separated ones); none -> the default."""
+    flat = [e for entry in entries or () for e in entry.split(",") if e.strip()]
+    return [parse_entry(e) for e in (flat or DEFAULT_SPEC)]
+
+
+def _node(
+    name: str, index: int, labels: dict[str, str], resources: dict[str, str]
+) -> dict[str, Any]:
+    """A Ready node; `index` picks its InternalIP and pod range, unique in the cluster."""
+    capacity = {"pods": "110", **resources}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "topology.kubernetes.io/zone": ZONE,
+                "topology.kubernetes.io/region": ZONE.rsplit("-", 1)[0],
+                **labels,
+            },
+        },
+        "spec": {"podCIDR": pod_cidr(index)},
+        "status": {
+            "capacity": dict(capacity),
+            "allocatable": dict(capacity),
+            "addresses": [
+                {"type": "InternalIP", "address": node_ip(index)},
+                {"type": "Hostname", "address": name},
+            ],
+            "conditions": [
+                ready_condition(True, "KubeletReady", "kubelet is posting ready status")
+            ],
+            "nodeInfo": {
+                "kubeletVersion": "v1.31.0-devcluster",
+                "containerRuntimeVersion": "devcluster://simulated",
+                "operatingSystem": "linux",
+                "architecture": "amd64",
+            },
+        },
+    }
+
+
+def ready_condition(ready: bool, reason: str, message: str, now: str = "") -> dict[str, str]:
+    condition = {
+        "type": "Ready",
+        "status": "True" if ready else "False",
+        "reason": reason,
+        "message": message,
+    }
+    if now:
+        condition["lastHeartbeatTime"] = now
+        condition["lastTransitionTime"] = now
+    return condition
+
+
+def pod_cidr(index: int) -> str:
+    """A /24 per node: 10.<64 + index // 256>.<index % 256>.0/24."""
+    return f"10.{64 + index // 256}.{index % 256}.0/24"
+
+
+def node_ip(index: int) -> str:
+    return f"10.128.{index // 250}.{index % 250 + 2}"
+
+
+def build_nodes(groups: Sequence[NodeGroup]) -> list[dict[str, Any]]:
+    """Node manifests for the groups; names are stable so a spec always yields the same nodes."""
+    nodes: list[dict[str, Any]] = []
+    seen: dict[str, int] = {}
+
+    def pool_name(base: str) -> str:
+        # Two entries with the same shape get distinct pool names.
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        return f"{base}-{n}"
+
+    for group in groups:
+        if isinstance(group, TpuPools):
+            info = TPU_GENERATIONS[group.generation]
+            hosts, chips = tpu_slice_shape(group.generation, group.topology)
+            for _ in range(group.pools):
+                pool = pool_name(f"tpu-{group.generation}-{group.topology.lower()}")
+                labels = {
+                    ACCELERATOR_LABEL: info.accelerator,
+                    TOPOLOGY_LABEL: group.topology.lower(),
+                    NODEPOOL_LABEL: pool,
+                }
+                resources = {"cpu": info.cpu, "memory": info.memory, TPU_RESOURCE: str(chips)}
+                for h in range(hosts):
+                    nodes.append(_node(f"{pool}-h{h}", len(nodes), labels, resources))
+        elif isinstance(group, GpuDomains):
+            gpus, product = GPU_MODELS[group.model]
+            for _ in range(group.domains):
+                pool = pool_name(f"gpu-{group.model}")
+                labels = {
+                    NODEPOOL_LABEL: pool,
+                    CLIQUE_LABEL: f"devcluster.{pool}",
+                    "nvidia.com/gpu.product": product,
+                    "nvidia.com/gpu.count": str(gpus),
+                }
+                resources = {"cpu": "144", "memory": "880Gi", GPU_RESOURCE: str(gpus)}
+                for h in range(group.hosts):
+                    nodes.append(_node(f"{pool}-n{h}", len(nodes), labels, resources))
+        else:
+            pool = pool_name("cpu")
+            for h in range(group.count):
+                labels = {NODEPOOL_LABEL: pool}
+                resources = {"cpu": "16", "memory": "64Gi"}
+                nodes.append(_node(f"{pool}-n{h}", len(nodes), labels, resources))
+    return nodes
+
+
+SPEC_HELP = """\
+Simulated nodes, repeatable (default: tpu:v6e:4x4:2 gpu:gb200:18:1 cpu:4).
+`tpu:<gen>:<topology>[:<pools>]` adds node pools of one slice each (gen v4, v5e, v5p,
+v6e, tpu7x; e.g. tpu:v6e:4x4:2 = 2 pools of 4 hosts with 4 chips; tpu:v5p:2x2x4 = 1 pool
+of 4 hosts); `gpu:<model>:<hosts>[:<domains>]` adds NVLink domains whose hosts share an
+nvidia.com/gpu.clique label (gb200, gb300: 4 GPUs per host; h100, h200, a100: 8);
+`cpu:<count>` adds plain nodes."""

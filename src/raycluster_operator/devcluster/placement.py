@@ -1,0 +1,327 @@
+"""Where a pod may run: the scheduler's decision as a pure function of pods and nodes.
+
+It honours what the operator relies on for multi-host slices: node selectors, required node
+affinity, resource requests (cpu, memory, pods, TPUs, GPUs) and required pod (anti-)affinity
+by topology key, including existing pods' anti-affinity against the newcomer. It is
+gang-aware in one small way: the first pod of a group with affinity to itself prefers a
+topology domain that can hold every pending pod of that group, so a slice does not start in a
+pool it cannot finish in.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from raycluster_operator.devcluster.quantity import parse_quantity
+from raycluster_operator.devcluster.selectors import (
+    label_selector_matches,
+    node_selector_term_matches,
+)
+
+Obj = Mapping[str, Any]
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A node name, or None with the reason the scheduler would report."""
+
+    node: str | None
+    message: str = ""
+
+
+def _meta(obj: Obj) -> Mapping[str, Any]:
+    meta: Mapping[str, Any] = obj.get("metadata") or {}
+    return meta
+
+
+def _labels(obj: Obj) -> Mapping[str, str]:
+    labels: Mapping[str, str] = _meta(obj).get("labels") or {}
+    return labels
+
+
+def pod_requests(pod: Obj) -> dict[str, Fraction]:
+    """Effective requests: per container, requests default to limits; init containers run one
+    at a time, so the pod needs the larger of their maximum and the containers' sum."""
+    spec = pod.get("spec") or {}
+
+    def container_requests(container: Obj) -> dict[str, Fraction]:
+        resources = container.get("resources") or {}
+        merged = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+        return {name: parse_quantity(value) for name, value in merged.items()}
+
+    result: dict[str, Fraction] = {}
+    for container in spec.get("containers") or []:
+        _add(result, container_requests(container))
+    for container in spec.get("initContainers") or []:
+        for name, value in container_requests(container).items():
+            result[name] = max(result.get(name, Fraction(0)), value)
+    for name, value in (spec.get("overhead") or {}).items():
+        result[name] = result.get(name, Fraction(0)) + parse_quantity(value)
+    result["pods"] = Fraction(1)
+    return result
+
+
+def _add(total: dict[str, Fraction], more: Mapping[str, Fraction]) -> None:
+    for name, value in more.items():
+        total[name] = total.get(name, Fraction(0)) + value
+
+
+def node_is_ready(node: Obj) -> bool:
+    conditions = (node.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def _tolerates(pod: Obj, node: Obj) -> bool:
+    tolerations = (pod.get("spec") or {}).get("tolerations") or []
+    for taint in (node.get("spec") or {}).get("taints") or []:
+        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
+            continue
+        if not any(_toleration_matches(t, taint) for t in tolerations):
+            return False
+    return True
+
+
+def _toleration_matches(toleration: Obj, taint: Obj) -> bool:
+    if toleration.get("effect") and toleration.get("effect") != taint.get("effect"):
+        return False
+    key = toleration.get("key")
+    if toleration.get("operator") == "Exists":
+        return not key or key == taint.get("key")
+    return bool(key == taint.get("key") and toleration.get("value") == taint.get("value"))
+
+
+def _node_affinity_ok(pod: Obj, node: Obj) -> bool:
+    spec = pod.get("spec") or {}
+    labels = _labels(node)
+    for key, value in (spec.get("nodeSelector") or {}).items():
+        if labels.get(key) != value:
+            return False
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    terms = required.get("nodeSelectorTerms")
+    if terms is None:
+        return True
+    name = str(_meta(node).get("name", ""))
+    return any(node_selector_term_matches(term, labels, name) for term in terms)
+
+
+def _term_namespaces(term: Obj, pod: Obj) -> frozenset[str] | None:
+    """The namespaces a pod affinity term looks at; None means all (a namespaceSelector,
+    whose namespace labels the scheduler does not track)."""
+    if term.get("namespaceSelector") is not None:
+        return None
+    namespaces = term.get("namespaces") or [_meta(pod).get("namespace", "default")]
+    return frozenset(namespaces)
+
+
+def _term_matches_pod(term: Obj, owner: Obj, other: Obj) -> bool:
+    """Does `other` match the term declared by `owner`?"""
+    namespaces = _term_namespaces(term, owner)
+    if namespaces is not None and _meta(other).get("namespace", "default") not in namespaces:
+        return False
+    return label_selector_matches(term.get("labelSelector"), _labels(other))
+
+
+def _required_terms(pod: Obj, kind: str) -> Sequence[Obj]:
+    affinity = ((pod.get("spec") or {}).get("affinity") or {}).get(kind) or {}
+    terms: Sequence[Obj] = affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or []
+    return terms
+
+
+@dataclass(frozen=True)
+class _Bound:
+    pod: Obj
+    node: str
+
+
+@dataclass(frozen=True)
+class _AffinityRules:
+    # (topology key, allowed values or None for anywhere with the key)
+    required: tuple[tuple[str, frozenset[str] | None], ...]
+    forbidden: frozenset[tuple[str, str]]  # by the pod's own anti-affinity
+    repelled: frozenset[tuple[str, str]]  # by existing pods' anti-affinity
+
+    def why_not(self, labels: Mapping[str, str]) -> str | None:
+        for key, allowed in self.required:
+            if key not in labels or (allowed is not None and labels[key] not in allowed):
+                return "node(s) didn't match pod affinity rules"
+        if any(labels.get(key) == value for key, value in self.forbidden):
+            return "node(s) didn't match pod anti-affinity rules"
+        if any(labels.get(key) == value for key, value in self.repelled):
+            return "node(s) didn't satisfy existing pods anti-affinity rules"
+        return None
+
+
+class _World:
+    """Nodes and the live pods bound to them, indexed for the checks below."""
+
+    def __init__(self, nodes: Sequence[Obj], bound: Sequence[Obj]) -> None:
+        self.nodes = {str(_meta(n).get("name")): n for n in nodes}
+        self.used: dict[str, dict[str, Fraction]] = {name: {} for name in self.nodes}
+        self.bound: list[_Bound] = []
+        self.anti_affine: list[_Bound] = []
+        for pod in bound:
+            self.add(pod, str((pod.get("spec") or {}).get("nodeName") or ""))
+
+    def add(self, pod: Obj, node: str) -> None:
+        if not node or (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
+            return
+        self.bound.append(_Bound(pod, node))
+        if _required_terms(pod, "podAntiAffinity"):
+            self.anti_affine.append(self.bound[-1])
+        if node in self.used:
+            _add(self.used[node], pod_requests(pod))
+
+    def topology_value(self, node: str, key: str) -> str | None:
+        n = self.nodes.get(node)
+        return None if n is None else _labels(n).get(key)
+
+    def fits(self, requests: Mapping[str, Fraction], node: Obj) -> str | None:
+        """None when the requests fit the node's allocatable, else the first short resource."""
+        name = str(_meta(node).get("name"))
+        allocatable = (node.get("status") or {}).get("allocatable") or {}
+        for resource, amount in sorted(requests.items()):
+            if amount <= 0:
+                continue
+            have = parse_quantity(allocatable.get(resource, 0))
+            if self.used[name].get(resource, Fraction(0)) + amount > have:
+                return resource
+        return None
+
+    def affinity_rules(self, pod: Obj) -> _AffinityRules:
+        """Digest the pod's (and existing pods') required (anti-)affinity once per pod, so each
+        node is then checked against sets of topology values."""
+        required: list[tuple[str, frozenset[str] | None]] = []
+        for term in _required_terms(pod, "podAffinity"):
+            key = str(term.get("topologyKey", ""))
+            matching = [b for b in self.bound if _term_matches_pod(term, pod, b.pod)]
+            if not matching and _term_matches_pod(term, pod, pod):
+                # The first pod of a group that matches its own term may go anywhere.
+                required.append((key, None))
+                continue
+            values = {self.topology_value(b.node, key) for b in matching}
+            required.append((key, frozenset(v for v in values if v is not None)))
+        forbidden: set[tuple[str, str]] = set()
+        for term in _required_terms(pod, "podAntiAffinity"):
+            key = str(term.get("topologyKey", ""))
+            for b in self.bound:
+                value = self.topology_value(b.node, key)
+                if value is not None and _term_matches_pod(term, pod, b.pod):
+                    forbidden.add((key, value))
+        repelled: set[tuple[str, str]] = set()
+        for b in self.anti_affine:
+            for term in _required_terms(b.pod, "podAntiAffinity"):
+                key = str(term.get("topologyKey", ""))
+                value = self.topology_value(b.node, key)
+                if value is not None and _term_matches_pod(term, b.pod, pod):
+                    repelled.add((key, value))
+        return _AffinityRules(tuple(required), frozenset(forbidden), frozenset(repelled))
+
+    def why_not(
+        self, pod: Obj, node: Obj, requests: Mapping[str, Fraction], rules: _AffinityRules
+    ) -> str | None:
+        if not node_is_ready(node):
+            return "node(s) were not ready"
+        if (node.get("spec") or {}).get("unschedulable"):
+            return "node(s) were unschedulable"
+        if not _tolerates(pod, node):
+            return "node(s) had untolerated taint"
+        if not _node_affinity_ok(pod, node):
+            return "node(s) didn't match Pod's node affinity/selector"
+        short = self.fits(requests, node)
+        if short is not None:
+            return "Too many pods" if short == "pods" else f"Insufficient {short}"
+        return rules.why_not(_labels(node))
+
+
+def _self_affinity_key(pod: Obj) -> tuple[Obj, str] | None:
+    """The first required pod affinity term the pod itself matches, with its topology key."""
+    for term in _required_terms(pod, "podAffinity"):
+        if _term_matches_pod(term, pod, pod):
+            return term, str(term.get("topologyKey", ""))
+    return None
+
+
+def place(
+    pod: Obj,
+    nodes: Sequence[Obj],
+    bound: Sequence[Obj],
+    pending: Sequence[Obj] = (),
+) -> Placement:
+    """Pick a node for `pod` among `nodes`, given the pods already `bound` to nodes. `pending`
+    are other pods waiting to be scheduled (used only to keep a gang in one domain).
+
+    Ties are broken by node name, so the same world always gives the same answer.
+    """
+    return Snapshot(nodes, bound).place(pod, pending)
+
+
+class Snapshot:
+    """One scheduling pass: place pods one after another, each seeing the ones placed before."""
+
+    def __init__(self, nodes: Sequence[Obj], bound: Sequence[Obj]) -> None:
+        self._world = _World(nodes, bound)
+
+    def place(self, pod: Obj, pending: Sequence[Obj] = ()) -> Placement:
+        return _place(self._world, pod, pending)
+
+    def assume(self, pod: Obj, node: str) -> None:
+        """Count `pod` as bound to `node` for the rest of the pass."""
+        bound = {**pod, "spec": {**(pod.get("spec") or {}), "nodeName": node}}
+        self._world.add(bound, node)
+
+
+def _place(world: _World, pod: Obj, pending: Sequence[Obj]) -> Placement:
+    requests = pod_requests(pod)
+    rules = world.affinity_rules(pod)
+    feasible: list[str] = []
+    reasons: Counter[str] = Counter()
+    for name in sorted(world.nodes):
+        reason = world.why_not(pod, world.nodes[name], requests, rules)
+        if reason is None:
+            feasible.append(name)
+        else:
+            reasons[reason] += 1
+    if not feasible:
+        detail = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
+        return Placement(None, f"0/{len(world.nodes)} nodes are available: {detail}.")
+    return Placement(_prefer_whole_gang(pod, feasible, world, pending))
+
+
+def _prefer_whole_gang(pod: Obj, feasible: list[str], world: _World, pending: Sequence[Obj]) -> str:
+    found = _self_affinity_key(pod)
+    if found is None:
+        return feasible[0]
+    term, key = found
+    if any(_term_matches_pod(term, pod, b.pod) for b in world.bound):
+        return feasible[0]  # the gang has started; affinity already pins the domain
+    me = (_meta(pod).get("namespace"), _meta(pod).get("name"))
+    gang = 1 + sum(
+        1
+        for other in pending
+        if (_meta(other).get("namespace"), _meta(other).get("name")) != me
+        and _term_matches_pod(term, pod, other)
+    )
+    per_domain: Counter[str] = Counter()
+    for name in feasible:
+        value = world.topology_value(name, key)
+        if value is not None:
+            per_domain[value] += 1
+    # Counting feasible nodes is exact for one pod per host (TPU/GPU hosts) and a fair
+    # approximation otherwise. A known gang takes the smallest domain that holds it; a lone
+    # first pod (its siblings not created yet) takes the roomiest, so they can follow it.
+    if gang == 1:
+        # per_domain keeps first-seen (name) order, and max() keeps the first of equals.
+        roomiest = max(per_domain, key=per_domain.__getitem__, default=None)
+        return next((n for n in feasible if world.topology_value(n, key) == roomiest), feasible[0])
+    roomy = [(count, value) for value, count in per_domain.items() if count >= gang]
+    if not roomy:
+        return feasible[0]
+    _, chosen = min(roomy)
+    return next(n for n in feasible if world.topology_value(n, key) == chosen)

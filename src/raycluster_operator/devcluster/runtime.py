@@ -1,0 +1,102 @@
+"""The seam between the kubelet and what actually "runs" a pod's containers.
+
+The kubelet owns the pod lifecycle (IPs, status, restart policy, graceful deletion) and asks a
+`Runtime` to start, kill and stop containers; the runtime reports back through `PodEvents`.
+`SimulatedRuntime` starts every container after a delay and never exits one on its own; a
+process runtime (containers as local processes) implements the same protocol.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+
+class PodEvents(Protocol):
+    """How a runtime tells the kubelet about containers (keyed by pod uid)."""
+
+    def container_running(self, uid: str, container: str, *, ready: bool = True) -> None: ...
+
+    def container_ready(self, uid: str, container: str, ready: bool) -> None: ...
+
+    def container_exited(
+        self, uid: str, container: str, exit_code: int, reason: str = ""
+    ) -> None: ...
+
+
+class Runtime(Protocol):
+    def start_pod(self, pod: Mapping[str, Any], pod_ip: str, events: PodEvents) -> None:
+        """Start every container of the pod (init containers have completed); returns at once."""
+
+    def restart_container(self, pod: Mapping[str, Any], container: str, events: PodEvents) -> None:
+        """Start an exited container again (restartPolicy Always/OnFailure)."""
+
+    def kill_container(
+        self, pod: Mapping[str, Any], container: str, exit_code: int, events: PodEvents
+    ) -> None:
+        """Make the container exit (fault injection); its exit is reported through events."""
+
+    async def stop_pod(self, pod: Mapping[str, Any], grace: float) -> None:
+        """Stop the pod's containers, within `grace` seconds; returns when they are gone."""
+
+    async def close(self) -> None: ...
+
+
+def _uid(pod: Mapping[str, Any]) -> str:
+    return str((pod.get("metadata") or {}).get("uid", ""))
+
+
+def _names(pod: Mapping[str, Any]) -> list[str]:
+    return [str(c.get("name", "")) for c in (pod.get("spec") or {}).get("containers") or []]
+
+
+class SimulatedRuntime:
+    """Containers "start" `delay` seconds after they are asked to, become ready at once, and
+    run until killed."""
+
+    def __init__(self, delay: float = 0.2) -> None:
+        self.delay = delay
+        self._tasks: dict[str, set[asyncio.Task[None]]] = {}
+
+    def _later(self, uid: str, action: Any) -> None:
+        async def run() -> None:
+            await asyncio.sleep(self.delay)
+            action()
+
+        task = asyncio.create_task(run())
+        tasks = self._tasks.setdefault(uid, set())
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    def start_pod(self, pod: Mapping[str, Any], pod_ip: str, events: PodEvents) -> None:
+        uid = _uid(pod)
+
+        def started() -> None:
+            for name in _names(pod):
+                events.container_running(uid, name, ready=True)
+
+        self._later(uid, started)
+
+    def restart_container(self, pod: Mapping[str, Any], container: str, events: PodEvents) -> None:
+        uid = _uid(pod)
+        self._later(uid, lambda: events.container_running(uid, container, ready=True))
+
+    def kill_container(
+        self, pod: Mapping[str, Any], container: str, exit_code: int, events: PodEvents
+    ) -> None:
+        events.container_exited(_uid(pod), container, exit_code, "Error" if exit_code else "")
+
+    async def stop_pod(self, pod: Mapping[str, Any], grace: float) -> None:
+        for task in self._tasks.pop(_uid(pod), set()):
+            task.cancel()
+
+    async def close(self) -> None:
+        tasks = [t for group in self._tasks.values() for t in group]
+        self._tasks.clear()
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

@@ -1,0 +1,179 @@
+"""The fake scheduler: binds pending pods to simulated nodes through the API.
+
+It watches pods and nodes, and after every burst of changes makes one pass over the pending
+pods (oldest first) with `placement.Snapshot`, so the hosts of a slice created together are
+placed together. It binds with the pods/binding subresource, and reports pods that fit
+nowhere as PodScheduled=False/Unschedulable with the reason, as kube-scheduler does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from raycluster_operator.devcluster.client import ApiClient, ApiError, WatchEvent, resource_path
+from raycluster_operator.devcluster.informer import Informer
+from raycluster_operator.devcluster.placement import TERMINAL_PHASES, Placement, Snapshot
+from raycluster_operator.devcluster.timestamps import now_rfc3339
+
+log = logging.getLogger(__name__)
+
+SCHEDULER_NAME = "default-scheduler"
+
+
+def is_pending(pod: Mapping[str, Any]) -> bool:
+    spec = pod.get("spec") or {}
+    meta = pod.get("metadata") or {}
+    return (
+        not spec.get("nodeName")
+        and not meta.get("deletionTimestamp")
+        and spec.get("schedulerName", SCHEDULER_NAME) == SCHEDULER_NAME
+        and (pod.get("status") or {}).get("phase") not in TERMINAL_PHASES
+    )
+
+
+def _order(pod: Mapping[str, Any]) -> tuple[str, str, str]:
+    meta = pod.get("metadata") or {}
+    return (
+        str(meta.get("creationTimestamp", "")),
+        str(meta.get("namespace", "")),
+        str(meta.get("name", "")),
+    )
+
+
+def unschedulable_condition(pod: Mapping[str, Any], message: str) -> list[dict[str, Any]] | None:
+    """The pod's conditions with PodScheduled=False, or None when they already say so."""
+    conditions = list((pod.get("status") or {}).get("conditions") or [])
+    for condition in conditions:
+        if (
+            condition.get("type") == "PodScheduled"
+            and condition.get("status") == "False"
+            and condition.get("reason") == "Unschedulable"
+            and condition.get("message") == message
+        ):
+            return None
+    kept = [c for c in conditions if c.get("type") != "PodScheduled"]
+    kept.append(
+        {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": message,
+            "lastProbeTime": None,
+            "lastTransitionTime": now_rfc3339(),
+        }
+    )
+    return kept
+
+
+class Scheduler:
+    """Start with `start()`, stop with `stop()`; `passes` counts scheduling passes (for tests)."""
+
+    def __init__(self, client: ApiClient, *, debounce: float = 0.02, concurrency: int = 16) -> None:
+        self._client = client
+        self._debounce = debounce
+        self._writes = asyncio.Semaphore(concurrency)
+        self._dirty = asyncio.Event()
+        self.pods = Informer(client, "/api/v1/pods", self._changed)
+        self.nodes = Informer(client, "/api/v1/nodes", self._changed)
+        # Pods bound by us whose binding the pod informer has not shown yet, by uid.
+        self._assumed: dict[str, str] = {}
+        self._task: asyncio.Task[None] | None = None
+        self.passes = 0
+
+    def _changed(self, _event: WatchEvent) -> None:
+        self._dirty.set()
+
+    async def start(self) -> None:
+        self.pods.start()
+        self.nodes.start()
+        await asyncio.gather(self.pods.synced.wait(), self.nodes.synced.wait())
+        self._task = asyncio.create_task(self._loop(), name="devcluster scheduler")
+        self._dirty.set()
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self.pods.stop()
+        await self.nodes.stop()
+
+    async def _loop(self) -> None:
+        while True:
+            await self._dirty.wait()
+            await asyncio.sleep(self._debounce)  # let a burst of creates arrive together
+            self._dirty.clear()
+            try:
+                await self.schedule_pass()
+            except Exception:
+                log.exception("scheduling pass failed")
+                await asyncio.sleep(0.2)
+                self._dirty.set()
+
+    async def schedule_pass(self) -> None:
+        self.passes += 1
+        pods = list(self.pods.cache.values())
+        bound: list[dict[str, Any]] = []
+        pending: list[dict[str, Any]] = []
+        live_uids: set[str] = set()
+        for pod in pods:
+            uid = str((pod.get("metadata") or {}).get("uid", ""))
+            live_uids.add(uid)
+            if (pod.get("spec") or {}).get("nodeName"):
+                self._assumed.pop(uid, None)
+                bound.append(pod)
+            elif uid in self._assumed:
+                bound.append({**pod, "spec": {**pod["spec"], "nodeName": self._assumed[uid]}})
+            elif is_pending(pod):
+                pending.append(pod)
+        for uid in list(self._assumed):
+            if uid not in live_uids:
+                del self._assumed[uid]
+        if not pending:
+            return
+        pending.sort(key=_order)
+        snapshot = Snapshot(list(self.nodes.cache.values()), bound)
+        decisions: list[tuple[dict[str, Any], Placement]] = []
+        for i, pod in enumerate(pending):
+            placement = snapshot.place(pod, pending[i + 1 :])
+            if placement.node is not None:
+                snapshot.assume(pod, placement.node)
+                self._assumed[str(pod["metadata"].get("uid", ""))] = placement.node
+            decisions.append((pod, placement))
+        await asyncio.gather(*(self._write(pod, placement) for pod, placement in decisions))
+
+    async def _write(self, pod: dict[str, Any], placement: Placement) -> None:
+        meta = pod["metadata"]
+        namespace, name = str(meta.get("namespace", "default")), str(meta["name"])
+        async with self._writes:
+            try:
+                if placement.node is not None:
+                    await self._bind(namespace, name, placement.node)
+                    log.info("bound %s/%s to %s", namespace, name, placement.node)
+                    return
+                conditions = unschedulable_condition(pod, placement.message)
+                if conditions is not None:
+                    await self._client.patch(
+                        resource_path("v1", "pods", namespace, name, "status"),
+                        {"status": {"conditions": conditions}},
+                    )
+                    log.info("%s/%s is unschedulable: %s", namespace, name, placement.message)
+            except ApiError as error:
+                # Gone, or bound meanwhile: the next pass sees the truth.
+                self._assumed.pop(str(meta.get("uid", "")), None)
+                if error.status not in (404, 409):
+                    log.warning("scheduling %s/%s failed: %s", namespace, name, error)
+                    self._dirty.set()
+
+    async def _bind(self, namespace: str, name: str, node: str) -> None:
+        binding = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": name, "namespace": namespace},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        await self._client.create(resource_path("v1", "pods", namespace, name, "binding"), binding)
