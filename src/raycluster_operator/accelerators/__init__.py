@@ -1,1 +1,24 @@
-"""accelerators layer."""
+"""accelerators layer: TPU / GPU NVLink / generic multi-host profiles (pure)."""
+
+from __future__ import annotations
+
+from raycluster_operator.accelerators.identity import HostIdentity
+from raycluster_operator.accelerators.placement import merge_affinity, slice_affinity
+from raycluster_operator.accelerators.profile import (
+    AcceleratorKind,
+    AcceleratorProfile,
+    profile_for,
+    validate_cluster,
+    validate_group,
+)
+
+__all__ = [
+    "AcceleratorKind",
+    "AcceleratorProfile",
+    "HostIdentity",
+    "merge_affinity",
+    "profile_for",
+    "slice_affinity",
+    "validate_cluster",
+    "validate_group",
+]

@@ -11,10 +11,11 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, order=True)
 class Problem:
-    #: A field path in KubeRay's spelling, e.g. ``spec.workerGroupSpecs[1].numOfHosts``.
+    #: A field path in KubeRay's spelling, e.g. ``spec.workerGroupSpecs[1].numOfHosts``;
+    #: empty for the object as a whole.
     path: str
     #: One sentence a user can act on.
     message: str
 
     def __str__(self) -> str:
-        return f"{self.path}: {self.message}"
+        return f"{self.path}: {self.message}" if self.path else self.message

@@ -1,1 +1,21 @@
-"""builders layer."""
+"""builders layer: pure head/worker pod, service and autoscaler RBAC manifests."""
+
+from __future__ import annotations
+
+from raycluster_operator.builders.autoscaler import build_autoscaler_rbac
+from raycluster_operator.builders.pods import build_head_pod, build_worker_pod, host_identity
+from raycluster_operator.builders.services import (
+    build_head_service,
+    build_headless_service,
+    needs_headless_service,
+)
+
+__all__ = [
+    "build_autoscaler_rbac",
+    "build_head_pod",
+    "build_head_service",
+    "build_headless_service",
+    "build_worker_pod",
+    "host_identity",
+    "needs_headless_service",
+]

@@ -1,0 +1,253 @@
+"""Structural validation of a RayCluster: every problem at once, each with a KubeRay field path.
+
+A user fixing a manifest wants the whole list in one go, so nothing here stops at the first
+problem, and nothing raises: the same list becomes the `plan` command's output, the status
+condition and the Warning Event.
+
+Names that would only be *too long once combined* (``<cluster>-headless``, a hostname
+``<group>-<r>-<h>``) are not problems: :mod:`raycluster_operator.api.names` shortens them
+deterministically. Only names that cannot be used at all are problems.
+
+Decided and kept on purpose: a pod template whose ``metadata.namespace`` differs from the
+cluster's is **not** a problem. KubeRay accepts such a RayCluster and creates the pods in the
+cluster's namespace; the builders do the same, so every cluster KubeRay runs also runs here.
+
+Accelerator-specific checks (TPU topology against numOfHosts) live one layer up, in
+``raycluster_operator.accelerators``, because they need the accelerator tables.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from raycluster_operator.api.models import API_VERSION, INT32_MAX, KIND, RayCluster, load_cluster
+from raycluster_operator.api.names import DNS_LABEL_MAX
+from raycluster_operator.api.problems import Problem
+
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+_MESSAGES = {
+    "missing": "is required",
+    "dict_type": "must be an object",
+    "model_type": "must be an object",
+    "model_attributes_type": "must be an object",
+    "list_type": "must be a list",
+    "int_type": "must be an integer",
+    "int_parsing": "must be an integer",
+    "int_from_float": "must be a whole number",
+    "string_type": "must be a string",
+    "bool_type": "must be true or false",
+    "bool_parsing": "must be true or false",
+}
+
+
+def field_path(loc: Sequence[int | str]) -> str:
+    """``("spec", "workerGroupSpecs", 1, "numOfHosts")`` -> ``spec.workerGroupSpecs[1].numOfHosts``.
+
+    Map keys that are not identifiers (``ray.io/x``, ``num-cpus``) are bracketed and quoted so
+    the path stays unambiguous.
+    """
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif _PLAIN_KEY.match(part):
+            out += f".{part}" if out else part
+        else:
+            out += f"[{part!r}]"
+    return out
+
+
+def parse_cluster(obj: object) -> tuple[RayCluster | None, list[Problem]]:
+    """Read a RayCluster from JSON-like data; never raises.
+
+    Returns the model whenever the data can be read (problems then only name a wrong
+    ``apiVersion``/``kind``), or ``None`` and one problem per unreadable field. Structural rules
+    are :func:`validate_structure`'s job, so callers run it next and nothing is reported twice.
+    """
+    if not isinstance(obj, Mapping):
+        return None, [Problem("", f"a RayCluster must be an object, not {type(obj).__name__}")]
+    problems: list[Problem] = []
+    api_version = obj.get("apiVersion")
+    if api_version is not None and api_version != API_VERSION:
+        problems.append(Problem("apiVersion", f"must be {API_VERSION!r}, not {api_version!r}"))
+    kind = obj.get("kind")
+    if kind is not None and kind != KIND:
+        problems.append(Problem("kind", f"must be {KIND!r}, not {kind!r}"))
+    try:
+        cluster = load_cluster(dict(obj))
+    except ValidationError as err:
+        for item in err.errors():
+            message = _MESSAGES.get(item["type"], item["msg"])
+            problems.append(Problem(field_path(item["loc"]), message))
+        return None, sorted(set(problems))
+    return cluster, problems
+
+
+def validate_structure(cluster: RayCluster) -> list[Problem]:
+    """Every structural problem of ``cluster``, in field order."""
+    problems = _cluster_name_problems(cluster.metadata.name)
+    head = cluster.spec.head_group_spec
+    problems += _template_problems(head.template, "spec.headGroupSpec.template")
+    groups = cluster.spec.worker_group_specs
+    counts = Counter(g.group_name for g in groups)
+    for i, group in enumerate(groups):
+        path = f"spec.workerGroupSpecs[{i}]"
+        problems += _group_name_problems(group.group_name, f"{path}.groupName")
+        if counts[group.group_name] > 1:
+            problems.append(
+                Problem(
+                    f"{path}.groupName",
+                    f"group name {group.group_name!r} is used by {counts[group.group_name]} "
+                    "worker groups; each group needs its own name",
+                )
+            )
+        problems += _count_problems(
+            path,
+            {
+                "replicas": group.replicas,
+                "minReplicas": group.min_replicas,
+                "maxReplicas": group.max_replicas,
+                "idleTimeoutSeconds": group.idle_timeout_seconds,
+            },
+        )
+        if group.num_of_hosts < 1:
+            problems.append(
+                Problem(
+                    f"{path}.numOfHosts",
+                    f"must be at least 1 (it is {group.num_of_hosts}); "
+                    "it counts the hosts of one slice",
+                )
+            )
+        elif group.num_of_hosts > INT32_MAX:
+            problems.append(Problem(f"{path}.numOfHosts", f"must be at most {INT32_MAX}"))
+        low, high = group.min_replicas or 0, group.max_replicas
+        if high is not None and 0 <= high < low:
+            problems.append(
+                Problem(
+                    f"{path}.minReplicas",
+                    f"minReplicas ({low}) is greater than maxReplicas ({high}); "
+                    "lower minReplicas or raise maxReplicas",
+                )
+            )
+        problems += _template_problems(group.template, f"{path}.template")
+        if group.num_of_hosts > 1:
+            problems += _owned_pod_fields(group.template, f"{path}.template")
+    return problems
+
+
+def _cluster_name_problems(name: str) -> list[Problem]:
+    if not name:
+        return [Problem("metadata.name", "is required")]
+    if len(name) > DNS_LABEL_MAX:
+        return [
+            Problem(
+                "metadata.name",
+                f"is {len(name)} characters; a cluster name is a label value and must be at "
+                f"most {DNS_LABEL_MAX}",
+            )
+        ]
+    if not _DNS1035_LABEL.match(name):
+        return [
+            Problem(
+                "metadata.name",
+                f"{name!r} is not a valid cluster name: use lowercase letters, digits and '-', "
+                "starting with a letter and ending with a letter or digit (it names Services)",
+            )
+        ]
+    return []
+
+
+def _group_name_problems(name: str, path: str) -> list[Problem]:
+    if not name:
+        return [Problem(path, "must not be empty")]
+    if len(name) > DNS_LABEL_MAX:
+        return [
+            Problem(
+                path,
+                f"is {len(name)} characters; a group name is a label value and must be at "
+                f"most {DNS_LABEL_MAX}",
+            )
+        ]
+    if not _DNS1123_LABEL.match(name):
+        return [
+            Problem(
+                path,
+                f"{name!r} is not a valid group name: use lowercase letters, digits and '-', "
+                "starting and ending with a letter or digit (it becomes part of hostnames)",
+            )
+        ]
+    return []
+
+
+def _count_problems(path: str, counts: Mapping[str, int | None]) -> list[Problem]:
+    problems = []
+    for field, value in counts.items():
+        if value is None:
+            continue
+        if value < 0:
+            problems.append(Problem(f"{path}.{field}", f"must not be negative (it is {value})"))
+        elif value > INT32_MAX:
+            problems.append(
+                Problem(f"{path}.{field}", f"must be at most {INT32_MAX} (a 32-bit integer)")
+            )
+    return problems
+
+
+def _template_problems(template: Mapping[str, Any], path: str) -> list[Problem]:
+    metadata = template.get("metadata")
+    problems = []
+    if metadata is not None and not isinstance(metadata, Mapping):
+        problems.append(Problem(f"{path}.metadata", "must be an object"))
+    spec = template.get("spec")
+    if not isinstance(spec, Mapping):
+        what = "is required" if spec is None else "must be an object"
+        return [*problems, Problem(f"{path}.spec", f"{what}: a pod template needs containers")]
+    containers = spec.get("containers")
+    if not isinstance(containers, list) or not containers:
+        return [
+            *problems,
+            Problem(
+                f"{path}.spec.containers",
+                "needs at least one container; the first one runs Ray",
+            ),
+        ]
+    names: Counter[str] = Counter()
+    for i, container in enumerate(containers):
+        cpath = f"{path}.spec.containers[{i}]"
+        if not isinstance(container, Mapping):
+            problems.append(Problem(cpath, "must be an object"))
+            continue
+        name = container.get("name")
+        if not isinstance(name, str) or not name:
+            problems.append(Problem(f"{cpath}.name", "is required"))
+        else:
+            names[name] += 1
+            if names[name] == 2:
+                problems.append(Problem(f"{cpath}.name", f"container name {name!r} is repeated"))
+        image = container.get("image")
+        if not isinstance(image, str) or not image:
+            problems.append(Problem(f"{cpath}.image", "is required"))
+    return problems
+
+
+def _owned_pod_fields(template: Mapping[str, Any], path: str) -> list[Problem]:
+    spec = template.get("spec")
+    if not isinstance(spec, Mapping):
+        return []
+    return [
+        Problem(
+            f"{path}.spec.{field}",
+            f"must not be set on a multi-host group: the operator sets {field} on every "
+            "host so that the slice's hostnames resolve; remove it",
+        )
+        for field in ("hostname", "subdomain")
+        if spec.get(field) is not None
+    ]

@@ -1,0 +1,64 @@
+"""Labels and owner references shared by every object the operator creates.
+
+User labels from a pod template are kept, but never over the operator's own keys: the Ray
+autoscaler, KubeRay tooling and our planner select pods by them, so a user label that changed
+``ray.io/group`` would make a pod invisible or double-counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from raycluster_operator import OPERATOR_NAME
+from raycluster_operator.api import labels, names
+from raycluster_operator.api.models import API_VERSION, KIND, RayCluster
+
+
+def base_labels(cluster: RayCluster, *, group: str, node_type: str) -> dict[str, str]:
+    """The labels KubeRay puts on every pod of a node type (DESIGN.md §3)."""
+    name = cluster.metadata.name
+    return {
+        labels.CLUSTER: name,
+        labels.GROUP: group,
+        labels.NODE_TYPE: node_type,
+        labels.IS_RAY_NODE: labels.IS_RAY_NODE_VALUE,
+        labels.IDENTIFIER: names.fit(name, suffix=f"-{node_type}"),
+        labels.APP_NAME: labels.APP_NAME_VALUE,
+        labels.CREATED_BY: OPERATOR_NAME,
+    }
+
+
+def merge_labels(user: object, ours: Mapping[str, str]) -> dict[str, str]:
+    """User labels first, then ours on top. The identity keys the operator owns are dropped
+    from the user's labels even where we do not set them (a single-host pod has no replica
+    name), so a template cannot forge a slice identity."""
+    kept = {
+        str(k): str(v)
+        for k, v in (user.items() if isinstance(user, Mapping) else ())
+        if str(k) not in labels.OWNED_KEYS
+    }
+    return {**kept, **ours}
+
+
+def owner_reference(cluster: RayCluster) -> dict[str, Any]:
+    """Controller reference to the RayCluster: deleting it garbage-collects what we made."""
+    ref: dict[str, Any] = {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "name": cluster.metadata.name,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    if cluster.metadata.uid:
+        ref["uid"] = cluster.metadata.uid
+    return ref
+
+
+def object_meta(cluster: RayCluster, *, name: str, labels_: Mapping[str, str]) -> dict[str, Any]:
+    return {
+        "name": name,
+        "namespace": cluster.metadata.namespace,
+        "labels": dict(labels_),
+        "ownerReferences": [owner_reference(cluster)],
+    }

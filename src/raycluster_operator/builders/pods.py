@@ -1,0 +1,279 @@
+"""Head and worker pod manifests: the user's template plus everything KubeRay and the TPU
+webhook would have added, computed in one pure step so a pod is right when it is created.
+
+The first container of a template runs Ray (KubeRay's convention). Its ``command`` is replaced
+by ``ray start`` preceded by the user's own command, unless the cluster carries the KubeRay
+annotation ``ray.io/overwrite-container-cmd: "true"``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from raycluster_operator.accelerators import (
+    AcceleratorKind,
+    HostIdentity,
+    merge_affinity,
+    profile_for,
+)
+from raycluster_operator.api import labels, names
+from raycluster_operator.api.models import RayCluster, WorkerGroupSpec
+from raycluster_operator.builders import autoscaler, env, ray_start
+from raycluster_operator.builders.metadata import base_labels, merge_labels, owner_reference
+
+OVERWRITE_CMD_ANNOTATION = "ray.io/overwrite-container-cmd"
+
+_HEAD_DEFAULTS = {
+    "block": "true",
+    "dashboard-host": "0.0.0.0",
+    "metrics-export-port": str(ray_start.METRICS_PORT),
+    "dashboard-agent-listen-port": str(ray_start.DASHBOARD_AGENT_PORT),
+}
+_WORKER_DEFAULTS = {
+    "block": "true",
+    "metrics-export-port": str(ray_start.METRICS_PORT),
+    "dashboard-agent-listen-port": str(ray_start.DASHBOARD_AGENT_PORT),
+}
+
+
+def autoscaling_enabled(cluster: RayCluster) -> bool:
+    return bool(cluster.spec.enable_in_tree_autoscaling)
+
+
+def autoscaler_v2(cluster: RayCluster) -> bool:
+    options = cluster.spec.autoscaler_options
+    return autoscaling_enabled(cluster) and options is not None and options.version == "v2"
+
+
+def head_fqdn(cluster: RayCluster) -> str:
+    service = names.head_service_name(cluster.metadata.name)
+    return f"{service}.{cluster.metadata.namespace}.svc.cluster.local"
+
+
+def gcs_port(cluster: RayCluster) -> int:
+    port = cluster.spec.head_group_spec.ray_start_params.get("port")
+    return int(port) if port is not None and str(port).isdecimal() else ray_start.GCS_PORT
+
+
+def _overwrite_cmd(cluster: RayCluster) -> bool:
+    annotations = cluster.metadata.annotations or {}
+    return annotations.get(OVERWRITE_CMD_ANNOTATION, "").lower() == "true"
+
+
+def _split_template(template: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    metadata = template.get("metadata")
+    spec = template.get("spec")
+    return (
+        copy.deepcopy(dict(metadata)) if isinstance(metadata, Mapping) else {},
+        copy.deepcopy(dict(spec)) if isinstance(spec, Mapping) else {},
+    )
+
+
+def _ray_container(spec: dict[str, Any]) -> dict[str, Any]:
+    containers = spec.get("containers")
+    if not isinstance(containers, list) or not containers or not isinstance(containers[0], dict):
+        raise ValueError("a pod template needs a first container that runs Ray")
+    return containers[0]
+
+
+def _group_params(
+    user: Mapping[str, str],
+    resources: Mapping[str, str] | None,
+    group_labels: Mapping[str, str] | None,
+) -> dict[str, str]:
+    """KubeRay ≥1.4 group fields ``resources``/``labels`` are ray start flags in disguise."""
+    params = dict(user)
+    if resources and "resources" not in params:
+        params["resources"] = json.dumps(dict(resources), sort_keys=True)
+    if group_labels and "labels" not in params:
+        params["labels"] = ",".join(f"{k}={v}" for k, v in group_labels.items())
+    return params
+
+
+def _set_command(cluster: RayCluster, container: dict[str, Any], start: str) -> None:
+    if _overwrite_cmd(cluster):
+        return
+    container["command"], container["args"] = ray_start.container_command(container, start)
+
+
+def _pod(
+    cluster: RayCluster,
+    *,
+    generate_name: str,
+    meta: Mapping[str, Any],
+    pod_labels: Mapping[str, str],
+    spec: dict[str, Any],
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {
+        "generateName": generate_name,
+        "namespace": cluster.metadata.namespace,
+        "labels": dict(pod_labels),
+        "ownerReferences": [owner_reference(cluster)],
+    }
+    annotations = meta.get("annotations")
+    if isinstance(annotations, Mapping) and annotations:
+        metadata["annotations"] = {str(k): str(v) for k, v in annotations.items()}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+def _add_head_ports(container: dict[str, Any], params: Mapping[str, str], gcs: int) -> None:
+    wanted = [
+        ("gcs-server", gcs),
+        ("dashboard", int(params.get("dashboard-port", ray_start.DASHBOARD_PORT))),
+        ("client", int(params.get("ray-client-server-port", ray_start.CLIENT_PORT))),
+        ("metrics", int(params.get("metrics-export-port", ray_start.METRICS_PORT))),
+    ]
+    ports = container.get("ports")
+    if not isinstance(ports, list):
+        ports = container["ports"] = []
+    taken_names = {p.get("name") for p in ports if isinstance(p, Mapping)}
+    taken_numbers = {p.get("containerPort") for p in ports if isinstance(p, Mapping)}
+    for name, number in wanted:
+        if name not in taken_names and number not in taken_numbers:
+            ports.append({"name": name, "containerPort": number, "protocol": "TCP"})
+
+
+def build_head_pod(cluster: RayCluster) -> dict[str, Any]:
+    head = cluster.spec.head_group_spec
+    meta, spec = _split_template(head.template)
+    container = _ray_container(spec)
+    defaults = dict(_HEAD_DEFAULTS)
+    if autoscaling_enabled(cluster):
+        defaults["no-monitor"] = "true"
+    params = ray_start.start_params(
+        _group_params(head.ray_start_params, head.resources, head.labels), container, defaults
+    )
+    start = ray_start.ray_start_command(params, head=True)
+    _set_command(cluster, container, start)
+    gcs = gcs_port(cluster)
+    env.add_env(container, env.head_env(cluster.metadata.namespace, start, gcs))
+    if autoscaler_v2(cluster):
+        env.add_env(container, [("RAY_enable_autoscaler_v2", "true")])
+    _add_head_ports(container, params, gcs)
+    if autoscaling_enabled(cluster):
+        autoscaler.add_sidecar(cluster, spec)
+    pod_labels = merge_labels(
+        meta.get("labels"),
+        base_labels(cluster, group=labels.HEAD_GROUP, node_type=labels.NODE_TYPE_HEAD),
+    )
+    return _pod(
+        cluster,
+        generate_name=names.head_generate_name(cluster.metadata.name),
+        meta=meta,
+        pod_labels=pod_labels,
+        spec=spec,
+    )
+
+
+def host_identity(
+    cluster: RayCluster,
+    group: WorkerGroupSpec,
+    replica_index: int | None,
+    replica_name: str | None,
+    host_index: int | None,
+) -> HostIdentity:
+    """The pod's place; an unindexed single-host pod (gate off) has an empty slice name."""
+    hosts = group.num_of_hosts
+    if hosts > 1 and (host_index is None or replica_index is None):
+        raise ValueError(
+            f"group {group.group_name!r} has {hosts} hosts: replica_index and host_index are "
+            "required"
+        )
+    headless = names.headless_service_name(cluster.metadata.name)
+    hostnames = (
+        tuple(
+            f"{names.host_name(group.group_name, replica_index, h)}.{headless}"
+            for h in range(hosts)
+        )
+        if hosts > 1 and replica_index is not None
+        else ()
+    )
+    return HostIdentity(
+        cluster=cluster.metadata.name,
+        group=group.group_name,
+        replica_index=replica_index or 0,
+        replica_name=replica_name,
+        host_index=host_index or 0,
+        num_hosts=hosts,
+        slice_name=""
+        if replica_index is None
+        else names.slice_name(group.group_name, replica_index),
+        hostnames=hostnames,
+    )
+
+
+def build_worker_pod(
+    cluster: RayCluster,
+    group: WorkerGroupSpec,
+    *,
+    replica_index: int | None,
+    replica_name: str | None,
+    host_index: int | None,
+    indexing_labels: bool = True,
+) -> dict[str, Any]:
+    """One worker pod of ``group``: host ``host_index`` of slice ``replica_index``.
+
+    ``replica_index=None`` is accepted for single-host pods only (no index label; a TPU pod's
+    ``TPU_NAME`` is then its own pod name, each host its own slice, as Ray assumes).
+    ``indexing_labels=False`` (gate RayMultiHostIndexing off) leaves out the replica-index,
+    replica-name and host-index labels, as KubeRay does; hostnames, env and placement of a
+    multi-host group are still built from the given indices.
+    """
+    identity = host_identity(cluster, group, replica_index, replica_name, host_index)
+    profile = profile_for(group)
+    meta, spec = _split_template(group.template)
+    container = _ray_container(spec)
+    head = names.head_service_name(cluster.metadata.name)
+    fqdn = head_fqdn(cluster)
+    gcs = gcs_port(cluster)
+    defaults = {**_WORKER_DEFAULTS, "address": f"{fqdn}:{gcs}"}
+    params = ray_start.start_params(
+        _group_params(group.ray_start_params, group.resources, group.labels),
+        container,
+        defaults,
+        ray_labels=profile.ray_labels(identity),
+    )
+    start = ray_start.ray_start_command(params, head=False)
+    _set_command(cluster, container, start)
+    env.add_env(container, env.worker_env(cluster.metadata.namespace, start, fqdn, head, gcs))
+    multi = group.num_of_hosts > 1
+    if multi:
+        env.add_env(container, env.multi_host_env(identity))
+    headless = names.headless_service_name(cluster.metadata.name)
+    coordinator = f"{names.host_name(group.group_name, 0, 0)}.{headless}" if multi else None
+    env.add_env(
+        container,
+        profile.host_env(identity, env.env_names(container), megascale_coordinator=coordinator),
+    )
+    if profile.kind is AcceleratorKind.TPU and not identity.slice_name:
+        env.add_env(container, [("TPU_NAME", env.field_ref("metadata.name"))])
+    if multi:
+        spec["hostname"] = names.host_name(
+            group.group_name, identity.replica_index, identity.host_index
+        )
+        spec["subdomain"] = headless
+    placement = profile.placement(identity)
+    if placement is not None:
+        spec["affinity"] = merge_affinity(spec.get("affinity"), placement)
+    if autoscaling_enabled(cluster):
+        spec["restartPolicy"] = "Never"
+
+    ours = base_labels(cluster, group=group.group_name, node_type=labels.NODE_TYPE_WORKER)
+    if indexing_labels and replica_index is not None:
+        ours[labels.REPLICA_INDEX] = str(replica_index)
+        if multi:
+            if replica_name is not None:
+                ours[labels.REPLICA_NAME] = replica_name
+            ours[labels.HOST_INDEX] = str(identity.host_index)
+    if multi:
+        ours[labels.V1_REPLICA_INDEX] = identity.slice_name
+    return _pod(
+        cluster,
+        generate_name=names.worker_generate_name(cluster.metadata.name, group.group_name),
+        meta=meta,
+        pod_labels=merge_labels(meta.get("labels"), ours),
+        spec=spec,
+    )

@@ -1,0 +1,310 @@
+"""DESIGN.md §4, rules 1-5, for one worker group: which pods go, which replicas are made.
+
+The decision is a function of the group spec, the group's pods and a few switches; it never
+looks at another group's pods, so nothing outside the group can be deleted by it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from raycluster_operator.api.models import WorkerGroupSpec
+from raycluster_operator.api.names import replica_name
+from raycluster_operator.planning.actions import PlannedEvent, PodDelete
+from raycluster_operator.planning.desired import hosts
+from raycluster_operator.planning.indices import free_below, lowest_free
+from raycluster_operator.planning.pods import PodView
+from raycluster_operator.planning.reasons import CreateReason, DeleteReason
+from raycluster_operator.planning.replicas import Replica, sort_into_replicas
+
+#: How often a colliding replica name is redrawn before the group waits for the next pass.
+NAME_ATTEMPTS = 20
+
+
+@dataclass(frozen=True, slots=True)
+class NewReplica:
+    """A replica to create: every one of its hosts is created in the same plan (rule 4)."""
+
+    index: int | None
+    name: str | None
+    #: Host indices to create; ``(None,)`` for a single-host replica.
+    hosts: tuple[int | None, ...]
+    reason: CreateReason
+
+
+@dataclass(frozen=True, slots=True)
+class GroupTally:
+    """What the status reports for one group: observed counts, before the plan is applied."""
+
+    group: str
+    num_of_hosts: int
+    desired_slices: int
+    ready_slices: int
+    broken_slices: int
+    ready_pods: int
+    running_pods: int
+
+    @property
+    def desired_pods(self) -> int:
+        return self.desired_slices * self.num_of_hosts
+
+
+@dataclass(frozen=True, slots=True)
+class GroupPlan:
+    deletes: tuple[PodDelete, ...]
+    replicas: tuple[NewReplica, ...]
+    tally: GroupTally
+    events: tuple[PlannedEvent, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSwitches:
+    """How the group may change, decided once per cluster."""
+
+    #: Surplus replicas are removed (autoscaling off, or ENABLE_RANDOM_POD_DELETE).
+    scale_down: bool
+    #: Autoscaling off: live indices are kept dense 0..desired-1 (new replicas only take
+    #: indices below ``desired`` and wait for one to be released rather than go above).
+    dense: bool
+    #: Feature gate RayMultiHostIndexing.
+    multi_host_indexing: bool = True
+
+
+class _Deletions:
+    """Collects deletes, once per pod, never for a pod that is already terminating."""
+
+    def __init__(self, group: str) -> None:
+        self.group = group
+        self.items: dict[str, PodDelete] = {}
+        self.replica_keys: set[str] = set()
+
+    def pod(
+        self, pod: PodView, reason: DeleteReason, message: str, replica: Replica | None = None
+    ) -> None:
+        if pod.terminating or pod.name in self.items:
+            return
+        self.items[pod.name] = PodDelete(
+            name=pod.name,
+            group=self.group,
+            replica_name=pod.replica_name,
+            reason=reason,
+            message=message,
+            replica_index=replica.index if replica else pod.replica_index,
+            host_index=pod.host_index,
+            uid=pod.uid,
+        )
+
+    def replica(self, replica: Replica, reason: DeleteReason, message: str) -> None:
+        self.replica_keys.add(replica.key)
+        for pod in replica.pods:
+            self.pod(pod, reason, message, replica)
+
+
+def plan_group(
+    group: WorkerGroupSpec,
+    pods: Sequence[PodView],
+    *,
+    desired: int,
+    switches: GroupSwitches,
+    new_suffix: Callable[[], str],
+    stop: DeleteReason | None = None,
+) -> GroupPlan:
+    """Plan one group. ``stop`` (a suspend reason) removes every pod and creates nothing."""
+    if not switches.multi_host_indexing:
+        return _plan_flat(group, pods, desired=desired, switches=switches, stop=stop)
+    n = hosts(group)
+    found = sort_into_replicas(pods, n)
+    out = _Deletions(group.group_name)
+    tally = _tally(group, pods, found.replicas, desired)
+    if stop is not None:
+        for pod in pods:
+            out.pod(pod, stop, f"{stop.value}: removing pod {pod.name} of group {group.group_name}")
+        return GroupPlan(tuple(out.items.values()), (), tally)
+
+    # Rule 2: no pod of the group is left behind for lack of labels.
+    for pod in found.unidentified:
+        out.pod(
+            pod,
+            DeleteReason.POD_WITHOUT_REPLICA_IDENTITY,
+            f"pod {pod.name} has no replica identity labels; it is replaced by a labelled replica",
+        )
+    replaced = -(-sum(1 for p in found.unidentified if not p.terminating) // n)
+
+    # Rule 1: a broken replica goes whole.
+    for replica in found.replicas:
+        if replica.broken is not None and not replica.draining:
+            out.replica(replica, replica.broken, replica.detail)
+            replaced += 1
+
+    # Rule 3: a named host takes its replica with it, in this same pass.
+    wanted = set(group.workers_to_delete)
+    if wanted:
+        for replica in found.replicas:
+            if replica.key in out.replica_keys:
+                continue
+            named = next((p.name for p in replica.pods if p.name in wanted), None)
+            if named is not None:
+                what = f"replica {replica.name}" if replica.name else f"pod {named}"
+                out.replica(
+                    replica,
+                    DeleteReason.WORKERS_TO_DELETE,
+                    f"{named} is listed in workersToDelete; deleting {what}",
+                )
+
+    valid = [r for r in found.replicas if r.complete and r.key not in out.replica_keys]
+    valid = _drop_duplicate_indices(valid, out)
+    replaced += sum(
+        1 for d in out.items.values() if d.reason is DeleteReason.DUPLICATE_REPLICA_INDEX
+    )
+
+    # Rule 5: surplus goes from the top, so live indices stay dense.
+    surplus = len(valid) - desired
+    if switches.scale_down and surplus > 0:
+        victims = sorted(valid, key=lambda r: (r.index or 0, r.age_key), reverse=True)[:surplus]
+        for replica in victims:
+            out.replica(
+                replica,
+                DeleteReason.SCALE_DOWN,
+                f"{len(valid)} replicas exist and {desired} are desired; removing replica "
+                f"index {replica.index}",
+            )
+        valid = [r for r in valid if r.key not in out.replica_keys]
+
+    # Rule 4: lowest free indices, not reused while any pod still carries them.
+    taken = {i for i in (p.replica_index for p in pods) if i is not None}
+    need = desired - len(valid)
+    targets = free_below(taken, desired) if switches.dense else lowest_free(taken, need)
+    names = {r.name for r in found.replicas if r.name is not None}
+    events: list[PlannedEvent] = []
+    made: list[NewReplica] = []
+    for position, index in enumerate(targets):
+        if position < min(replaced, need):
+            reason = CreateReason.REPLACE_REPLICA
+        elif position < need:
+            reason = CreateReason.SCALE_UP
+        else:
+            reason = CreateReason.COMPACT_INDICES
+        if n == 1:
+            made.append(NewReplica(index, None, (None,), reason))
+            continue
+        name = _fresh_name(group.group_name, names, new_suffix)
+        if name is None:
+            events.append(
+                PlannedEvent(
+                    "Warning",
+                    "ReplicaNameCollision",
+                    f"group {group.group_name}: {NAME_ATTEMPTS} replica names in a row were "
+                    "already taken; retrying on the next pass",
+                )
+            )
+            break
+        made.append(NewReplica(index, name, tuple(range(n)), reason))
+    return GroupPlan(tuple(out.items.values()), tuple(made), tally, tuple(events))
+
+
+def _drop_duplicate_indices(valid: list[Replica], out: _Deletions) -> list[Replica]:
+    """Two complete replicas with one index: the older keeps it (its hostnames came first)."""
+    by_index: dict[int | None, list[Replica]] = {}
+    for replica in valid:
+        by_index.setdefault(replica.index, []).append(replica)
+    kept: list[Replica] = []
+    for index, members in by_index.items():
+        members.sort(key=lambda r: r.age_key)
+        kept.append(members[0])
+        for replica in members[1:]:
+            out.replica(
+                replica,
+                DeleteReason.DUPLICATE_REPLICA_INDEX,
+                f"replica {replica.key} shares index {index} with the older {members[0].key}",
+            )
+    return kept
+
+
+def _fresh_name(group: str, names: set[str], new_suffix: Callable[[], str]) -> str | None:
+    for _ in range(NAME_ATTEMPTS):
+        name = replica_name(group, new_suffix())
+        if name not in names:
+            names.add(name)
+            return name
+    return None
+
+
+def tally_group(
+    group: WorkerGroupSpec, pods: Sequence[PodView], *, desired: int, multi_host_indexing: bool
+) -> GroupTally:
+    """The group's observed counts, also for a group that is not acted on (invalid spec)."""
+    if multi_host_indexing:
+        return _tally(group, pods, sort_into_replicas(pods, hosts(group)).replicas, desired)
+    n = hosts(group)
+    ready = sum(1 for p in pods if p.running_and_ready)
+    return GroupTally(
+        group=group.group_name,
+        num_of_hosts=n,
+        desired_slices=desired,
+        ready_slices=ready // n,
+        broken_slices=0,
+        ready_pods=ready,
+        running_pods=sum(1 for p in pods if p.live and p.running),
+    )
+
+
+def _tally(
+    group: WorkerGroupSpec, pods: Sequence[PodView], replicas: Sequence[Replica], desired: int
+) -> GroupTally:
+    return GroupTally(
+        group=group.group_name,
+        num_of_hosts=hosts(group),
+        desired_slices=desired,
+        ready_slices=sum(1 for r in replicas if r.ready),
+        broken_slices=sum(1 for r in replicas if r.broken is not None and not r.draining),
+        ready_pods=sum(1 for p in pods if p.running_and_ready),
+        running_pods=sum(1 for p in pods if p.live and p.running),
+    )
+
+
+def _plan_flat(
+    group: WorkerGroupSpec,
+    pods: Sequence[PodView],
+    *,
+    desired: int,
+    switches: GroupSwitches,
+    stop: DeleteReason | None,
+) -> GroupPlan:
+    """Gate RayMultiHostIndexing off: KubeRay's older per-pod behaviour, no replica identity.
+
+    Pods are counted, not grouped: failed pods are replaced one by one, workersToDelete
+    removes exactly the named pods, surplus removes the newest pods first.
+    """
+    n = hosts(group)
+    want = desired * n
+    out = _Deletions(group.group_name)
+    tally = tally_group(group, pods, desired=desired, multi_host_indexing=False)
+    if stop is not None:
+        for pod in pods:
+            out.pod(pod, stop, f"{stop.value}: removing pod {pod.name} of group {group.group_name}")
+        return GroupPlan(tuple(out.items.values()), (), tally)
+    wanted = set(group.workers_to_delete)
+    for pod in pods:
+        if pod.failed:
+            out.pod(pod, DeleteReason.POD_FAILED, f"pod {pod.name} failed")
+        elif pod.name in wanted:
+            out.pod(pod, DeleteReason.WORKERS_TO_DELETE, f"{pod.name} is listed in workersToDelete")
+    remaining = [p for p in pods if p.live and p.name not in out.items]
+    surplus = len(remaining) - want
+    if switches.scale_down and surplus > 0:
+        newest = sorted(remaining, key=lambda p: (p.created, p.name), reverse=True)[:surplus]
+        for pod in newest:
+            out.pod(pod, DeleteReason.SCALE_DOWN, f"{len(remaining)} pods exist, {want} desired")
+    need = want - len(remaining)
+    replaced = sum(1 for d in out.items.values() if d.reason is DeleteReason.POD_FAILED)
+    made = tuple(
+        NewReplica(
+            None,
+            None,
+            (None,),
+            CreateReason.REPLACE_REPLICA if i < replaced else CreateReason.SCALE_UP,
+        )
+        for i in range(max(need, 0))
+    )
+    return GroupPlan(tuple(out.items.values()), made, tally)

@@ -1,0 +1,76 @@
+"""Why the operator creates or deletes a pod, as named values.
+
+A user whose slice went away asks "why?"; the answer must be the same word in the Event, the
+log line, the metric label and the status condition. So every decision carries one of these
+values, and their string values are the CamelCase Event reasons Kubernetes users expect.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class DeleteReason(StrEnum):
+    #: A multi-host replica lacks a pod for some host index (a partial create, a lost pod).
+    REPLICA_INCOMPLETE = "ReplicaIncomplete"
+    #: A pod of the replica failed (phase Failed/Succeeded, or the Ray container exited with
+    #: restartPolicy Never): the whole replica goes.
+    HOST_FAILED = "HostFailed"
+    #: A pod of the replica is terminating (evicted, deleted by hand): the rest of it goes too.
+    HOST_TERMINATING = "HostTerminating"
+    #: Two live pods of one replica claim the same host index.
+    DUPLICATE_HOST = "DuplicateHost"
+    #: The replica was built for another numOfHosts (too many pods, a host index out of range,
+    #: multi-host labels on a now single-host group).
+    REPLICA_SHAPE_CHANGED = "ReplicaShapeChanged"
+    #: Pods sharing a replica name disagree on (or lack) the replica index or host index.
+    INCONSISTENT_REPLICA_LABELS = "InconsistentReplicaLabels"
+    #: Two complete replicas share a replica index; the newer one goes.
+    DUPLICATE_REPLICA_INDEX = "DuplicateReplicaIndex"
+    #: A pod of the group without the identity labels the gate requires (made before the gate
+    #: was on, or by another operator); replaced, never left behind.
+    POD_WITHOUT_REPLICA_IDENTITY = "PodWithoutReplicaIdentity"
+    #: Named in scaleStrategy.workersToDelete (by the autoscaler); takes its whole replica.
+    WORKERS_TO_DELETE = "WorkersToDelete"
+    #: More replicas than desired (autoscaling off): the highest indices go first.
+    SCALE_DOWN = "ScaleDown"
+    GROUP_SUSPENDED = "GroupSuspended"
+    CLUSTER_SUSPENDED = "ClusterSuspended"
+    #: A pod of a worker group that is no longer in the spec.
+    GROUP_REMOVED = "GroupRemoved"
+    HEAD_FAILED = "HeadFailed"
+    #: More than one live head pod; the oldest is kept.
+    DUPLICATE_HEAD = "DuplicateHead"
+    #: Gate RayMultiHostIndexing off: a single pod failed and is replaced on its own.
+    POD_FAILED = "PodFailed"
+
+    @property
+    def is_warning(self) -> bool:
+        """Something went wrong (Warning Event) rather than something was asked for (Normal)."""
+        return self not in _REQUESTED
+
+
+_REQUESTED = frozenset(
+    {
+        DeleteReason.WORKERS_TO_DELETE,
+        DeleteReason.SCALE_DOWN,
+        DeleteReason.GROUP_SUSPENDED,
+        DeleteReason.CLUSTER_SUSPENDED,
+        DeleteReason.GROUP_REMOVED,
+    }
+)
+
+#: Reasons that mean a replica was broken; the RayClusterReplicaFailure condition reports them.
+BROKEN_REASONS = frozenset(DeleteReason) - _REQUESTED
+
+
+class CreateReason(StrEnum):
+    #: Fewer replicas than desired.
+    SCALE_UP = "ScaleUp"
+    #: Stands in for a replica deleted in the same pass because it was broken.
+    REPLACE_REPLICA = "ReplaceReplica"
+    #: Autoscaling off: fills a low index so that a higher one can be removed next pass and
+    #: live indices become dense 0..desired-1.
+    COMPACT_INDICES = "CompactIndices"
+    #: No live head pod.
+    HEAD_MISSING = "HeadMissing"

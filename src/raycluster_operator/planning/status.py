@@ -1,0 +1,247 @@
+"""The desired ``.status`` of a RayCluster, from what was observed in this pass.
+
+The controller writes the status only when it differs from the stored one, so this function
+must give an identical dict for an unchanged world: conditions keep their previous
+``lastTransitionTime`` unless their status flips, ``lastUpdateTime`` moves only when something
+else changed, and ``now`` is a parameter. Counts of pods are KubeRay's fields; counts of slices
+(``desiredWorkerSlices``, ``workerGroups``) are ours, because a slice is the unit users scale.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from raycluster_operator.api.models import RayCluster
+from raycluster_operator.api.names import head_service_name
+from raycluster_operator.api.problems import Problem
+from raycluster_operator.planning.desired import cluster_suspended, max_pods, min_pods
+from raycluster_operator.planning.group_plan import GroupTally
+from raycluster_operator.planning.pods import PodView
+from raycluster_operator.planning.resources import desired_resources
+
+# Condition types: KubeRay's where KubeRay has one, ours otherwise.
+HEAD_POD_READY = "HeadPodReady"
+PROVISIONED = "RayClusterProvisioned"
+REPLICA_FAILURE = "RayClusterReplicaFailure"
+SUSPENDING = "RayClusterSuspending"
+SUSPENDED = "RayClusterSuspended"
+#: Ours: validation problems; the affected part of the cluster is left untouched.
+INVALID_SPEC = "InvalidSpec"
+CONDITION_TYPES = (
+    HEAD_POD_READY,
+    PROVISIONED,
+    REPLICA_FAILURE,
+    SUSPENDING,
+    SUSPENDED,
+    INVALID_SPEC,
+)
+
+STATE_READY = "ready"
+STATE_SUSPENDED = "suspended"
+STATE_FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    tallies: Sequence[GroupTally]
+    #: The head pod in use (oldest live one), if any.
+    head: PodView | None
+    head_service: Mapping[str, Any] | None
+    problems: Sequence[Problem]
+    #: A problem outside any worker group: the cluster is ``failed`` and left alone.
+    cluster_invalid: bool
+    #: Broken-replica delete reason -> how many pods this pass deletes for it.
+    failures: Mapping[str, int] = field(default_factory=dict)
+    #: Pods of the cluster that still exist at all (terminating ones included).
+    pods_remaining: int = 0
+
+
+def timestamp(now: datetime) -> str:
+    if now.tzinfo is not None:
+        now = now.astimezone(UTC)
+    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def previous_status(cluster: RayCluster) -> dict[str, Any]:
+    if cluster.status is None:
+        return {}
+    return cluster.status.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+def build_status(cluster: RayCluster, seen: Observed, *, now: datetime) -> dict[str, Any]:
+    before = previous_status(cluster)
+    suspended = cluster_suspended(cluster)
+    tallies = seen.tallies
+    head_ready = seen.head is not None and seen.head.running_and_ready
+    all_ready = (
+        head_ready
+        and not seen.cluster_invalid
+        and all(
+            t.ready_pods >= t.desired_pods
+            and t.ready_slices >= t.desired_slices
+            and t.broken_slices == 0
+            for t in tallies
+        )
+    )
+    status: dict[str, Any] = {
+        "desiredWorkerReplicas": sum(t.desired_pods for t in tallies),
+        "readyWorkerReplicas": sum(t.ready_pods for t in tallies),
+        "availableWorkerReplicas": sum(t.running_pods for t in tallies),
+        "minWorkerReplicas": min_pods(cluster),
+        "maxWorkerReplicas": max_pods(cluster),
+        **desired_resources(cluster),
+        "desiredWorkerSlices": sum(t.desired_slices for t in tallies),
+        "readyWorkerSlices": sum(t.ready_slices for t in tallies),
+        "workerGroups": [
+            {
+                "groupName": t.group,
+                "numOfHosts": t.num_of_hosts,
+                "desiredSlices": t.desired_slices,
+                "readySlices": t.ready_slices,
+                "brokenSlices": t.broken_slices,
+                "desiredPods": t.desired_pods,
+                "readyPods": t.ready_pods,
+            }
+            for t in tallies
+        ],
+    }
+    if cluster.metadata.generation is not None:
+        status["observedGeneration"] = cluster.metadata.generation
+    head = _head_info(cluster, seen)
+    if head:
+        status["head"] = head
+    endpoints = _endpoints(seen.head_service)
+    if endpoints:
+        status["endpoints"] = endpoints
+
+    state = _state(before, seen, suspended=suspended, all_ready=all_ready)
+    if state:
+        status["state"] = state
+    if state == STATE_FAILED:
+        status["reason"] = "; ".join(str(p) for p in seen.problems if p)
+    wanted = _conditions(
+        before, seen, suspended=suspended, all_ready=all_ready, head_ready=head_ready
+    )
+    status["conditions"] = _with_transition_times(before, wanted, cluster, now)
+
+    unchanged = {k: v for k, v in before.items() if k != "lastUpdateTime"} == status
+    status["lastUpdateTime"] = (
+        before["lastUpdateTime"] if unchanged and "lastUpdateTime" in before else timestamp(now)
+    )
+    return status
+
+
+def _state(
+    before: Mapping[str, Any], seen: Observed, *, suspended: bool, all_ready: bool
+) -> str | None:
+    """KubeRay's ``state``: once ``ready`` it stays so until suspended or invalid."""
+    if seen.cluster_invalid:
+        return STATE_FAILED
+    if suspended:
+        return STATE_SUSPENDED if seen.pods_remaining == 0 else before.get("state") or None
+    if all_ready or before.get("state") == STATE_READY:
+        return STATE_READY
+    return None
+
+
+def _conditions(
+    before: Mapping[str, Any],
+    seen: Observed,
+    *,
+    suspended: bool,
+    all_ready: bool,
+    head_ready: bool,
+) -> list[tuple[str, bool, str, str]]:
+    out: list[tuple[str, bool, str, str]] = []
+    if head_ready:
+        out.append((HEAD_POD_READY, True, "HeadPodRunningAndReady", ""))
+    elif seen.head is None:
+        out.append((HEAD_POD_READY, False, "HeadPodNotFound", "no live head pod"))
+    else:
+        out.append((HEAD_POD_READY, False, "HeadPodNotReady", f"head {seen.head.name} not ready"))
+
+    was_provisioned = any(
+        c.get("type") == PROVISIONED and c.get("status") == "True"
+        for c in before.get("conditions") or ()
+    )
+    if suspended:
+        out.append((PROVISIONED, False, "RayClusterSuspended", "the cluster is suspended"))
+    elif all_ready or was_provisioned:
+        out.append((PROVISIONED, True, "AllPodRunningAndReadyFirstTime", ""))
+    else:
+        out.append((PROVISIONED, False, "RayClusterPodsProvisioning", "pods are being provisioned"))
+
+    if seen.failures:
+        worst = sorted(seen.failures.items(), key=lambda kv: (-kv[1], kv[0]))
+        message = ", ".join(f"{reason}: {count} pods" for reason, count in worst)
+        out.append((REPLICA_FAILURE, True, worst[0][0], f"deleting broken replicas ({message})"))
+    else:
+        out.append((REPLICA_FAILURE, False, "NoReplicaFailure", ""))
+
+    remaining = seen.pods_remaining > 0
+    if suspended and remaining:
+        out.append((SUSPENDING, True, "RayClusterSuspending", f"{seen.pods_remaining} pods left"))
+    else:
+        out.append((SUSPENDING, False, "RayClusterNotSuspending", ""))
+    if suspended and not remaining:
+        out.append((SUSPENDED, True, "RayClusterSuspended", ""))
+    else:
+        out.append((SUSPENDED, False, "RayClusterNotSuspended", ""))
+
+    if seen.problems:
+        text = "; ".join(str(p) for p in seen.problems)
+        out.append((INVALID_SPEC, True, "InvalidSpec", text))
+    else:
+        out.append((INVALID_SPEC, False, "SpecValid", ""))
+    return out
+
+
+def _with_transition_times(
+    before: Mapping[str, Any],
+    wanted: Sequence[tuple[str, bool, str, str]],
+    cluster: RayCluster,
+    now: datetime,
+) -> list[dict[str, Any]]:
+    previous = {c.get("type"): c for c in before.get("conditions") or ()}
+    out = []
+    for kind, truth, reason, message in wanted:
+        value = "True" if truth else "False"
+        old = previous.get(kind)
+        since = (
+            old["lastTransitionTime"]
+            if old and old.get("status") == value and old.get("lastTransitionTime")
+            else timestamp(now)
+        )
+        condition: dict[str, Any] = {
+            "type": kind,
+            "status": value,
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": since,
+        }
+        if cluster.metadata.generation is not None:
+            condition["observedGeneration"] = cluster.metadata.generation
+        out.append(condition)
+    return out
+
+
+def _head_info(cluster: RayCluster, seen: Observed) -> dict[str, str]:
+    info: dict[str, str] = {"serviceName": head_service_name(cluster.metadata.name)}
+    if seen.head is not None:
+        info["podName"] = seen.head.name
+        if seen.head.pod_ip:
+            info["podIP"] = seen.head.pod_ip
+    service_spec = (seen.head_service or {}).get("spec") or {}
+    ip = service_spec.get("clusterIP")
+    if ip and ip != "None":
+        info["serviceIP"] = str(ip)
+    return info
+
+
+def _endpoints(service: Mapping[str, Any] | None) -> dict[str, str]:
+    """KubeRay's ``endpoints``: the head service's port numbers by port name."""
+    ports = ((service or {}).get("spec") or {}).get("ports") or ()
+    return {str(p["name"]): str(p["port"]) for p in ports if p.get("name") and "port" in p}
