@@ -1,0 +1,77 @@
+"""Writes the operator made but has not yet seen in its cache.
+
+The informer lags the API server. Planning from a cache that does not yet show the pods we
+just created would create them again (and a delete not yet seen would be repeated), so a
+cluster is not re-planned until every expected name has been observed: a created name present
+in the cache, a deleted name absent or terminating. Names, not counts, so an event seen
+before the write returned still counts. A deadline makes sure a lost watch event can only
+delay a cluster, never wedge it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+Clock = Callable[[], float]
+#: Looks a pod name up in the cache: None when absent, else whether it is terminating.
+Lookup = Callable[[str], "bool | None"]
+
+
+@dataclass
+class _Pending:
+    creates: set[str] = field(default_factory=set)
+    deletes: set[str] = field(default_factory=set)
+    deadline: float = 0.0
+
+
+class Expectations:
+    def __init__(self, *, timeout: float = 120.0, clock: Clock = time.monotonic) -> None:
+        self.timeout = timeout
+        self._clock = clock
+        self._pending: dict[str, _Pending] = {}
+
+    def expect(self, key: str, *, creates: Iterable[str] = (), deletes: Iterable[str] = ()) -> None:
+        entry = self._pending.setdefault(key, _Pending())
+        entry.creates.update(creates)
+        entry.deletes.update(deletes)
+        entry.deadline = self._clock() + self.timeout
+
+    def satisfied(self, key: str, lookup: Lookup) -> bool:
+        """Drop what the cache already shows; True when nothing is outstanding (or expired)."""
+        entry = self._pending.get(key)
+        if entry is None:
+            return True
+        entry.creates = {name for name in entry.creates if lookup(name) is None}
+        entry.deletes = {name for name in entry.deletes if lookup(name) is False}
+        if not entry.creates and not entry.deletes:
+            del self._pending[key]
+            return True
+        if self._clock() >= entry.deadline:
+            del self._pending[key]
+            return True
+        return False
+
+    def remaining(self, key: str) -> float:
+        """Seconds until the expectations of ``key`` expire (0 when there are none)."""
+        entry = self._pending.get(key)
+        return 0.0 if entry is None else max(0.0, entry.deadline - self._clock())
+
+    def outstanding(self, key: str) -> tuple[frozenset[str], frozenset[str]]:
+        entry = self._pending.get(key)
+        if entry is None:
+            return frozenset(), frozenset()
+        return frozenset(entry.creates), frozenset(entry.deletes)
+
+    def forget_names(
+        self, key: str, *, creates: Iterable[str] = (), deletes: Iterable[str] = ()
+    ) -> None:
+        """Stop waiting for writes that failed: they will never show up."""
+        entry = self._pending.get(key)
+        if entry is not None:
+            entry.creates.difference_update(creates)
+            entry.deletes.difference_update(deletes)
+
+    def forget(self, key: str) -> None:
+        self._pending.pop(key, None)

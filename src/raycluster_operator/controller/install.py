@@ -1,0 +1,201 @@
+"""What a platform engineer applies to install the operator: RBAC, a Deployment.
+
+Least privilege, derived from what the controller does (DESIGN.md §5): read RayClusters and
+write only their status; create/delete pods; create services and the autoscaler's service
+account, role and binding; write Events and its Lease. Kubernetes lets a subject create a Role
+only with permissions it holds itself, so the operator also holds the two the Ray autoscaler's
+Role grants beyond that (patch pods, patch rayclusters); it never uses them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Obj = dict[str, Any]
+
+NAME = "raycluster-operator"
+DEFAULT_IMAGE = "ghcr.io/raycluster-operator/raycluster-operator:0.1.0"
+LABELS = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/component": "controller"}
+
+
+def _rule(groups: list[str], resources: list[str], verbs: list[str]) -> Obj:
+    return {"apiGroups": groups, "resources": resources, "verbs": verbs}
+
+
+def operator_rules() -> list[Obj]:
+    """The watched and written kinds, in every namespace the operator serves."""
+    return [
+        _rule(["ray.io"], ["rayclusters"], ["get", "list", "watch"]),
+        _rule(["ray.io"], ["rayclusters/status"], ["get", "patch", "update"]),
+        _rule([""], ["pods"], ["get", "list", "watch", "create", "delete"]),
+        _rule([""], ["services"], ["get", "list", "watch", "create"]),
+        _rule([""], ["serviceaccounts"], ["create"]),
+        _rule(["rbac.authorization.k8s.io"], ["roles", "rolebindings"], ["create"]),
+        _rule(["events.k8s.io"], ["events"], ["create", "patch"]),
+        # Held only so the operator may grant them to the Ray autoscaler's Role.
+        _rule([""], ["pods"], ["patch"]),
+        _rule(["ray.io"], ["rayclusters"], ["patch"]),
+    ]
+
+
+def lease_rules() -> list[Obj]:
+    return [_rule(["coordination.k8s.io"], ["leases"], ["get", "create", "update"])]
+
+
+def service_account(namespace: str) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": NAME, "namespace": namespace, "labels": LABELS},
+    }
+
+
+def cluster_rbac(namespace: str) -> list[Obj]:
+    """ClusterRole + binding: the operator serves every namespace."""
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": NAME, "labels": LABELS},
+            "rules": operator_rules(),
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": NAME, "labels": LABELS},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": NAME,
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}],
+        },
+        *leader_rbac(namespace),
+    ]
+
+
+def namespaced_rbac(namespace: str, watched: list[str]) -> list[Obj]:
+    """A Role + RoleBinding per watched namespace, for ``run --namespace NS ...``."""
+    out: list[Obj] = []
+    for ns in watched:
+        out.append(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "Role",
+                "metadata": {"name": NAME, "namespace": ns, "labels": LABELS},
+                "rules": operator_rules(),
+            }
+        )
+        out.append(_binding("Role", NAME, ns, namespace))
+    return [*out, *leader_rbac(namespace)]
+
+
+def leader_rbac(namespace: str) -> list[Obj]:
+    name = f"{NAME}-leader-election"
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": name, "namespace": namespace, "labels": LABELS},
+            "rules": lease_rules(),
+        },
+        _binding("Role", name, namespace, namespace),
+    ]
+
+
+def _binding(kind: str, role: str, ns: str, sa_namespace: str) -> Obj:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": role, "namespace": ns, "labels": LABELS},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": role},
+        "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": sa_namespace}],
+    }
+
+
+def deployment(namespace: str, image: str = DEFAULT_IMAGE, watched: list[str] | None = None) -> Obj:
+    args = ["run", "--leader-elect", "--log-format=json"]
+    args += [f"--namespace={ns}" for ns in watched or []]
+    probe = {"periodSeconds": 10, "timeoutSeconds": 2}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": NAME, "namespace": namespace, "labels": LABELS},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": LABELS},
+            "template": {
+                "metadata": {"labels": LABELS},
+                "spec": {
+                    "serviceAccountName": NAME,
+                    "securityContext": {
+                        "runAsNonRoot": True,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                    "containers": [
+                        {
+                            "name": "operator",
+                            "image": image,
+                            "args": args,
+                            "env": [
+                                {
+                                    "name": "POD_NAME",
+                                    "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}},
+                                }
+                            ],
+                            "ports": [
+                                {"name": "metrics", "containerPort": 8080},
+                                {"name": "health", "containerPort": 8082},
+                            ],
+                            "livenessProbe": {
+                                "httpGet": {"path": "/healthz", "port": "health"},
+                                "initialDelaySeconds": 10,
+                                **probe,
+                            },
+                            "readinessProbe": {
+                                "httpGet": {"path": "/readyz", "port": "health"},
+                                "initialDelaySeconds": 2,
+                                **probe,
+                            },
+                            "resources": {
+                                "requests": {"cpu": "100m", "memory": "128Mi"},
+                                "limits": {"memory": "512Mi"},
+                            },
+                            "securityContext": {
+                                "allowPrivilegeEscalation": False,
+                                "readOnlyRootFilesystem": True,
+                                "capabilities": {"drop": ["ALL"]},
+                            },
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+def metrics_service(namespace: str) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": f"{NAME}-metrics", "namespace": namespace, "labels": LABELS},
+        "spec": {
+            "selector": LABELS,
+            "ports": [{"name": "metrics", "port": 8080, "targetPort": "metrics"}],
+        },
+    }
+
+
+def operator_manifests(
+    namespace: str = NAME, image: str = DEFAULT_IMAGE, watched: list[str] | None = None
+) -> list[Obj]:
+    """Namespace, service account, RBAC (cluster-wide, or per namespace when ``watched``),
+    Deployment and metrics Service, in apply order (the CRD is added by the caller)."""
+    rbac = namespaced_rbac(namespace, watched) if watched else cluster_rbac(namespace)
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+        service_account(namespace),
+        *rbac,
+        deployment(namespace, image, watched),
+        metrics_service(namespace),
+    ]

@@ -1,0 +1,151 @@
+"""The informer's cache: objects by ``namespace/name`` with secondary indices.
+
+The reconciler reads only from here, never from the API, so a reconcile costs no requests.
+An index maps a value (such as the ``ray.io/cluster`` label, or the name of the RayCluster
+that owns a service) to the keys of the objects that carry it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+Obj = dict[str, Any]
+IndexFunc = Callable[[Obj], Iterable[str]]
+
+
+def object_key(obj: Obj) -> str:
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace") or ""
+    return f"{ns}/{meta.get('name', '')}"
+
+
+def split_key(key: str) -> tuple[str, str]:
+    ns, _, name = key.partition("/")
+    return ns, name
+
+
+def by_label(label: str) -> IndexFunc:
+    """Index by a label's value, qualified by namespace (``ns/value``)."""
+
+    def index(obj: Obj) -> Iterable[str]:
+        meta = obj.get("metadata") or {}
+        value = (meta.get("labels") or {}).get(label)
+        return [f"{meta.get('namespace', '')}/{value}"] if value else []
+
+    return index
+
+
+def by_owner(kind: str) -> IndexFunc:
+    """Index by the names of owners of ``kind`` (``ns/owner``)."""
+
+    def index(obj: Obj) -> Iterable[str]:
+        meta = obj.get("metadata") or {}
+        ns = meta.get("namespace", "")
+        return [
+            f"{ns}/{ref.get('name')}"
+            for ref in meta.get("ownerReferences") or []
+            if ref.get("kind") == kind
+        ]
+
+    return index
+
+
+class Store:
+    def __init__(self, indexers: dict[str, IndexFunc] | None = None) -> None:
+        self._objects: dict[str, Obj] = {}
+        self._indexers = dict(indexers or {})
+        self._indices: dict[str, dict[str, set[str]]] = {name: {} for name in self._indexers}
+
+    def __len__(self) -> int:
+        return len(self._objects)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._objects))
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._objects
+
+    def get(self, key: str) -> Obj | None:
+        return self._objects.get(key)
+
+    def keys(self) -> list[str]:
+        return list(self._objects)
+
+    def values(self) -> list[Obj]:
+        return list(self._objects.values())
+
+    def by_index(self, index: str, value: str) -> list[Obj]:
+        keys = self._indices[index].get(value, ())
+        return [self._objects[k] for k in sorted(keys)]
+
+    def upsert(self, obj: Obj) -> Obj | None:
+        key = object_key(obj)
+        old = self._objects.get(key)
+        if old is not None:
+            self._unindex(key, old)
+        self._objects[key] = obj
+        self._index(key, obj)
+        return old
+
+    def remove(self, key: str) -> Obj | None:
+        old = self._objects.pop(key, None)
+        if old is not None:
+            self._unindex(key, old)
+        return old
+
+    def replace(self, objs: Iterable[Obj]) -> list[tuple[str, Obj | None, Obj | None]]:
+        """Swap in a fresh listing; returns the changes as (type, old, new) for the handlers."""
+        fresh = {object_key(o): o for o in objs}
+        changes: list[tuple[str, Obj | None, Obj | None]] = []
+        for key in list(self._objects):
+            if key not in fresh:
+                changes.append(("DELETED", self.remove(key), None))
+        for obj in fresh.values():
+            old = self.upsert(obj)
+            if old is None:
+                changes.append(("ADDED", None, obj))
+            elif _rv(old) != _rv(obj):
+                changes.append(("MODIFIED", old, obj))
+        return changes
+
+    def _index(self, key: str, obj: Obj) -> None:
+        for name, func in self._indexers.items():
+            for value in func(obj):
+                self._indices[name].setdefault(value, set()).add(key)
+
+    def _unindex(self, key: str, obj: Obj) -> None:
+        for name, func in self._indexers.items():
+            for value in func(obj):
+                keys = self._indices[name].get(value)
+                if keys is not None:
+                    keys.discard(key)
+                    if not keys:
+                        del self._indices[name][value]
+
+
+def _rv(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion", ""))
+
+
+class StoreView:
+    """Several stores (one per watched namespace) read as one."""
+
+    def __init__(self, stores: list[Store]) -> None:
+        self._stores = stores
+
+    def get(self, key: str) -> Obj | None:
+        for store in self._stores:
+            obj = store.get(key)
+            if obj is not None:
+                return obj
+        return None
+
+    def by_index(self, index: str, value: str) -> list[Obj]:
+        out: list[Obj] = []
+        for store in self._stores:
+            out.extend(store.by_index(index, value))
+        return out
+
+    def all_keys(self) -> list[str]:
+        return [k for store in self._stores for k in store]

@@ -1,0 +1,63 @@
+"""The kinds the operator reads and writes, and where they live in the REST API.
+
+Objects stay plain JSON dicts everywhere; a kind is only the address of its collection.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Kind:
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def collection_path(self, namespace: str | None) -> str:
+        """``namespace=None`` addresses the collection across all namespaces."""
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace is not None:
+            return f"{base}/namespaces/{namespace}/{self.plural}"
+        return f"{base}/{self.plural}"
+
+    def object_path(self, namespace: str | None, name: str, subresource: str = "") -> str:
+        path = f"{self.collection_path(namespace)}/{name}"
+        return f"{path}/{subresource}" if subresource else path
+
+
+RAYCLUSTERS = Kind("ray.io", "v1", "RayCluster", "rayclusters")
+PODS = Kind("", "v1", "Pod", "pods")
+SERVICES = Kind("", "v1", "Service", "services")
+SERVICE_ACCOUNTS = Kind("", "v1", "ServiceAccount", "serviceaccounts")
+ROLES = Kind("rbac.authorization.k8s.io", "v1", "Role", "roles")
+ROLE_BINDINGS = Kind("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings")
+EVENTS = Kind("events.k8s.io", "v1", "Event", "events")
+LEASES = Kind("coordination.k8s.io", "v1", "Lease", "leases")
+NAMESPACES = Kind("", "v1", "Namespace", "namespaces", namespaced=False)
+
+_BY_API = {
+    (k.api_version, k.kind): k
+    for k in (
+        RAYCLUSTERS,
+        PODS,
+        SERVICES,
+        SERVICE_ACCOUNTS,
+        ROLES,
+        ROLE_BINDINGS,
+        EVENTS,
+        LEASES,
+        NAMESPACES,
+    )
+}
+
+
+def kind_of(obj: dict[str, object]) -> Kind:
+    """The kind of an object by its apiVersion/kind (KeyError for a kind we do not handle)."""
+    return _BY_API[(str(obj.get("apiVersion", "")), str(obj.get("kind", "")))]
