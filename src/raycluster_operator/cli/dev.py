@@ -1,11 +1,267 @@
-"""`raycluster-operator dev`."""
+"""`raycluster-operator dev`: the embedded dev cluster in the foreground.
+
+Order matters to scripts: the kubeconfig is written only once the cluster is up, the CRD is
+installed and every --apply file is in, so "wait until the kubeconfig file exists" is a
+complete readiness check. A stale kubeconfig from an earlier run is removed first.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import importlib
+import logging
+import signal
+import sys
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
 import click
+import yaml
+
+if TYPE_CHECKING:
+    from raycluster_operator.devcluster import DevCluster
+
+log = logging.getLogger("raycluster_operator.dev")
+
+DEFAULT_KUBECONFIG = Path(".devcluster") / "kubeconfig"
+TABLE_LABELS = (
+    ("GROUP", "ray.io/group"),
+    ("REPLICA", "ray.io/worker-group-replica-index"),
+    ("HOST", "ray.io/replica-host-index"),
+)
+
+
+def _nodes_help() -> str:
+    from raycluster_operator.devcluster.nodes import SPEC_HELP
+
+    return SPEC_HELP
 
 
 @click.command(name="dev")
-def dev() -> None:
-    """Not available yet."""
-    raise click.ClickException("'dev' is not available yet")
+@click.option(
+    "--port", type=int, default=0, show_default=True, help="API port; 0 picks a free one."
+)
+@click.option(
+    "--kubeconfig",
+    "kubeconfig",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=DEFAULT_KUBECONFIG,
+    show_default=True,
+    help="Where to write the kubeconfig once the cluster is ready.",
+)
+@click.option("--nodes", "nodes", multiple=True, metavar="SPEC", help=_nodes_help())
+@click.option(
+    "--apply",
+    "apply_files",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="YAML file (multi-document) to apply after start; namespace defaults to 'default'.",
+)
+@click.option("--no-operator", is_flag=True, help="Run the cluster without the operator.")
+@click.option("--runtime", default="simulated", show_default=True, help="Kubelet runtime.")
+@click.option(
+    "--kubelet-delay", type=float, default=0.2, show_default=True, help="Seconds to start a pod."
+)
+@click.option("--watch", is_flag=True, help="Print a live table of pods to stdout.")
+@click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
+def dev(
+    port: int,
+    kubeconfig: Path,
+    nodes: tuple[str, ...],
+    apply_files: tuple[Path, ...],
+    no_operator: bool,
+    runtime: str,
+    kubelet_delay: float,
+    watch: bool,
+    verbose: bool,
+) -> None:
+    """Run an in-process Kubernetes API server with simulated TPU/GPU nodes (and the operator).
+
+    Stop it with Ctrl-C or SIGTERM. kubectl works against the written kubeconfig.
+    """
+    from raycluster_operator.devcluster import RUNTIMES, NodeSpecError, parse_spec
+
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    try:
+        parse_spec(nodes)
+    except NodeSpecError as error:
+        raise click.BadParameter(str(error), param_hint="--nodes") from None
+    if runtime not in RUNTIMES:
+        raise click.BadParameter(
+            f"unknown runtime {runtime!r} (known: {', '.join(RUNTIMES)})", param_hint="--runtime"
+        )
+    documents = [doc for path in apply_files for doc in _load_documents(path)]
+    kubeconfig.unlink(missing_ok=True)  # a script waiting for it must not see the old one
+    try:
+        code = asyncio.run(
+            _serve(
+                port=port,
+                kubeconfig=kubeconfig,
+                nodes=nodes,
+                documents=documents,
+                operator=not no_operator,
+                runtime=runtime,
+                kubelet_delay=kubelet_delay,
+                watch=watch,
+            )
+        )
+    finally:
+        kubeconfig.unlink(missing_ok=True)
+    sys.exit(code)
+
+
+def _load_documents(path: Path) -> list[dict[str, Any]]:
+    try:
+        docs = list(yaml.safe_load_all(path.read_text()))
+    except yaml.YAMLError as error:
+        raise click.BadParameter(f"{path}: {error}", param_hint="--apply") from None
+    for doc in docs:
+        if doc is not None and not isinstance(doc, dict):
+            raise click.BadParameter(f"{path}: a document is not a mapping", param_hint="--apply")
+    return [doc for doc in docs if doc]
+
+
+async def _serve(
+    *,
+    port: int,
+    kubeconfig: Path,
+    nodes: Sequence[str],
+    documents: Sequence[Mapping[str, Any]],
+    operator: bool,
+    runtime: str,
+    kubelet_delay: float,
+    watch: bool,
+) -> int:
+    from raycluster_operator.devcluster import DevCluster
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        async with DevCluster(
+            port=port, nodes=list(nodes), runtime=runtime, kubelet_delay=kubelet_delay
+        ) as cluster:
+            await _install_crd(cluster)
+            for doc in documents:
+                applied = await cluster.apply(doc)
+                meta = applied.get("metadata") or {}
+                log.info("applied %s %s", applied.get("kind"), meta.get("name"))
+            async with _operator_attached(cluster, enabled=operator):
+                path = cluster.write_kubeconfig(kubeconfig)
+                log.info("dev cluster ready at %s", cluster.url)
+                click.echo(f"export KUBECONFIG={path.resolve()}", err=True)
+                table = asyncio.create_task(_watch_pods(cluster)) if watch else None
+                await stop.wait()
+                if table is not None:
+                    table.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await table
+            log.info("stopping")
+    except Exception as error:
+        log.error("dev cluster failed: %s", error)
+        return 1
+    return 0
+
+
+async def _install_crd(cluster: DevCluster) -> None:
+    try:
+        module = importlib.import_module("raycluster_operator.api.crd")
+    except ImportError:
+        log.warning("RayCluster CRD not available in this build; not installing it")
+        return
+    crd = module.crd_manifest()
+    await cluster.apply(crd)
+    log.info("installed CRD %s", crd.get("metadata", {}).get("name"))
+
+
+@contextlib.asynccontextmanager
+async def _operator_attached(cluster: DevCluster, *, enabled: bool) -> AsyncIterator[None]:
+    """OPERATOR HOOK: start the operator against `cluster.kubeconfig_dict()` here (over HTTPS,
+    as against any cluster) and stop it when the block exits. Until the operator exists the
+    dev command behaves as with --no-operator."""
+    if enabled:
+        log.info("the operator is not available yet; running as --no-operator")
+    yield
+
+
+def _ready(pod: Mapping[str, Any]) -> str:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    total = len((pod.get("spec") or {}).get("containers") or [])
+    return f"{sum(1 for s in statuses if s.get('ready'))}/{total}"
+
+
+def pod_table(pods: Iterable[Mapping[str, Any]]) -> str:
+    """The --watch table: one row per pod, sorted, Ray's slice labels where present."""
+    header = ("NAMESPACE", "NAME", "NODE", "PHASE", "READY", *(t for t, _ in TABLE_LABELS))
+    rows = [header]
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        phase = str((pod.get("status") or {}).get("phase") or "Pending")
+        if meta.get("deletionTimestamp"):
+            phase = "Terminating"
+        rows.append(
+            (
+                str(meta.get("namespace", "")),
+                str(meta.get("name", "")),
+                str((pod.get("spec") or {}).get("nodeName") or "<none>"),
+                phase,
+                _ready(pod),
+                *(str(labels.get(key, "")) for _, key in TABLE_LABELS),
+            )
+        )
+    rows[1:] = sorted(rows[1:])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    )
+
+
+async def _watch_pods(cluster: DevCluster) -> None:
+    pods: dict[tuple[str, str], dict[str, Any]] = {}
+    shown = ""
+    events = cluster.client.list_and_watch("/api/v1/pods")
+    changed = asyncio.Event()
+
+    async def follow() -> None:
+        async for event in events:
+            if event.type == "SYNC":
+                pods.clear()
+                items = event.object.get("items") or []
+            else:
+                items = [event.object]
+            for pod in items:
+                meta = pod.get("metadata") or {}
+                key = (str(meta.get("namespace")), str(meta.get("name")))
+                if event.type == "DELETED":
+                    pods.pop(key, None)
+                else:
+                    pods[key] = pod
+            changed.set()
+
+    follower = asyncio.create_task(follow())
+    try:
+        while True:
+            await changed.wait()
+            await asyncio.sleep(0.2)  # one table per burst of changes
+            changed.clear()
+            table = pod_table(pods.values())
+            if table != shown:
+                shown = table
+                if sys.stdout.isatty():
+                    sys.stdout.write("\x1b[H\x1b[2J")
+                sys.stdout.write(table + "\n\n")
+                sys.stdout.flush()
+    finally:
+        follower.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await follower

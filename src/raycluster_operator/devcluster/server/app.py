@@ -1,0 +1,143 @@
+"""`ApiServer`: the aiohttp application, its TLS listener and its background chores."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import random
+import secrets
+from collections.abc import Iterable
+from typing import Any
+
+from aiohttp import web
+
+from . import openapi
+from .auth import token_middleware
+from .faults import Faults
+from .handlers import Handlers
+from .objects import Objects
+from .resources import Registry
+from .store import Store
+from .tls import make_serving_tls
+from .watch import WatchHub
+
+
+class ApiServer:
+    """An in-memory Kubernetes API server over HTTPS with bearer-token auth.
+
+    `history_size` bounds the per-resource change history watches can resume from;
+    `watch_queue_size` bounds each watcher's backlog before it is cut with a 410.
+    """
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        token: str | None = None,
+        faults: Faults | None = None,
+        extra_sans: Iterable[str] = (),
+        *,
+        history_size: int = 10000,
+        watch_queue_size: int = 10000,
+        bookmark_interval: float = 5.0,
+        seed: int | None = None,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.token = token or secrets.token_urlsafe(24)
+        self.faults = faults or Faults()
+        self.extra_sans = tuple(extra_sans)
+        self.registry = Registry()
+        self.store = Store(history_size=history_size, watch_queue_size=watch_queue_size)
+        self.objects = Objects(self.store, self.registry, rng=random.Random(seed))
+        self.hub = WatchHub(self.store, bookmark_interval)
+        self.faults.on_drop(self.hub.drop_all)
+        self.ca_pem = b""
+        self._runner: web.AppRunner | None = None
+        self._chores: list[asyncio.Task[None]] = []
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"https://{host}:{self.port}"
+
+    def app(self) -> web.Application:
+        handlers = Handlers(self.objects, self.hub, self.faults)
+        app = web.Application(
+            middlewares=[token_middleware(self.token)], client_max_size=64 * 1024**2
+        )
+        ok = self._ok
+        app.router.add_get("/healthz", ok)
+        app.router.add_get("/readyz", ok)
+        app.router.add_get("/livez", ok)
+        app.router.add_get("/version", handlers.version)
+        app.router.add_get("/api", handlers.api)
+        app.router.add_get("/apis", handlers.apis)
+        app.router.add_get("/openapi/v2", openapi.v2_handler(self.registry))
+        app.router.add_get("/openapi/v3", openapi.v3_index_handler(self.registry))
+        app.router.add_get("/openapi/v3/{path:.*}", openapi.v3_handler(self.registry))
+        app.router.add_get("/devcluster/faults", handlers.get_faults)
+        app.router.add_put("/devcluster/faults", handlers.put_faults)
+        app.router.add_post("/devcluster/faults/drop-watches", handlers.drop_watches)
+        app.router.add_route("*", "/api/{tail:.*}", handlers.resource)
+        app.router.add_route("*", "/apis/{tail:.*}", handlers.resource)
+        return app
+
+    async def _ok(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def start(self) -> None:
+        tls = make_serving_tls(self.extra_sans)
+        self.ca_pem = tls.ca_pem
+        self._runner = web.AppRunner(self.app(), handle_signals=False, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=tls.context)
+        await site.start()
+        if self.port == 0:
+            self.port = int(self._runner.addresses[0][1])
+        self._chores.append(asyncio.create_task(self._drop_watches_periodically()))
+
+    async def stop(self) -> None:
+        for task in self._chores:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._chores.clear()
+        self.hub.drop_all()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> ApiServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def _drop_watches_periodically(self) -> None:
+        while True:
+            every = self.faults.drop_watches_every
+            await asyncio.sleep(every if every else 0.2)
+            if every and self.faults.drop_watches_every == every:
+                self.faults.drop_watches()
+
+    def kubeconfig_dict(self, context: str = "dev") -> dict[str, Any]:
+        ca = base64.b64encode(self.ca_pem).decode()
+        return {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {"name": context, "cluster": {"server": self.url, "certificate-authority-data": ca}}
+            ],
+            "users": [{"name": context, "user": {"token": self.token}}],
+            "contexts": [
+                {
+                    "name": context,
+                    "context": {"cluster": context, "user": context, "namespace": "default"},
+                }
+            ],
+            "current-context": context,
+            "preferences": {},
+        }

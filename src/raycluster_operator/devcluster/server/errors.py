@@ -1,0 +1,98 @@
+"""Kubernetes `Status` failures as a Python exception.
+
+Every client we serve decodes error bodies as `Status` objects and branches on `reason` and
+`code` (AlreadyExists, Conflict, Expired...), so errors carry exactly those fields.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ApiError(Exception):
+    """A request failure that becomes a `Status` body with the same HTTP code."""
+
+    def __init__(
+        self,
+        code: int,
+        reason: str,
+        message: str,
+        *,
+        details: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.details = details
+        self.headers = headers or {}
+
+    def status(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        }
+        if self.details is not None:
+            body["details"] = self.details
+        return body
+
+
+def _details(kind: str, name: str, group: str) -> dict[str, Any]:
+    details: dict[str, Any] = {"name": name, "kind": kind}
+    if group:
+        details["group"] = group
+    return details
+
+
+def not_found(plural: str, group: str, name: str) -> ApiError:
+    qual = f"{plural}.{group}" if group else plural
+    return ApiError(
+        404, "NotFound", f'{qual} "{name}" not found', details=_details(plural, name, group)
+    )
+
+
+def already_exists(plural: str, group: str, name: str) -> ApiError:
+    qual = f"{plural}.{group}" if group else plural
+    return ApiError(
+        409,
+        "AlreadyExists",
+        f'{qual} "{name}" already exists',
+        details=_details(plural, name, group),
+    )
+
+
+def conflict(plural: str, group: str, name: str, why: str) -> ApiError:
+    qual = f"{plural}.{group}" if group else plural
+    return ApiError(
+        409,
+        "Conflict",
+        f'Operation cannot be fulfilled on {qual} "{name}": {why}',
+        details=_details(plural, name, group),
+    )
+
+
+def invalid(kind: str, group: str, name: str, causes: list[tuple[str, str]]) -> ApiError:
+    text = "; ".join(f"{field}: {msg}" for field, msg in causes)
+    details = _details(kind, name, group)
+    details["causes"] = [
+        {"reason": "FieldValueInvalid", "message": msg, "field": field} for field, msg in causes
+    ]
+    return ApiError(422, "Invalid", f'{kind} "{name}" is invalid: {text}', details=details)
+
+
+def bad_request(message: str) -> ApiError:
+    return ApiError(400, "BadRequest", message)
+
+
+def method_not_allowed(message: str) -> ApiError:
+    return ApiError(405, "MethodNotAllowed", message)
+
+
+def gone(message: str) -> ApiError:
+    return ApiError(410, "Expired", message)

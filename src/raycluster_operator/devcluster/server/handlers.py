@@ -1,0 +1,410 @@
+"""HTTP routing of Kubernetes REST paths onto `Objects` operations."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+from . import discovery, patches, scale, tables
+from .errors import ApiError, bad_request, method_not_allowed, not_found
+from .faults import Faults
+from .objects import Objects
+from .resources import ResourceType
+from .selectors import Selection, parse_field_selector, parse_label_selector
+from .store import Stored, encode
+from .watch import WatchHub, WatchParams
+
+DEFAULT_WATCH_TIMEOUT = 1800.0
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a resource path names."""
+
+    rt: ResourceType
+    namespace: str | None
+    name: str | None
+    subresource: str
+    legacy_watch: bool
+
+
+def json_response(body: Any, status: int = 200) -> web.Response:
+    raw = body if isinstance(body, bytes) else encode(body)
+    return web.Response(body=raw, status=status, content_type="application/json")
+
+
+def error_response(error: ApiError) -> web.Response:
+    response = json_response(error.status(), error.code)
+    response.headers.update(error.headers)
+    return response
+
+
+def _truthy(value: str | None) -> bool:
+    return value is not None and value.lower() in ("true", "1", "yes")
+
+
+class Handlers:
+    def __init__(self, objects: Objects, hub: WatchHub, faults: Faults) -> None:
+        self.objects = objects
+        self.hub = hub
+        self.faults = faults
+        self.registry = objects.registry
+
+    # discovery -------------------------------------------------------------------------------
+    async def version(self, request: web.Request) -> web.Response:
+        return json_response(discovery.KUBE_VERSION)
+
+    async def api(self, request: web.Request) -> web.Response:
+        host = request.host
+        return json_response(discovery.core_versions(host))
+
+    async def apis(self, request: web.Request) -> web.Response:
+        return json_response(discovery.group_list(self.registry))
+
+    # resources -------------------------------------------------------------------------------
+    async def resource(self, request: web.Request) -> web.StreamResponse:
+        try:
+            return await self._resource(request)
+        except ApiError as error:
+            return error_response(error)
+
+    def _parse(self, request: web.Request) -> tuple[str, str, list[str]]:
+        parts = [p for p in request.path.split("/") if p]
+        if parts[0] == "api":
+            if len(parts) < 2:
+                raise not_found("", "", request.path)
+            return "", parts[1], parts[2:]
+        if len(parts) < 3:
+            raise not_found("", "", request.path)
+        return parts[1], parts[2], parts[3:]
+
+    def _target(self, group: str, version: str, rest: list[str]) -> Target:
+        legacy_watch = bool(rest) and rest[0] == "watch"
+        if legacy_watch:
+            rest = rest[1:]
+        rt: ResourceType | None = None
+        ns: str | None = None
+        if len(rest) >= 3 and rest[0] == "namespaces":
+            candidate = self.registry.get(group, version, rest[2])
+            if candidate is not None and candidate.namespaced:
+                rt, ns, rest = candidate, rest[1], rest[2:]
+        if rt is None:
+            rt = self.registry.get(group, version, rest[0])
+            if rt is None:
+                raise _no_route()
+        name = rest[1] if len(rest) > 1 else None
+        sub = rest[2] if len(rest) > 2 else ""
+        if len(rest) > 3 or (sub and sub not in rt.subresources):
+            raise _no_route()
+        if rt.namespaced and name is not None and ns is None:
+            raise _no_route()
+        return Target(rt, ns, name, sub, legacy_watch)
+
+    async def _resource(self, request: web.Request) -> web.StreamResponse:
+        group, version, rest = self._parse(request)
+        if not rest:
+            doc = discovery.resource_list(self.registry, group, version)
+            if doc is None or request.method != "GET":
+                raise _no_route()
+            return json_response(doc)
+        target = self._target(group, version, rest)
+        q = request.query
+        watching = target.legacy_watch or _truthy(q.get("watch"))
+        verb = _verb(request.method, target, watching)
+        fault_resource = target.rt.plural + (f"/{target.subresource}" if target.subresource else "")
+        delay, error = self.faults.decide(verb, fault_resource)
+        if delay > 0:
+            await asyncio.sleep(delay)
+        if error is not None:
+            raise error
+        dry_run = q.get("dryRun") == "All"
+        rt, ns, name, sub = target.rt, target.namespace, target.name, target.subresource
+        if verb in ("list", "watch"):
+            return await self._list_or_watch(request, target, watching)
+        if verb == "get":
+            stored = self.objects.get(rt, ns, name or "")
+            if sub == "scale":
+                return json_response(scale.view(rt, stored.obj))
+            return self._object(request, rt, stored)
+        if verb == "create":
+            body = await _body(request)
+            if sub == "binding":
+                self.objects.bind(ns or "", name or "", body)
+                return json_response(_success(), 201)
+            if sub == "eviction":
+                self.objects.delete(rt, ns, name or "", (body or {}).get("deleteOptions"))
+                return json_response(_success(), 201)
+            if name is not None:
+                raise method_not_allowed("POST is not allowed on a named object")
+            stored = self.objects.create(rt, ns, body, dry_run=dry_run)
+            return self._object(request, rt, stored, 201)
+        if verb == "update":
+            body = await _body(request)
+            if sub == "scale":
+                stored = self._write_scale(rt, ns, name or "", body, None, dry_run)
+                return json_response(scale.view(rt, stored.obj))
+            stored = self.objects.update(rt, ns, name or "", body, subresource=sub, dry_run=dry_run)
+            return self._object(request, rt, stored)
+        if verb == "patch":
+            content_type = request.content_type
+            if content_type not in patches.PATCH_TYPES:
+                raise ApiError(
+                    415,
+                    "UnsupportedMediaType",
+                    f"the body of the request was in an unknown format - {content_type}",
+                )
+            body = await _body(request, yaml_ok=content_type == patches.APPLY_PATCH)
+            if sub == "scale":
+                stored = self._write_scale(rt, ns, name or "", body, content_type, dry_run)
+                return json_response(scale.view(rt, stored.obj))
+            existed = self.objects.store.get(rt.storage_key, ns or "", name or "") is not None
+            stored = self.objects.patch(
+                rt,
+                ns,
+                name or "",
+                content_type,
+                body,
+                subresource=sub,
+                dry_run=dry_run,
+                force=_truthy(q.get("force")),
+            )
+            return self._object(request, rt, stored, 200 if existed else 201)
+        if verb == "delete":
+            options = await _delete_options(request)
+            stored, removed = self.objects.delete(rt, ns, name or "", options, dry_run=dry_run)
+            if removed and not _returns_deleted_object(rt):
+                return json_response(_success(stored.obj, rt))
+            return self._object(request, rt, stored)
+        if verb == "deletecollection":
+            options = await _delete_options(request)
+            selection = self._selection(request, target)
+            deleted = []
+            for stored in self.objects.list(rt, selection):
+                meta = stored.obj["metadata"]
+                final, _ = self.objects.delete(
+                    rt, meta.get("namespace"), meta["name"], options, dry_run=dry_run
+                )
+                deleted.append(final)
+            return json_response(self._list_bytes(rt, deleted, self.objects.store.rv, None))
+        raise method_not_allowed(f"{request.method} is not supported")
+
+    def _write_scale(
+        self,
+        rt: ResourceType,
+        ns: str | None,
+        name: str,
+        body: Any,
+        content_type: str | None,
+        dry_run: bool,
+    ) -> Stored:
+        current = self.objects.get(rt, ns, name)
+        wanted = body
+        if content_type is not None:
+            wanted = self._patched_scale(scale.view(rt, current.obj), content_type, body)
+        obj = scale.apply(rt, current.obj, wanted)
+        return self.objects.replace(rt, current, obj, dry_run=dry_run)
+
+    def _patched_scale(self, view: dict[str, Any], content_type: str, body: Any) -> Any:
+        if content_type == patches.JSON_PATCH:
+            return patches.json_patch(view, body)
+        if content_type == patches.STRATEGIC_PATCH:
+            return patches.strategic_merge(view, body)
+        return patches.merge_patch(view, body)
+
+    def _object(
+        self, request: web.Request, rt: ResourceType, stored: Stored, status: int = 200
+    ) -> web.Response:
+        obj = self.objects.view(rt, stored)
+        if obj is stored.obj:
+            return json_response(stored.raw, status)
+        return json_response(obj, status)
+
+    def _selection(self, request: web.Request, target: Target) -> Selection:
+        q = request.query
+        fields = parse_field_selector(q.get("fieldSelector"), target.rt.plural)
+        if target.legacy_watch and target.name is not None:
+            fields = parse_field_selector(f"metadata.name={target.name}", target.rt.plural)
+        return Selection(target.namespace, parse_label_selector(q.get("labelSelector")), fields)
+
+    async def _list_or_watch(
+        self, request: web.Request, target: Target, watching: bool
+    ) -> web.StreamResponse:
+        rt = target.rt
+        q = request.query
+        selection = self._selection(request, target)
+        if watching:
+            rv = q.get("resourceVersion")
+            send_initial = _truthy(q.get("sendInitialEvents"))
+            bookmarks = _truthy(q.get("allowWatchBookmarks"))
+            if send_initial and (not bookmarks or q.get("resourceVersionMatch") != "NotOlderThan"):
+                raise ApiError(
+                    422,
+                    "Invalid",
+                    "sendInitialEvents requires allowWatchBookmarks=true and "
+                    "resourceVersionMatch=NotOlderThan",
+                )
+            initial = None
+            if send_initial or rv in (None, "", "0"):
+                initial = self.objects.list(rt, selection)
+            timeout = float(q.get("timeoutSeconds") or DEFAULT_WATCH_TIMEOUT)
+            params = WatchParams(rv, bookmarks, timeout, send_initial)
+            render = None
+            if tables.wants_table(request.headers.get("Accept", "")):
+                query = request.query
+
+                def render(stored: Stored) -> bytes:
+                    return encode(tables.table(rt, [stored.obj], stored.rv, None, query))
+
+            return await self.hub.serve(request, rt, selection, params, initial, render)
+        items = self.objects.list(rt, selection)
+        list_rv = self.objects.store.rv
+        limit = int(q.get("limit") or 0)
+        token = q.get("continue")
+        next_token = None
+        if token:
+            try:
+                state = json.loads(base64.urlsafe_b64decode(token.encode()))
+                start, list_rv = tuple(state["start"]), int(state["rv"])
+            except (ValueError, KeyError, TypeError) as exc:
+                raise bad_request("invalid continue token") from exc
+            items = [s for s in items if _sort_key(s) > start]
+        remaining = None
+        if limit > 0 and len(items) > limit:
+            remaining = len(items) - limit
+            items = items[:limit]
+            state = {"rv": list_rv, "start": list(_sort_key(items[-1]))}
+            next_token = base64.urlsafe_b64encode(json.dumps(state).encode()).decode()
+        if tables.wants_table(request.headers.get("Accept", "")):
+            return json_response(
+                tables.table(rt, [s.obj for s in items], list_rv, next_token, request.query)
+            )
+        return json_response(self._list_bytes(rt, items, list_rv, next_token, remaining))
+
+    def _list_bytes(
+        self,
+        rt: ResourceType,
+        items: list[Stored],
+        rv: int,
+        token: str | None,
+        remaining: int | None = None,
+    ) -> bytes:
+        meta: dict[str, Any] = {"resourceVersion": str(rv)}
+        if token:
+            meta["continue"] = token
+        if remaining is not None:
+            meta["remainingItemCount"] = remaining
+        head = encode({"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": meta})
+        raws = [
+            s.raw if s.obj.get("apiVersion") == rt.api_version else encode(self.objects.view(rt, s))
+            for s in items
+        ]
+        return head[:-1] + b',"items":[' + b",".join(raws) + b"]}"
+
+    # fault switchboard -----------------------------------------------------------------------
+    async def get_faults(self, request: web.Request) -> web.Response:
+        return json_response(self.faults.to_json())
+
+    async def put_faults(self, request: web.Request) -> web.Response:
+        try:
+            doc = await request.json()
+        except ValueError:
+            return error_response(bad_request("faults body must be JSON"))
+        if not isinstance(doc, dict):
+            return error_response(bad_request("faults body must be an object"))
+        self.faults.load_json(doc)
+        return json_response(self.faults.to_json())
+
+    async def drop_watches(self, request: web.Request) -> web.Response:
+        return json_response({"dropped": self.faults.drop_watches()})
+
+
+def _no_route() -> ApiError:
+    return ApiError(404, "NotFound", "the server could not find the requested resource", details={})
+
+
+def _verb(method: str, target: Target, watching: bool) -> str:
+    if method == "GET":
+        if target.name is None or watching:
+            return "watch" if watching else "list"
+        return "get"
+    if method == "POST":
+        return "create"
+    if method == "PUT":
+        return "update"
+    if method == "PATCH":
+        return "patch"
+    if method == "DELETE":
+        return "delete" if target.name is not None else "deletecollection"
+    raise method_not_allowed(f"method {method} is not allowed")
+
+
+def _sort_key(stored: Stored) -> tuple[str, str]:
+    meta = stored.obj["metadata"]
+    return meta.get("namespace", ""), meta["name"]
+
+
+PROTOBUF = "application/vnd.kubernetes.protobuf"
+CBOR = "application/cbor"
+
+
+async def _body(request: web.Request, *, yaml_ok: bool = False) -> Any:
+    if request.content_type in (PROTOBUF, CBOR):
+        # Typed Go clients (e.g. `kubectl create namespace`, `kubectl run`) send protobuf;
+        # without the generated schemas we cannot decode it, so say so the standard way.
+        raise ApiError(
+            415,
+            "UnsupportedMediaType",
+            f"the body of the request was in an unknown format - accepted media types include: "
+            f"application/json, application/yaml ({request.content_type} is not supported "
+            f"by the dev "
+            f"server: use `kubectl create -f`/`kubectl apply -f`)",
+        )
+    raw = await request.read()
+    if not raw:
+        return None
+    try:
+        if yaml_ok or request.content_type == "application/yaml":
+            return yaml.safe_load(raw)
+        return json.loads(raw)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise bad_request(f"the request body is not valid: {exc}") from exc
+
+
+async def _delete_options(request: web.Request) -> dict[str, Any]:
+    body = await _body(request)
+    options: dict[str, Any] = dict(body) if isinstance(body, dict) else {}
+    q = request.query
+    if "gracePeriodSeconds" in q:
+        options["gracePeriodSeconds"] = int(q["gracePeriodSeconds"])
+    if "propagationPolicy" in q:
+        options["propagationPolicy"] = q["propagationPolicy"]
+    if "orphanDependents" in q:
+        options["orphanDependents"] = _truthy(q["orphanDependents"])
+    return options
+
+
+def _returns_deleted_object(rt: ResourceType) -> bool:
+    """Kinds whose real registry answers DELETE with the object rather than a Status."""
+    return rt.builtin and rt.group == "" and rt.plural in ("pods", "services", "namespaces")
+
+
+def _success(obj: dict[str, Any] | None = None, rt: ResourceType | None = None) -> dict[str, Any]:
+    status: dict[str, Any] = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+    }
+    if obj is not None and rt is not None:
+        meta = obj["metadata"]
+        details = {"name": meta["name"], "kind": rt.plural, "uid": meta.get("uid")}
+        if rt.group:
+            details["group"] = rt.group
+        status["details"] = details
+    return status

@@ -1,0 +1,693 @@
+"""What the API server does to an object on create, update, patch and delete.
+
+This is the registry-strategy layer of the real server in small: names and namespaces,
+uid/generation/resourceVersion bookkeeping, status-subresource separation, finalizers,
+graceful pod deletion and built-in defaults that clients commonly read back.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+import re
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from . import crds, patches
+from .errors import ApiError, already_exists, bad_request, conflict, invalid, not_found
+from .resources import Registry, ResourceType
+from .selectors import Selection
+from .store import Obj, Store, Stored
+
+GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+DNS_SUBDOMAIN = re.compile(rf"^{_DNS_LABEL}(\.{_DNS_LABEL})*$")
+DNS_LABEL = re.compile(rf"^{_DNS_LABEL}$")
+DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+CRD_KEY = "customresourcedefinitions.apiextensions.k8s.io"
+NS_KEY = "namespaces"
+STALE = (
+    "the object has been modified; please apply your changes to the latest version and try again"
+)
+POD_UPDATE_FORBIDDEN = (
+    "Forbidden: pod updates may not change fields other than `spec.containers[*].image`, "
+    "`spec.initContainers[*].image`, `spec.activeDeadlineSeconds`, `spec.tolerations` (only "
+    "additions to existing tolerations), `spec.terminationGracePeriodSeconds`"
+)
+
+
+def rfc3339(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def thaw(obj: Any) -> Any:
+    """A private deep copy of a stored (shared, never-mutated) object."""
+    return json.loads(json.dumps(obj))
+
+
+class Objects:
+    """Object semantics over a `Store`, shared by every HTTP handler."""
+
+    def __init__(
+        self,
+        store: Store,
+        registry: Registry,
+        *,
+        rng: random.Random | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.store = store
+        self.registry = registry
+        self.rng = rng or random.Random()
+        self.clock = clock
+        self._next_cluster_ip = 10
+        for ns in SYSTEM_NAMESPACES:
+            self.create(self._type("", "namespaces"), None, {"metadata": {"name": ns}})
+
+    def _type(self, group: str, plural: str) -> ResourceType:
+        for rt in self.registry:
+            if rt.group == group and rt.plural == plural:
+                return rt
+        raise KeyError(plural)
+
+    def now(self) -> str:
+        return rfc3339(self.clock())
+
+    # reads -----------------------------------------------------------------------------------
+    def get(self, rt: ResourceType, ns: str | None, name: str) -> Stored:
+        stored = self.store.get(rt.storage_key, ns or "", name)
+        if stored is None:
+            raise not_found(rt.plural, rt.group, name)
+        return stored
+
+    def list(self, rt: ResourceType, selection: Selection) -> list[Stored]:
+        return [
+            s
+            for s in self.store.iter(rt.storage_key, selection.namespace)
+            if selection.matches(s.obj)
+        ]
+
+    def view(self, rt: ResourceType, stored: Stored) -> Obj:
+        """The object as served at `rt`'s version (CRD versions share storage)."""
+        if stored.obj.get("apiVersion") == rt.api_version:
+            return stored.obj
+        return {**stored.obj, "apiVersion": rt.api_version}
+
+    # create ----------------------------------------------------------------------------------
+    def create(
+        self, rt: ResourceType, ns: str | None, body: Any, *, dry_run: bool = False
+    ) -> Stored:
+        obj = self._body(rt, body)
+        meta = obj["metadata"]
+        self._place(rt, ns, meta)
+        if not meta.get("name"):
+            prefix = meta.get("generateName")
+            if not prefix:
+                raise invalid(
+                    rt.kind,
+                    rt.group,
+                    "",
+                    [("metadata.name", "Required value: name or generateName is required")],
+                )
+            meta["name"] = prefix + "".join(self.rng.choice(GENERATE_ALPHABET) for _ in range(5))
+        self._check_name(rt, meta["name"])
+        if self.store.get(rt.storage_key, meta.get("namespace", ""), meta["name"]) is not None:
+            raise already_exists(rt.plural, rt.group, meta["name"])
+        if rt.namespaced:
+            self._require_namespace(meta["namespace"])
+        for key in ("deletionTimestamp", "deletionGracePeriodSeconds", "managedFields"):
+            meta.pop(key, None)
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = self.now()
+        if rt.has_spec:
+            meta["generation"] = 1
+        else:
+            meta.pop("generation", None)
+        if rt.status_subresource and not rt.builtin:
+            obj.pop("status", None)
+        self._prepare_create(rt, obj)
+        if dry_run:
+            meta["resourceVersion"] = str(self.store.rv)
+            return Stored(obj, self.store.rv)
+        meta["resourceVersion"] = str(self.store.next_rv())
+        stored = self.store.put(rt.storage_key, obj)
+        self._after_write(rt, stored)
+        return stored
+
+    def _body(self, rt: ResourceType, body: Any) -> Obj:
+        if not isinstance(body, dict):
+            raise bad_request("the request body must be a JSON object")
+        obj: Obj = thaw(body)
+        if obj.get("kind") not in (None, "", rt.kind):
+            raise bad_request(
+                f"the kind {obj.get('kind')!r} does not match the resource {rt.plural!r}"
+            )
+        obj["apiVersion"] = rt.api_version
+        obj["kind"] = rt.kind
+        meta = obj.get("metadata")
+        if meta is None:
+            meta = obj["metadata"] = {}
+        if not isinstance(meta, dict):
+            raise bad_request("metadata must be an object")
+        if not rt.builtin:
+            obj = crds.shape(obj, rt.schema)
+        return obj
+
+    def _place(self, rt: ResourceType, ns: str | None, meta: dict[str, Any]) -> None:
+        if rt.namespaced:
+            body_ns = meta.get("namespace")
+            if body_ns and ns and body_ns != ns:
+                raise bad_request(
+                    "the namespace of the provided object does not match the namespace sent "
+                    "on the request"
+                )
+            target = ns or body_ns
+            if not target:
+                raise bad_request("a namespace is required for namespaced resources")
+            meta["namespace"] = target
+        else:
+            meta.pop("namespace", None)
+
+    def _check_name(self, rt: ResourceType, name: str) -> None:
+        if rt.group == "rbac.authorization.k8s.io":
+            ok = name not in (".", "..") and "/" not in name and "%" not in name
+        elif rt.plural == "namespaces":
+            ok = bool(DNS_LABEL.match(name)) and len(name) <= 63
+        elif rt.plural == "services":
+            ok = bool(DNS_1035.match(name)) and len(name) <= 63
+        else:
+            ok = bool(DNS_SUBDOMAIN.match(name)) and len(name) <= 253
+        if not ok:
+            raise invalid(
+                rt.kind,
+                rt.group,
+                name,
+                [
+                    (
+                        "metadata.name",
+                        f'Invalid value: "{name}": a lowercase RFC 1123 name is required',
+                    )
+                ],
+            )
+
+    def _require_namespace(self, ns: str) -> None:
+        stored = self.store.get(NS_KEY, "", ns)
+        if stored is None:
+            raise not_found("namespaces", "", ns)
+        if stored.obj["metadata"].get("deletionTimestamp"):
+            raise ApiError(
+                403,
+                "Forbidden",
+                f"unable to create new content in namespace {ns} because it is being terminated",
+            )
+
+    def _prepare_create(self, rt: ResourceType, obj: Obj) -> None:
+        if rt.builtin and rt.group == "":
+            if rt.plural == "pods":
+                _default_pod(obj)
+            elif rt.plural == "services":
+                self._default_service(obj)
+            elif rt.plural == "namespaces":
+                obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+                obj["status"] = {"phase": "Active"}
+                obj["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = obj[
+                    "metadata"
+                ]["name"]
+        elif rt.storage_key == CRD_KEY:
+            crds.default_crd(obj)
+            found = crds.problems(obj)
+            if found:
+                raise invalid(rt.kind, rt.group, obj["metadata"]["name"], found)
+            obj["status"] = crds.accepted_status(obj, self.now())
+
+    def _default_service(self, obj: Obj) -> None:
+        spec = obj.setdefault("spec", {})
+        spec.setdefault("type", "ClusterIP")
+        spec.setdefault("sessionAffinity", "None")
+        if spec.get("type") != "ExternalName":
+            if not spec.get("clusterIP"):
+                n = self._next_cluster_ip
+                self._next_cluster_ip += 1
+                spec["clusterIP"] = f"10.96.{n // 256}.{n % 256}"
+            spec.setdefault("clusterIPs", [spec["clusterIP"]])
+            spec.setdefault("ipFamilies", ["IPv4"])
+            spec.setdefault("ipFamilyPolicy", "SingleStack")
+            spec.setdefault("internalTrafficPolicy", "Cluster")
+        for port in spec.get("ports") or []:
+            port.setdefault("protocol", "TCP")
+            if "targetPort" not in port and "port" in port:
+                port["targetPort"] = port["port"]
+        obj["status"] = {"loadBalancer": {}}
+
+    # update ----------------------------------------------------------------------------------
+    def update(
+        self,
+        rt: ResourceType,
+        ns: str | None,
+        name: str,
+        body: Any,
+        *,
+        subresource: str = "",
+        dry_run: bool = False,
+    ) -> Stored:
+        current = self.get(rt, ns, name)
+        obj = self._body(rt, body)
+        meta = obj["metadata"]
+        if meta.get("name", name) != name:
+            raise bad_request(
+                f"the name of the object ({meta.get('name')}) does not match the name on "
+                f"the URL ({name})"
+            )
+        meta["name"] = name
+        self._place(rt, ns, meta)
+        return self.replace(rt, current, obj, subresource=subresource, dry_run=dry_run)
+
+    def replace(
+        self,
+        rt: ResourceType,
+        current: Stored,
+        obj: Obj,
+        *,
+        subresource: str = "",
+        dry_run: bool = False,
+    ) -> Stored:
+        """Write `obj` over `current`, keeping what clients may not change."""
+        old = current.obj
+        meta = obj["metadata"]
+        name = old["metadata"]["name"]
+        wanted_rv = meta.get("resourceVersion")
+        if wanted_rv not in (None, "") and str(wanted_rv) != old["metadata"]["resourceVersion"]:
+            raise conflict(
+                rt.plural,
+                rt.group,
+                name,
+                STALE,
+            )
+        if subresource == "status":
+            new = thaw(old)
+            if "status" in obj:
+                new["status"] = obj["status"]
+            else:
+                new.pop("status", None)
+            obj = new
+            meta = obj["metadata"]
+        else:
+            for key in (
+                "uid",
+                "creationTimestamp",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+            ):
+                if key in old["metadata"]:
+                    meta[key] = old["metadata"][key]
+                else:
+                    meta.pop(key, None)
+            meta.pop("managedFields", None)
+            if rt.status_subresource:
+                if "status" in old:
+                    obj["status"] = copy.deepcopy(old["status"])
+                else:
+                    obj.pop("status", None)
+            self._check_update(rt, old, obj)
+        if "generation" in old["metadata"]:
+            meta["generation"] = old["metadata"]["generation"]
+            if _spec_of(rt, obj) != _spec_of(rt, old):
+                meta["generation"] += 1
+        else:
+            meta.pop("generation", None)
+        if rt.storage_key == CRD_KEY:
+            obj["status"] = crds.accepted_status(obj, self.now())
+        meta["resourceVersion"] = old["metadata"]["resourceVersion"]
+        if obj == old:
+            return current  # a no-op write changes nothing, not even resourceVersion
+        if old["metadata"].get("deletionTimestamp"):
+            added = set(meta.get("finalizers") or []) - set(old["metadata"].get("finalizers") or [])
+            if added:
+                raise invalid(
+                    rt.kind,
+                    rt.group,
+                    name,
+                    [
+                        (
+                            "metadata.finalizers",
+                            "Forbidden: no new finalizers can be added if the object is being "
+                            "deleted",
+                        )
+                    ],
+                )
+        if dry_run:
+            return Stored(obj, current.rv)
+        meta["resourceVersion"] = str(self.store.next_rv())
+        if (
+            meta.get("deletionTimestamp")
+            and not meta.get("finalizers")
+            and not self._graceful(rt, obj)
+        ):
+            gone = self.store.remove(
+                rt.storage_key, meta.get("namespace", ""), name, int(meta["resourceVersion"])
+            )
+            assert gone is not None
+            self._after_remove(rt, gone)
+            return gone
+        stored = self.store.put(rt.storage_key, obj)
+        self._after_write(rt, stored)
+        return stored
+
+    def _graceful(self, rt: ResourceType, obj: Obj) -> bool:
+        """A pod still inside its grace period stays until the kubelet (or grace 0) ends it."""
+        return (
+            rt.storage_key == "pods"
+            and int(obj["metadata"].get("deletionGracePeriodSeconds") or 0) > 0
+        )
+
+    def _check_update(self, rt: ResourceType, old: Obj, new: Obj) -> None:
+        if rt.storage_key == "pods":
+            name = old["metadata"]["name"]
+            before, after = (
+                _mutable_pod_spec(old.get("spec") or {}),
+                _mutable_pod_spec(new.get("spec") or {}),
+            )
+            if before != after:
+                raise invalid(
+                    rt.kind,
+                    rt.group,
+                    name,
+                    [
+                        (
+                            "spec",
+                            POD_UPDATE_FORBIDDEN,
+                        )
+                    ],
+                )
+        if rt.storage_key == CRD_KEY:
+            found = crds.problems(new)
+            if found:
+                raise invalid(rt.kind, rt.group, old["metadata"]["name"], found)
+
+    # patch -----------------------------------------------------------------------------------
+    def patch(
+        self,
+        rt: ResourceType,
+        ns: str | None,
+        name: str,
+        content_type: str,
+        body: Any,
+        *,
+        subresource: str = "",
+        dry_run: bool = False,
+        force: bool = False,
+    ) -> Stored:
+        if content_type == patches.STRATEGIC_PATCH and not rt.builtin:
+            raise ApiError(
+                415,
+                "UnsupportedMediaType",
+                f"the body of the request was in an unknown format - accepted media types include: "
+                f"{patches.JSON_PATCH}, {patches.MERGE_PATCH}, {patches.APPLY_PATCH}",
+            )
+        if content_type == patches.APPLY_PATCH:
+            existing = self.store.get(rt.storage_key, ns or "", name)
+            if existing is None:
+                if subresource:
+                    raise not_found(rt.plural, rt.group, name)
+                if not isinstance(body, dict):
+                    raise bad_request("apply patch must be an object")
+                meta = body.setdefault("metadata", {})
+                if meta.get("name", name) != name:
+                    raise bad_request("the name of the object does not match the name on the URL")
+                meta["name"] = name
+                return self.create(rt, ns, body, dry_run=dry_run)
+        current = self.get(rt, ns, name)
+        doc = thaw(current.obj)
+        doc["apiVersion"] = rt.api_version
+        if content_type == patches.JSON_PATCH:
+            result = patches.json_patch(doc, body)
+        elif content_type == patches.MERGE_PATCH:
+            result = patches.merge_patch(doc, body)
+        elif content_type == patches.STRATEGIC_PATCH:
+            result = patches.strategic_merge(doc, body)
+        elif content_type == patches.APPLY_PATCH:
+            if isinstance(body, dict):
+                # Server-side apply approximated as a merge; a stale resourceVersion in an
+                # applied config is ignored unless it is set, as with real apply.
+                body = {**body}
+                body.get("metadata", {}).pop("managedFields", None)
+            result = (patches.strategic_merge if rt.builtin else patches.merge_patch)(doc, body)
+        else:
+            raise ApiError(415, "UnsupportedMediaType", f"unsupported patch type {content_type!r}")
+        if not isinstance(result, dict):
+            raise bad_request("patch must leave an object")
+        obj = self._body(rt, result)
+        obj["metadata"]["name"] = name
+        self._place(rt, ns, obj["metadata"])
+        body_rv = _patched_rv(body, content_type)
+        if body_rv is None:
+            obj["metadata"]["resourceVersion"] = current.obj["metadata"]["resourceVersion"]
+        return self.replace(rt, current, obj, subresource=subresource, dry_run=dry_run)
+
+    # delete ----------------------------------------------------------------------------------
+    def delete(
+        self,
+        rt: ResourceType,
+        ns: str | None,
+        name: str,
+        options: dict[str, Any] | None = None,
+        *,
+        dry_run: bool = False,
+    ) -> tuple[Stored, bool]:
+        """Delete or start deleting; returns the final object and whether it is gone now."""
+        options = options or {}
+        current = self.get(rt, ns, name)
+        meta = current.obj["metadata"]
+        pre = options.get("preconditions") or {}
+        if pre.get("uid") and pre["uid"] != meta.get("uid"):
+            raise conflict(
+                rt.plural,
+                rt.group,
+                name,
+                f"Precondition failed: UID in precondition: {pre['uid']}, "
+                f"UID in object meta: {meta.get('uid')}",
+            )
+        if pre.get("resourceVersion") and pre["resourceVersion"] != meta.get("resourceVersion"):
+            raise conflict(
+                rt.plural,
+                rt.group,
+                name,
+                f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, "
+                f"ResourceVersion in object meta: {meta.get('resourceVersion')}",
+            )
+        policy = options.get("propagationPolicy")
+        if options.get("orphanDependents") is True:
+            policy = "Orphan"
+        obj = thaw(current.obj)
+        m = obj["metadata"]
+        finalizers = list(m.get("finalizers") or [])
+        gc_finalizer = {"Foreground": "foregroundDeletion", "Orphan": "orphan"}.get(policy or "")
+        if gc_finalizer and gc_finalizer not in finalizers and not m.get("deletionTimestamp"):
+            finalizers.append(gc_finalizer)
+        grace = self._grace(rt, obj, options)
+        if m.get("deletionTimestamp"):
+            remaining = int(m.get("deletionGracePeriodSeconds") or 0)
+            if grace >= remaining:
+                return current, False  # already terminating; a longer grace never extends it
+            if grace == 0 and not finalizers:
+                return self._remove(rt, current, dry_run), True
+        elif not finalizers and grace == 0 and rt.storage_key != NS_KEY:
+            return self._remove(rt, current, dry_run), True
+        if rt.storage_key == NS_KEY:
+            obj.setdefault("status", {})["phase"] = "Terminating"
+        if finalizers:
+            m["finalizers"] = finalizers
+        m["deletionTimestamp"] = rfc3339(self.clock() + timedelta(seconds=grace))
+        m["deletionGracePeriodSeconds"] = grace
+        if dry_run:
+            return Stored(obj, current.rv), False
+        m["resourceVersion"] = str(self.store.next_rv())
+        stored = self.store.put(rt.storage_key, obj)
+        self._after_write(rt, stored)
+        return stored, False
+
+    def _remove(self, rt: ResourceType, current: Stored, dry_run: bool) -> Stored:
+        if dry_run:
+            return current
+        meta = current.obj["metadata"]
+        gone = self.store.remove(
+            rt.storage_key, meta.get("namespace", ""), meta["name"], self.store.next_rv()
+        )
+        assert gone is not None
+        self._after_remove(rt, gone)
+        return gone
+
+    def _grace(self, rt: ResourceType, obj: Obj, options: dict[str, Any]) -> int:
+        if rt.storage_key != "pods":
+            return 0
+        spec, status = obj.get("spec") or {}, obj.get("status") or {}
+        if not spec.get("nodeName") or status.get("phase") in ("Succeeded", "Failed"):
+            return 0  # nothing is running it: the real server deletes such pods at once
+        grace = options.get("gracePeriodSeconds")
+        if grace is None:
+            grace = spec.get("terminationGracePeriodSeconds", 30)
+        return max(int(grace), 0)
+
+    # consequences ----------------------------------------------------------------------------
+    def _after_write(self, rt: ResourceType, stored: Stored) -> None:
+        if rt.storage_key == CRD_KEY:
+            self._serve_crd(stored.obj)
+        elif rt.storage_key == NS_KEY and stored.obj["metadata"].get("deletionTimestamp"):
+            self._finalize_namespace(stored.obj["metadata"]["name"])
+
+    def _after_remove(self, rt: ResourceType, gone: Stored) -> None:
+        if rt.storage_key == CRD_KEY:
+            spec = gone.obj.get("spec") or {}
+            group, plural = spec.get("group", ""), (spec.get("names") or {}).get("plural", "")
+            self.registry.remove_group_resource(group, plural)
+            self.store.drop_key(f"{plural}.{group}")
+        ns = gone.obj["metadata"].get("namespace")
+        if ns:
+            parent = self.store.get(NS_KEY, "", ns)
+            if parent is not None and parent.obj["metadata"].get("deletionTimestamp"):
+                self._maybe_remove_namespace(ns)
+
+    def _serve_crd(self, crd: Obj) -> None:
+        spec = crd.get("spec") or {}
+        group, plural = spec.get("group", ""), (spec.get("names") or {}).get("plural", "")
+        self.registry.remove_group_resource(group, plural)
+        for rt in crds.resource_types(crd):
+            self.registry.add(rt)
+
+    def _finalize_namespace(self, ns: str) -> None:
+        """Delete the namespace's content (pods gracefully, finalizers honoured), then it."""
+        for rt in self.registry:
+            if not rt.namespaced or rt.version != self._storage_version(rt):
+                continue
+            for stored in list(self.store.iter(rt.storage_key, ns)):
+                if not stored.obj["metadata"].get("deletionTimestamp"):
+                    self.delete(rt, ns, stored.obj["metadata"]["name"])
+        self._maybe_remove_namespace(ns)
+
+    def _storage_version(self, rt: ResourceType) -> str:
+        versions = [t.version for t in self.registry if t.storage_key == rt.storage_key]
+        return versions[0]
+
+    def _maybe_remove_namespace(self, ns: str) -> None:
+        for rt in self.registry:
+            if rt.namespaced and next(iter(self.store.iter(rt.storage_key, ns)), None) is not None:
+                return
+        current = self.store.get(NS_KEY, "", ns)
+        if current is None:
+            return
+        gone = self.store.remove(NS_KEY, "", ns, self.store.next_rv())
+        assert gone is not None
+
+    # pods/binding ----------------------------------------------------------------------------
+    def bind(self, ns: str, name: str, body: Any) -> None:
+        rt = self._type("", "pods")
+        current = self.get(rt, ns, name)
+        target = (body or {}).get("target") or {}
+        node = target.get("name")
+        if not node:
+            raise invalid("Binding", "", name, [("target.name", "Required value")])
+        spec = current.obj.get("spec") or {}
+        if spec.get("nodeName"):
+            raise conflict(
+                rt.plural, "", name, f'pod {name} is already assigned to node "{spec["nodeName"]}"'
+            )
+        if current.obj["metadata"].get("deletionTimestamp"):
+            raise conflict(
+                rt.plural, "", name, "pod is being deleted, cannot be assigned to a host"
+            )
+        obj = thaw(current.obj)
+        obj["spec"]["nodeName"] = node
+        status = obj.setdefault("status", {})
+        conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+        conditions.append(
+            {
+                "type": "PodScheduled",
+                "status": "True",
+                "lastProbeTime": None,
+                "lastTransitionTime": self.now(),
+            }
+        )
+        status["conditions"] = conditions
+        obj["metadata"]["resourceVersion"] = str(self.store.next_rv())
+        self.store.put(rt.storage_key, obj)
+
+
+def _spec_of(rt: ResourceType, obj: Obj) -> Obj:
+    skip = {"metadata", "apiVersion", "kind"}
+    if rt.status_subresource:
+        skip.add("status")
+    return {k: v for k, v in obj.items() if k not in skip}
+
+
+def _mutable_pod_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    """The pod spec with the fields a pod update may change blanked out."""
+    frozen: dict[str, Any] = thaw(spec)
+    for key in ("activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds"):
+        frozen.pop(key, None)
+    for group in ("containers", "initContainers"):
+        for container in frozen.get(group) or []:
+            container.pop("image", None)
+    return frozen
+
+
+def _patched_rv(body: Any, content_type: str) -> str | None:
+    if content_type == patches.JSON_PATCH:
+        for op in body if isinstance(body, list) else []:
+            if (
+                isinstance(op, dict)
+                and op.get("path") == "/metadata/resourceVersion"
+                and op.get("op") in ("add", "replace")
+            ):
+                return str(op.get("value"))
+        return None
+    if isinstance(body, dict):
+        rv = (body.get("metadata") or {}).get("resourceVersion")
+        return None if rv in (None, "") else str(rv)
+    return None
+
+
+def _qos(pod: Obj) -> str:
+    containers = [
+        *(pod["spec"].get("containers") or []),
+        *(pod["spec"].get("initContainers") or []),
+    ]
+    requests_any, guaranteed = False, True
+    for c in containers:
+        res = c.get("resources") or {}
+        req, lim = res.get("requests") or {}, res.get("limits") or {}
+        if req or lim:
+            requests_any = True
+        for kind in ("cpu", "memory"):
+            if kind not in lim or req.get(kind, lim[kind]) != lim[kind]:
+                guaranteed = False
+    if not requests_any:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+def _default_pod(obj: Obj) -> None:
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("serviceAccountName", spec.get("serviceAccount", "default"))
+    spec.setdefault("serviceAccount", spec["serviceAccountName"])
+    spec.setdefault("securityContext", {})
+    spec.setdefault("enableServiceLinks", True)
+    spec.setdefault("priority", 0)
+    for container in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+        image = str(container.get("image", ""))
+        tagless = ":" not in image.rsplit("/", 1)[-1] and "@" not in image
+        latest = tagless or image.endswith(":latest")
+        container.setdefault("imagePullPolicy", "Always" if latest else "IfNotPresent")
+        container.setdefault("terminationMessagePath", "/dev/termination-log")
+        container.setdefault("terminationMessagePolicy", "File")
+        container.setdefault("resources", {})
+        for port in container.get("ports") or []:
+            port.setdefault("protocol", "TCP")
+    obj["status"] = {"phase": "Pending", "qosClass": _qos(obj)}

@@ -1,0 +1,143 @@
+"""The kinds the server knows: the built-in table and the registry CRDs extend at run time."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+
+
+@dataclass(frozen=True)
+class ResourceType:
+    """One served resource (a group/version/plural) and how the server treats its objects."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+    singular: str = ""
+    short_names: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    subresources: frozenset[str] = frozenset()
+    builtin: bool = True
+    has_spec: bool = True
+    # CRD-only: the openAPIV3Schema of this version (defaults and pruning) and scale paths.
+    schema: dict[str, Any] | None = field(default=None, compare=False, hash=False)
+    scale: dict[str, Any] | None = field(default=None, compare=False, hash=False)
+    printer_columns: tuple[dict[str, Any], ...] = field(default=(), compare=False, hash=False)
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def storage_key(self) -> str:
+        """Versions of one resource share storage, like the real server's etcd key prefix."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    @property
+    def list_kind(self) -> str:
+        return f"{self.kind}List"
+
+    @property
+    def singular_name(self) -> str:
+        return self.singular or self.kind.lower()
+
+    @property
+    def status_subresource(self) -> bool:
+        return "status" in self.subresources
+
+
+def _core(
+    plural: str,
+    kind: str,
+    namespaced: bool = True,
+    *,
+    short: tuple[str, ...] = (),
+    sub: tuple[str, ...] = (),
+    spec: bool = True,
+    categories: tuple[str, ...] = (),
+) -> ResourceType:
+    return ResourceType(
+        "",
+        "v1",
+        plural,
+        kind,
+        namespaced,
+        short_names=short,
+        subresources=frozenset(sub),
+        has_spec=spec,
+        categories=categories,
+    )
+
+
+def _grouped(
+    group: str, plural: str, kind: str, namespaced: bool = True, *, short: tuple[str, ...] = ()
+) -> ResourceType:
+    return ResourceType(group, "v1", plural, kind, namespaced, short_names=short, has_spec=False)
+
+
+BUILTIN: tuple[ResourceType, ...] = (
+    _core("namespaces", "Namespace", False, short=("ns",), sub=("status",)),
+    _core("pods", "Pod", short=("po",), sub=("status", "binding", "eviction"), categories=("all",)),
+    _core("services", "Service", short=("svc",), sub=("status",), categories=("all",)),
+    _core("endpoints", "Endpoints", short=("ep",), spec=False),
+    _core("configmaps", "ConfigMap", short=("cm",), spec=False),
+    _core("secrets", "Secret", spec=False),
+    _core("serviceaccounts", "ServiceAccount", short=("sa",), spec=False),
+    _core("events", "Event", short=("ev",), spec=False),
+    _core("nodes", "Node", False, short=("no",), sub=("status",)),
+    _grouped("events.k8s.io", "events", "Event", short=("ev",)),
+    ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True),
+    _grouped("rbac.authorization.k8s.io", "roles", "Role"),
+    _grouped("rbac.authorization.k8s.io", "rolebindings", "RoleBinding"),
+    _grouped("rbac.authorization.k8s.io", "clusterroles", "ClusterRole", False),
+    _grouped("rbac.authorization.k8s.io", "clusterrolebindings", "ClusterRoleBinding", False),
+    ResourceType(
+        "apiextensions.k8s.io",
+        "v1",
+        "customresourcedefinitions",
+        "CustomResourceDefinition",
+        False,
+        short_names=("crd", "crds"),
+        subresources=frozenset({"status"}),
+    ),
+)
+
+# Group preference order for discovery: core-like groups first, CRD groups after.
+PREFERRED_VERSION = "v1"
+
+
+class Registry:
+    """Served resources by (group, version, plural); CRDs add and remove entries live."""
+
+    def __init__(self) -> None:
+        self._types: dict[tuple[str, str, str], ResourceType] = {}
+        for rt in BUILTIN:
+            self.add(rt)
+
+    def add(self, rt: ResourceType) -> None:
+        self._types[(rt.group, rt.version, rt.plural)] = rt
+
+    def remove_group_resource(self, group: str, plural: str) -> None:
+        for key in [k for k in self._types if k[0] == group and k[2] == plural]:
+            del self._types[key]
+
+    def get(self, group: str, version: str, plural: str) -> ResourceType | None:
+        return self._types.get((group, version, plural))
+
+    def __iter__(self) -> Iterator[ResourceType]:
+        return iter(list(self._types.values()))
+
+    def versions_of(self, group: str) -> list[str]:
+        seen = dict.fromkeys(v for g, v, _ in self._types if g == group)
+        return list(seen)
+
+    def groups(self) -> list[str]:
+        return list(dict.fromkeys(g for g, _, _ in self._types if g))
+
+    def in_group_version(self, group: str, version: str) -> list[ResourceType]:
+        return [rt for (g, v, _), rt in self._types.items() if g == group and v == version]

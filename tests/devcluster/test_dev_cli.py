@@ -1,0 +1,135 @@
+"""`raycluster-operator dev` as a user runs it: a subprocess, a kubeconfig, kubectl, SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from raycluster_operator.cli import main
+from raycluster_operator.cli.dev import pod_table
+
+KUBECTL = str(Path(sys.executable).parent / "kubectl")
+
+
+def wait_for_file(path: Path, process: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 60  # a hang guard, not a performance limit
+    while not path.exists():
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "the kubeconfig never appeared"
+        time.sleep(0.05)
+
+
+def test_dev_writes_a_kubeconfig_kubectl_can_use_and_stops_cleanly(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "cfg" / "kubeconfig"
+    manifest = tmp_path / "objects.yaml"
+    manifest.write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: first}\n---\n"
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: worker, labels: {ray.io/group: g}}\n"
+        "spec: {containers: [{name: ray, image: ray}]}\n"
+    )
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "raycluster_operator",
+            "dev",
+            "--port",
+            "0",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--nodes",
+            "tpu:v5p:2x2x4,cpu:1",
+            "--apply",
+            str(manifest),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        wait_for_file(kubeconfig, process)
+        nodes = subprocess.run(
+            [KUBECTL, f"--kubeconfig={kubeconfig}", "get", "nodes", "-o", "name"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert nodes.returncode == 0, nodes.stderr
+        assert sorted(nodes.stdout.split()) == [
+            "node/cpu-0-n0",
+            *(f"node/tpu-v5p-2x2x4-0-h{h}" for h in range(4)),
+        ]
+        # The --apply files were in before the kubeconfig appeared.
+        applied = subprocess.run(
+            [KUBECTL, f"--kubeconfig={kubeconfig}", "get", "configmap,pod", "-o", "name"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert applied.returncode == 0, applied.stderr
+        assert {"configmap/first", "pod/worker"} <= set(applied.stdout.split())
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    assert f"export KUBECONFIG={kubeconfig.resolve()}" in err
+    assert not kubeconfig.exists()
+
+
+def test_bad_node_spec_is_a_usage_error() -> None:
+    result = CliRunner().invoke(main, ["dev", "--nodes", "tpu:v6e:3x3x3"])
+    assert result.exit_code == 2
+    assert "2-D topology" in result.output
+
+
+def test_help_documents_the_node_grammar() -> None:
+    result = CliRunner().invoke(main, ["dev", "--help"])
+    assert result.exit_code == 0
+    for piece in (
+        "tpu:<gen>:<topology>[:<pools>]",
+        "gpu:<model>:<hosts>[:<domains>]",
+        "cpu:<count>",
+    ):
+        assert piece in result.output
+
+
+def test_pod_table_shows_slice_labels_sorted() -> None:
+    pods = [
+        {
+            "metadata": {
+                "namespace": "default",
+                "name": "b",
+                "labels": {
+                    "ray.io/group": "tpu",
+                    "ray.io/worker-group-replica-index": "1",
+                    "ray.io/replica-host-index": "3",
+                },
+            },
+            "spec": {"nodeName": "n1", "containers": [{}, {}]},
+            "status": {
+                "phase": "Running",
+                "containerStatuses": [{"ready": True}, {"ready": False}],
+            },
+        },
+        {"metadata": {"namespace": "default", "name": "a", "deletionTimestamp": "x"}, "spec": {}},
+    ]
+    lines = pod_table(pods).splitlines()
+    assert lines[0].split() == [
+        "NAMESPACE",
+        "NAME",
+        "NODE",
+        "PHASE",
+        "READY",
+        "GROUP",
+        "REPLICA",
+        "HOST",
+    ]
+    assert lines[1].split() == ["default", "a", "<none>", "Terminating", "0/0"]
+    assert lines[2].split() == ["default", "b", "n1", "Running", "1/2", "tpu", "1", "3"]

@@ -1,0 +1,161 @@
+"""The simulated kubelet, through the HTTP API of a running dev cluster."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from raycluster_operator.devcluster import DevCluster
+
+PODS = "/api/v1/namespaces/default/pods"
+
+
+def pod(name: str, *, restart: str = "Always", containers: int = 2, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "restartPolicy": restart,
+            "containers": [{"name": f"c{i}", "image": "busybox"} for i in range(containers)],
+            **spec,
+        },
+    }
+
+
+async def running_and_ready(cluster: DevCluster, name: str) -> dict[str, Any]:
+    got = await cluster.client.get(f"{PODS}/{name}")
+    status = got.get("status") or {}
+    assert status.get("phase") == "Running", status
+    conditions = {c["type"]: c["status"] for c in status["conditions"]}
+    assert conditions["Ready"] == "True"
+    return got
+
+
+async def test_created_pods_become_running_and_ready(
+    dev_cluster: DevCluster, eventually: Any
+) -> None:
+    await dev_cluster.client.create(PODS, pod("web"))
+    await dev_cluster.client.create(PODS, pod("web2"))
+
+    async def check() -> None:
+        for name in ("web", "web2"):
+            await running_and_ready(dev_cluster, name)
+
+    await eventually(check)
+    web = await running_and_ready(dev_cluster, "web")
+    web2 = await running_and_ready(dev_cluster, "web2")
+    status = web["status"]
+    assert [c["name"] for c in status["containerStatuses"]] == ["c0", "c1"]
+    first = status["containerStatuses"][0]
+    assert first["ready"] and first["started"] and first["restartCount"] == 0
+    assert "startedAt" in first["state"]["running"]
+    assert {c["type"] for c in status["conditions"]} >= {
+        "Initialized",
+        "ContainersReady",
+        "Ready",
+        "PodScheduled",
+    }
+    assert status["startTime"] and status["hostIP"]
+    assert status["podIP"] != web2["status"]["podIP"]
+    node = await dev_cluster.client.get(f"/api/v1/nodes/{web['spec']['nodeName']}")
+    assert status["hostIP"] == node["status"]["addresses"][0]["address"]
+
+
+async def test_graceful_delete_finishes(dev_cluster: DevCluster, eventually: Any) -> None:
+    await dev_cluster.client.create(PODS, pod("doomed"))
+    await eventually(lambda: running_and_ready(dev_cluster, "doomed"))
+    await dev_cluster.client.delete(f"{PODS}/doomed")
+    terminating = await dev_cluster.client.get(f"{PODS}/doomed")
+    assert terminating["metadata"]["deletionTimestamp"]
+
+    async def gone() -> None:
+        names = [p["metadata"]["name"] for p in (await dev_cluster.client.list(PODS))["items"]]
+        assert "doomed" not in names
+
+    await eventually(gone)
+
+
+async def test_fail_pod_with_restart_never_fails_it(
+    dev_cluster: DevCluster, eventually: Any
+) -> None:
+    await dev_cluster.client.create(PODS, pod("once", restart="Never"))
+    await eventually(lambda: running_and_ready(dev_cluster, "once"))
+    await dev_cluster.fail_pod("default", "once", exit_code=3)
+    status = (await dev_cluster.client.get(f"{PODS}/once"))["status"]
+    assert status["phase"] == "Failed"
+    terminated = status["containerStatuses"][0]["state"]["terminated"]
+    assert terminated["exitCode"] == 3
+    assert not status["containerStatuses"][0]["ready"]
+
+
+async def test_fail_one_container_with_restart_never_keeps_the_pod_running(
+    dev_cluster: DevCluster, eventually: Any
+) -> None:
+    # The KubeRay case: the ray container died, a sidecar lives on.
+    await dev_cluster.client.create(PODS, pod("half", restart="Never"))
+    await eventually(lambda: running_and_ready(dev_cluster, "half"))
+    await dev_cluster.fail_pod("default", "half", container="c0")
+    status = (await dev_cluster.client.get(f"{PODS}/half"))["status"]
+    assert status["phase"] == "Running"
+    assert "terminated" in status["containerStatuses"][0]["state"]
+    assert status["containerStatuses"][1]["ready"]
+    assert {c["type"]: c["status"] for c in status["conditions"]}["Ready"] == "False"
+
+
+@pytest.mark.parametrize("policy", ["Always", "OnFailure"])
+async def test_fail_pod_with_restarts_restarts_the_container(
+    dev_cluster: DevCluster, eventually: Any, policy: str
+) -> None:
+    await dev_cluster.client.create(PODS, pod("phoenix", restart=policy))
+    await eventually(lambda: running_and_ready(dev_cluster, "phoenix"))
+    await dev_cluster.fail_pod("default", "phoenix")
+
+    async def restarted() -> None:
+        got = await running_and_ready(dev_cluster, "phoenix")
+        first = got["status"]["containerStatuses"][0]
+        assert first["restartCount"] == 1
+        assert first["lastState"]["terminated"]["exitCode"] == 1
+
+    await eventually(restarted)
+
+
+async def test_fail_node_fails_its_pods(dev_cluster: DevCluster, eventually: Any) -> None:
+    target = "cpu-0-n2"
+    await dev_cluster.client.create(
+        PODS, pod("victim", nodeSelector={"kubernetes.io/hostname": target})
+    )
+    await dev_cluster.client.create(
+        PODS, pod("bystander", nodeSelector={"kubernetes.io/hostname": "cpu-0-n3"})
+    )
+    await eventually(lambda: running_and_ready(dev_cluster, "victim"))
+    await eventually(lambda: running_and_ready(dev_cluster, "bystander"))
+    await dev_cluster.fail_node(target)
+    node = await dev_cluster.client.get(f"/api/v1/nodes/{target}")
+    ready = next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
+    assert ready["status"] == "False"
+    unready = (await dev_cluster.client.get(f"{PODS}/victim"))["status"]
+    assert {c["type"]: c["status"] for c in unready["conditions"]}["Ready"] == "False"
+
+    async def failed() -> None:
+        status = (await dev_cluster.client.get(f"{PODS}/victim"))["status"]
+        assert status["phase"] == "Failed"
+        assert status["reason"] == "NodeLost"
+
+    await eventually(failed)
+    await running_and_ready(dev_cluster, "bystander")
+    # Nothing new lands on the lost node.
+    await dev_cluster.client.create(
+        PODS, pod("late", nodeSelector={"kubernetes.io/hostname": target})
+    )
+
+    async def unschedulable() -> None:
+        status = (await dev_cluster.client.get(f"{PODS}/late"))["status"]
+        scheduled = [c for c in status.get("conditions") or [] if c["type"] == "PodScheduled"]
+        assert scheduled and scheduled[0]["status"] == "False"
+        assert scheduled[0]["reason"] == "Unschedulable"
+
+    await eventually(unschedulable)
+    await dev_cluster.restore_node(target)
+    await eventually(lambda: running_and_ready(dev_cluster, "late"))
