@@ -98,11 +98,28 @@ class World:
     def terminating(self) -> list[str]:
         return [n for n, p in self.pods.items() if p["metadata"].get("deletionTimestamp")]
 
-    def step(self, deletes: Iterable[str], creates: Iterable[Create]) -> None:
-        """Pods terminating since the last step vanish; deletes start; creates appear."""
+    def step(
+        self,
+        deletes: Iterable[str],
+        creates: Iterable[Create] = (),
+        manifests: Iterable[dict[str, Any]] = (),
+    ) -> None:
+        """Pods terminating since the last step vanish; deletes start; creates appear.
+
+        ``manifests`` are pods as built for the API: they appear Running and Ready under
+        their ``generateName``, with exactly the labels the manifest carries.
+        """
         self.clock += 10
         for name in self.terminating():
             del self.pods[name]
+        for manifest in manifests:
+            self.serial += 1
+            meta = manifest["metadata"]
+            name = meta.get("name") or f"{meta['generateName']}{self.serial:05d}"
+            pod = make_pod(name, created=self.clock, namespace=meta.get("namespace", NAMESPACE))
+            pod["metadata"]["labels"] = dict(meta.get("labels") or {})
+            pod["spec"] = manifest.get("spec") or pod["spec"]
+            self.pods[name] = pod
         for name in deletes:
             pod = self.pods[name]  # a delete of a pod that does not exist is a bug
             assert not pod["metadata"].get("deletionTimestamp"), f"{name} deleted twice"

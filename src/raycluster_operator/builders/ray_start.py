@@ -56,16 +56,21 @@ def _gpus(container: Mapping[str, Any]) -> Fraction:
     return total
 
 
-def _json_param(text: str) -> dict[str, Any]:
-    """rayStartParams carry JSON in strings, often wrapped in quotes; read it leniently."""
-    raw = text.strip()
-    while len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "'\"":
-        raw = raw[1:-1]
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
+def _json_param(text: str) -> dict[str, Any] | None:
+    """rayStartParams carry JSON in strings, often quoted once more for the shell
+    (``'"{\\"TPU\\": 4}"'``); read it leniently, None when it is not a JSON object."""
+    value: Any = text.strip()
+    for _ in range(3):
+        if not isinstance(value, str):
+            break
+        raw = value.strip()
+        if len(raw) >= 2 and raw[0] == raw[-1] == "'":
+            raw = raw[1:-1]
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            return None
+    return value if isinstance(value, dict) else None
 
 
 def _labels_param(text: str) -> dict[str, str]:
@@ -98,7 +103,7 @@ def start_params(
     tpus = container_limit_or_request(container, TPU_RESOURCE)
     if tpus:
         resources = _json_param(params.get("resources", "{}"))
-        if "TPU" not in resources:
+        if resources is not None and "TPU" not in resources:
             resources["TPU"] = math.ceil(tpus)
             params["resources"] = json.dumps(resources, sort_keys=True, separators=(",", ":"))
     if ray_labels:
@@ -112,8 +117,10 @@ def _flag(key: str, value: str) -> str:
     if key in FLAGS:
         return f"--{key}" if value.lower() == "true" else ""
     if key == "resources":
-        normalised = json.dumps(_json_param(value), sort_keys=True, separators=(",", ":"))
-        return f"--resources={shlex.quote(normalised)}"
+        resources = _json_param(value)
+        if resources is not None:
+            value = json.dumps(resources, sort_keys=True, separators=(",", ":"))
+        return f"--resources={shlex.quote(value)}"
     return f"--{key}={shlex.quote(value)}"
 
 

@@ -1,1 +1,17 @@
-"""planning layer."""
+"""planning layer: pure reconcile decisions (replicas, indices, desired state, plan, status)."""
+
+from __future__ import annotations
+
+from raycluster_operator.planning.actions import PlannedEvent, PodCreate, PodDelete
+from raycluster_operator.planning.cluster_plan import ClusterPlan, plan_cluster
+from raycluster_operator.planning.reasons import CreateReason, DeleteReason
+
+__all__ = [
+    "ClusterPlan",
+    "CreateReason",
+    "DeleteReason",
+    "PlannedEvent",
+    "PodCreate",
+    "PodDelete",
+    "plan_cluster",
+]

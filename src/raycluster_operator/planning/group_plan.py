@@ -271,7 +271,7 @@ def _plan_flat(
     switches: GroupSwitches,
     stop: DeleteReason | None,
 ) -> GroupPlan:
-    """Gate RayMultiHostIndexing off: KubeRay's older per-pod behaviour, no replica identity.
+    """Gate RayMultiHostIndexing off (single-host groups): KubeRay's unindexed per-pod mode.
 
     Pods are counted, not grouped: failed pods are replaced one by one, workersToDelete
     removes exactly the named pods, surplus removes the newest pods first.

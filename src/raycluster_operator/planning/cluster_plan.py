@@ -1,0 +1,307 @@
+"""One reconcile decision for a whole RayCluster: the pure function the controller calls.
+
+``plan_cluster`` reads the spec and the cluster's pods and services as the cache holds them,
+and answers with every write the controller should make and the status it should hold. It
+never decides from anything else, so replaying the same inputs gives the same plan (given the
+same ``new_suffix`` sequence), and tests can prove convergence without a server.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from raycluster_operator import builders
+from raycluster_operator.api import labels
+from raycluster_operator.api.models import RayCluster, WorkerGroupSpec
+from raycluster_operator.api.names import head_service_name
+from raycluster_operator.api.problems import Problem
+from raycluster_operator.planning.actions import PlannedEvent, PodCreate, PodDelete
+from raycluster_operator.planning.desired import (
+    autoscaling_on,
+    cluster_suspended,
+    desired_slices,
+)
+from raycluster_operator.planning.group_plan import (
+    GroupPlan,
+    GroupSwitches,
+    GroupTally,
+    NewReplica,
+    plan_group,
+    tally_group,
+)
+from raycluster_operator.planning.head import plan_head
+from raycluster_operator.planning.pods import PodView, read_pod
+from raycluster_operator.planning.reasons import BROKEN_REASONS, CreateReason, DeleteReason
+from raycluster_operator.planning.services import (
+    desired_services,
+    missing_services,
+    service_name,
+)
+from raycluster_operator.planning.spec_check import SpecCheck, check_spec
+from raycluster_operator.planning.status import INVALID_SPEC, Observed, build_status
+
+
+@dataclass(frozen=True)
+class ClusterPlan:
+    creates: tuple[PodCreate, ...] = ()
+    deletes: tuple[PodDelete, ...] = ()
+    #: Every service the cluster needs; the controller creates the missing ones.
+    services: tuple[dict[str, Any], ...] = ()
+    #: Autoscaler ServiceAccount/Role/RoleBinding, created if missing.
+    extra_objects: tuple[dict[str, Any], ...] = ()
+    events: tuple[PlannedEvent, ...] = ()
+    #: The full desired ``.status``.
+    status: dict[str, Any] = field(default_factory=dict)
+    #: Validation problems; the parts they name are not touched.
+    problems: tuple[Problem, ...] = ()
+    #: Names of ``services`` not among the observed services.
+    missing_services: tuple[str, ...] = ()
+
+    @property
+    def is_empty(self) -> bool:
+        """Nothing to write except maybe the status (and create-if-missing extra objects)."""
+        return not (self.creates or self.deletes or self.missing_services)
+
+
+def plan_cluster(
+    cluster: RayCluster,
+    pods: Sequence[Mapping[str, Any]],
+    services: Sequence[Mapping[str, Any]],
+    *,
+    now: datetime,
+    new_suffix: Callable[[], str],
+    multi_host_indexing: bool = True,
+    random_pod_delete: bool = False,
+) -> ClusterPlan:
+    """Plan every pod, service and status write for ``cluster``.
+
+    ``pods`` may hold pods of other clusters or namespaces; only pods labelled
+    ``ray.io/cluster=<name>`` in the cluster's namespace are considered, so nothing else can
+    ever be deleted.
+    """
+    check = check_spec(cluster)
+    act = not check.cluster_problems
+    mine = [v for v in map(read_pod, pods) if _belongs(v, cluster)]
+    heads, by_group, removed = _partition(mine, cluster.spec.worker_group_specs)
+    suspended = cluster_suspended(cluster)
+    autoscaling = autoscaling_on(cluster)
+    switches = GroupSwitches(
+        scale_down=not autoscaling or random_pod_delete,
+        dense=not autoscaling,
+        multi_host_indexing=multi_host_indexing,
+    )
+
+    creates: list[PodCreate] = []
+    deletes: list[PodDelete] = []
+    events: list[PlannedEvent] = []
+    tallies: list[GroupTally] = []
+    for position, group in enumerate(cluster.spec.worker_group_specs):
+        group_pods = by_group.get(group.group_name, [])
+        desired = desired_slices(group, cluster_suspended=suspended)
+        if not act or position in check.invalid_groups:
+            indexed = _switches_for(group, switches).multi_host_indexing
+            tallies.append(
+                tally_group(group, group_pods, desired=desired, multi_host_indexing=indexed)
+            )
+            continue
+        stop = (
+            DeleteReason.CLUSTER_SUSPENDED
+            if suspended
+            else DeleteReason.GROUP_SUSPENDED
+            if group.suspend
+            else None
+        )
+        planned = plan_group(
+            group,
+            group_pods,
+            desired=desired,
+            switches=_switches_for(group, switches),
+            new_suffix=new_suffix,
+            stop=stop,
+        )
+        tallies.append(planned.tally)
+        deletes += planned.deletes
+        creates += _worker_creates(cluster, group, planned, _switches_for(group, switches))
+        events += planned.events
+        events += _create_events(group.group_name, planned.replicas)
+
+    head_current = next((p for p in heads if p.live), None)
+    wanted_services: tuple[dict[str, Any], ...] = ()
+    extra: tuple[dict[str, Any], ...] = ()
+    if act:
+        for pod in removed:
+            if not pod.terminating:
+                deletes.append(
+                    PodDelete(
+                        pod.name,
+                        pod.group or "",
+                        pod.replica_name,
+                        DeleteReason.GROUP_REMOVED,
+                        f"worker group {pod.group!r} is no longer in the spec",
+                        pod.replica_index,
+                        pod.host_index,
+                        pod.uid,
+                    )
+                )
+        head = plan_head(heads, suspended=suspended)
+        head_current = head.current
+        deletes += head.deletes
+        if head.create:
+            creates.insert(
+                0,
+                PodCreate(
+                    labels.HEAD_GROUP,
+                    None,
+                    None,
+                    None,
+                    CreateReason.HEAD_MISSING,
+                    builders.build_head_pod(cluster),
+                ),
+            )
+            events.append(
+                PlannedEvent("Normal", CreateReason.HEAD_MISSING.value, "creating the head pod")
+            )
+        wanted_services = desired_services(cluster)
+        if autoscaling:
+            extra = tuple(builders.build_autoscaler_rbac(cluster))
+    events[:0] = _delete_events(deletes)
+    events[:0] = _problem_events(cluster, check)
+
+    head_svc_name = head_service_name(cluster.metadata.name)
+    failures = Counter(d.reason.value for d in deletes if d.reason in BROKEN_REASONS)
+    status = build_status(
+        cluster,
+        Observed(
+            tallies=tallies,
+            head=head_current,
+            head_service=next((s for s in services if service_name(s) == head_svc_name), None),
+            problems=check.problems,
+            cluster_invalid=not act,
+            failures=dict(failures),
+            pods_remaining=len(mine),
+        ),
+        now=now,
+    )
+    return ClusterPlan(
+        creates=tuple(creates),
+        deletes=tuple(deletes),
+        services=wanted_services,
+        extra_objects=extra,
+        events=tuple(events),
+        status=status,
+        problems=check.problems,
+        missing_services=missing_services(wanted_services, services),
+    )
+
+
+def _belongs(pod: PodView, cluster: RayCluster) -> bool:
+    return pod.labels.get(labels.CLUSTER) == cluster.metadata.name and pod.namespace in (
+        None,
+        cluster.metadata.namespace,
+    )
+
+
+def _partition(
+    pods: Iterable[PodView], groups: Sequence[WorkerGroupSpec]
+) -> tuple[list[PodView], dict[str, list[PodView]], list[PodView]]:
+    """Head pods, worker pods by group in the spec, and worker pods of groups not in it.
+
+    A pod of the cluster that is neither a head nor a worker with a group label is left out:
+    the operator cannot tell what it is, so it does not touch it.
+    """
+    names = {g.group_name for g in groups}
+    heads: list[PodView] = []
+    by_group: dict[str, list[PodView]] = {}
+    removed: list[PodView] = []
+    for pod in pods:
+        kind = pod.node_type
+        if kind == labels.NODE_TYPE_HEAD:
+            heads.append(pod)
+        elif kind == labels.NODE_TYPE_WORKER and pod.group:
+            if pod.group in names:
+                by_group.setdefault(pod.group, []).append(pod)
+            else:
+                removed.append(pod)
+    return heads, by_group, removed
+
+
+def _switches_for(group: WorkerGroupSpec, switches: GroupSwitches) -> GroupSwitches:
+    """The gate RayMultiHostIndexing only switches single-host groups to KubeRay's unindexed
+    pods: a multi-host group without replica identity could not be kept atomic, which is the
+    point of this operator, so multi-host groups are always indexed."""
+    if switches.multi_host_indexing or group.num_of_hosts <= 1:
+        return switches
+    return replace(switches, multi_host_indexing=True)
+
+
+def _worker_creates(
+    cluster: RayCluster, group: WorkerGroupSpec, planned: GroupPlan, switches: GroupSwitches
+) -> list[PodCreate]:
+    out = []
+    for replica in planned.replicas:
+        for host in replica.hosts:
+            manifest = builders.build_worker_pod(
+                cluster,
+                group,
+                replica_index=replica.index,
+                replica_name=replica.name,
+                host_index=host,
+                indexing_labels=switches.multi_host_indexing,
+            )
+            out.append(
+                PodCreate(
+                    group.group_name, replica.index, replica.name, host, replica.reason, manifest
+                )
+            )
+    return out
+
+
+def _create_events(group: str, replicas: Sequence[NewReplica]) -> list[PlannedEvent]:
+    out = []
+    for replica in replicas:
+        what = f"replica {replica.name}" if replica.name else "a pod"
+        where = f" at index {replica.index}" if replica.index is not None else ""
+        size = f" ({len(replica.hosts)} hosts)" if replica.name else ""
+        out.append(
+            PlannedEvent(
+                "Normal", replica.reason.value, f"group {group}: creating {what}{where}{size}"
+            )
+        )
+    return out
+
+
+def _delete_events(deletes: Sequence[PodDelete]) -> list[PlannedEvent]:
+    """One Event per deleted replica (not per pod), naming the reason and the pod count."""
+    grouped: dict[tuple[str, str, DeleteReason], list[PodDelete]] = {}
+    for item in deletes:
+        key = (item.group, item.replica_name or item.name, item.reason)
+        grouped.setdefault(key, []).append(item)
+    out = []
+    for (_, _, reason), items in grouped.items():
+        first = items[0]
+        count = f" ({len(items)} pods)" if len(items) > 1 else ""
+        out.append(
+            PlannedEvent(
+                "Warning" if reason.is_warning else "Normal",
+                reason.value,
+                f"{first.message}{count}",
+                first.name if len(items) == 1 else None,
+            )
+        )
+    return out
+
+
+def _problem_events(cluster: RayCluster, check: SpecCheck) -> list[PlannedEvent]:
+    """A Warning when the problems first appear or change, not on every pass."""
+    if not check.problems:
+        return []
+    text = "; ".join(str(p) for p in check.problems)
+    before = cluster.status.conditions if cluster.status and cluster.status.conditions else []
+    for condition in before:
+        if (condition.type, condition.status, condition.message) == (INVALID_SPEC, "True", text):
+            return []
+    return [PlannedEvent("Warning", "InvalidSpec", text)]

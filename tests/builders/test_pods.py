@@ -1,0 +1,438 @@
+"""Pod manifests: KubeRay labels exactly, ownership, multi-host identity, env and placement."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from raycluster_operator import OPERATOR_NAME
+from raycluster_operator.api.models import load_cluster
+from raycluster_operator.builders import build_head_pod, build_worker_pod
+
+from .conftest import cluster_dict, env_of, make_cluster, tpu_worker_group
+
+CLUSTER = make_cluster()
+TPU = CLUSTER.spec.worker_group_specs[0]
+CPU = CLUSTER.spec.worker_group_specs[1]
+REQ = "requiredDuringSchedulingIgnoredDuringExecution"
+
+
+def tpu_pod(replica: int = 1, host: int = 2, name: str | None = "tpu-bcd2f") -> dict[str, Any]:
+    return build_worker_pod(CLUSTER, TPU, replica_index=replica, replica_name=name, host_index=host)
+
+
+OWNER = {
+    "apiVersion": "ray.io/v1",
+    "kind": "RayCluster",
+    "name": "demo",
+    "uid": "uid-1",
+    "controller": True,
+    "blockOwnerDeletion": True,
+}
+
+
+def test_head_pod_labels_and_ownership() -> None:
+    pod = build_head_pod(CLUSTER)
+    assert pod["metadata"]["generateName"] == "demo-head-"
+    assert pod["metadata"]["namespace"] == "ml"
+    assert pod["metadata"]["ownerReferences"] == [OWNER]
+    assert pod["metadata"]["labels"] == {
+        "ray.io/cluster": "demo",
+        "ray.io/group": "headgroup",
+        "ray.io/node-type": "head",
+        "ray.io/is-ray-node": "yes",
+        "ray.io/identifier": "demo-head",
+        "app.kubernetes.io/name": "kuberay",
+        "app.kubernetes.io/created-by": OPERATOR_NAME,
+    }
+
+
+def test_multi_host_worker_labels() -> None:
+    labels = tpu_pod()["metadata"]["labels"]
+    assert labels == {
+        "ray.io/cluster": "demo",
+        "ray.io/group": "tpu",
+        "ray.io/node-type": "worker",
+        "ray.io/is-ray-node": "yes",
+        "ray.io/identifier": "demo-worker",
+        "app.kubernetes.io/name": "kuberay",
+        "app.kubernetes.io/created-by": OPERATOR_NAME,
+        "ray.io/worker-group-replica-index": "1",
+        "ray.io/worker-group-replica-name": "tpu-bcd2f",
+        "ray.io/replica-host-index": "2",
+        "replicaIndex": "tpu-1",
+        "team": "research",
+    }
+
+
+def test_single_host_worker_has_only_the_replica_index() -> None:
+    pod = build_worker_pod(CLUSTER, CPU, replica_index=0, replica_name=None, host_index=None)
+    labels = pod["metadata"]["labels"]
+    assert labels["ray.io/worker-group-replica-index"] == "0"
+    assert "ray.io/worker-group-replica-name" not in labels
+    assert "ray.io/replica-host-index" not in labels
+    assert "replicaIndex" not in labels
+    assert "hostname" not in pod["spec"] and "subdomain" not in pod["spec"]
+    assert pod["metadata"]["generateName"] == "demo-cpu-worker-"
+
+
+def test_gate_off_leaves_index_labels_out() -> None:
+    pod = build_worker_pod(
+        CLUSTER, TPU, replica_index=0, replica_name=None, host_index=1, indexing_labels=False
+    )
+    labels = pod["metadata"]["labels"]
+    assert not {k for k in labels if k.startswith("ray.io/") and "replica" in k}
+
+
+USER_LABELS = st.dictionaries(
+    st.sampled_from(
+        [
+            "ray.io/cluster",
+            "ray.io/group",
+            "ray.io/node-type",
+            "ray.io/is-ray-node",
+            "ray.io/identifier",
+            "ray.io/worker-group-replica-index",
+            "ray.io/worker-group-replica-name",
+            "ray.io/replica-host-index",
+            "replicaIndex",
+            "app.kubernetes.io/created-by",
+            "app.kubernetes.io/name",
+            "team",
+        ]
+    ),
+    st.sampled_from(["evil", "0", "7", "x"]),
+)
+
+
+@given(USER_LABELS, st.booleans())
+def test_user_labels_never_override_the_operators(user: dict[str, str], multi: bool) -> None:
+    obj = cluster_dict()
+    group = obj["spec"]["workerGroupSpecs"][0 if multi else 1]
+    group["template"].setdefault("metadata", {})["labels"] = user
+    obj["spec"]["headGroupSpec"]["template"]["metadata"] = {"labels": user}
+    cluster = load_cluster(obj)
+    g = cluster.spec.worker_group_specs[0 if multi else 1]
+    pod = build_worker_pod(
+        cluster,
+        g,
+        replica_index=3,
+        replica_name="tpu-bcd2f" if multi else None,
+        host_index=1 if multi else None,
+    )
+    labels = pod["metadata"]["labels"]
+    assert labels["ray.io/cluster"] == "demo"
+    assert labels["ray.io/group"] == g.group_name
+    assert labels["ray.io/node-type"] == "worker"
+    assert labels["ray.io/is-ray-node"] == "yes"
+    assert labels["ray.io/worker-group-replica-index"] == "3"
+    assert labels["app.kubernetes.io/created-by"] == OPERATOR_NAME
+    if multi:
+        assert labels["ray.io/worker-group-replica-name"] == "tpu-bcd2f"
+        assert labels["ray.io/replica-host-index"] == "1"
+    else:
+        assert "ray.io/worker-group-replica-name" not in labels
+        assert "ray.io/replica-host-index" not in labels
+    head = build_head_pod(cluster)["metadata"]["labels"]
+    assert head["ray.io/group"] == "headgroup" and head["ray.io/node-type"] == "head"
+    assert not any("replica" in k for k in head if k.startswith("ray.io/"))
+
+
+def test_namespace_is_forced_to_the_clusters() -> None:
+    obj = cluster_dict()
+    obj["spec"]["workerGroupSpecs"][0]["template"]["metadata"]["namespace"] = "elsewhere"
+    obj["spec"]["headGroupSpec"]["template"]["metadata"] = {"namespace": "elsewhere"}
+    cluster = load_cluster(obj)
+    head = build_head_pod(cluster)
+    worker = build_worker_pod(
+        cluster,
+        cluster.spec.worker_group_specs[0],
+        replica_index=0,
+        replica_name="tpu-x",
+        host_index=0,
+    )
+    assert head["metadata"]["namespace"] == worker["metadata"]["namespace"] == "ml"
+
+
+def test_multi_host_hostname_subdomain_and_tpu_env() -> None:
+    pod = tpu_pod(replica=1, host=2)
+    assert pod["spec"]["hostname"] == "tpu-1-2"
+    assert pod["spec"]["subdomain"] == "demo-headless"
+    env = env_of(pod)
+    hostnames = ",".join(f"tpu-1-{h}.demo-headless" for h in range(4))
+    assert env["TPU_WORKER_ID"] == "2"
+    assert env["TPU_NAME"] == "tpu-1"
+    assert env["TPU_WORKER_HOSTNAMES"] == hostnames
+    assert env["TPU_ACCELERATOR_TYPE"] == "v6e-16"
+    assert env["TPU_TOPOLOGY"] == "4x4"
+    assert env["RAY_REPLICA_INDEX"] == "1"
+    assert env["RAY_REPLICA_NAME"] == "tpu-bcd2f"
+    assert env["RAY_HOST_INDEX"] == "2"
+    assert env["RAY_NUM_HOSTS"] == "4"
+    assert env["RAY_REPLICA_HOSTNAMES"] == hostnames
+
+
+def test_every_host_of_a_slice_agrees_on_hostnames_and_they_match_pod_hostnames() -> None:
+    pods = [tpu_pod(replica=5, host=h) for h in range(4)]
+    lists = {env_of(p)["TPU_WORKER_HOSTNAMES"] for p in pods}
+    assert len(lists) == 1
+    (listed,) = lists
+    assert listed.split(",") == [f"{p['spec']['hostname']}.{p['spec']['subdomain']}" for p in pods]
+    assert [env_of(p)["TPU_WORKER_ID"] for p in pods] == ["0", "1", "2", "3"]
+
+
+def test_user_set_tpu_env_is_kept() -> None:
+    obj = cluster_dict()
+    container = obj["spec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]
+    container["env"] = [
+        {"name": "TPU_NAME", "value": "mine"},
+        {"name": "MEGASCALE_NUM_SLICES", "value": "2"},
+    ]
+    cluster = load_cluster(obj)
+    pod = build_worker_pod(
+        cluster,
+        cluster.spec.worker_group_specs[0],
+        replica_index=1,
+        replica_name="tpu-x",
+        host_index=3,
+    )
+    env = env_of(pod)
+    assert env["TPU_NAME"] == "mine"
+    assert env["MEGASCALE_SLICE_ID"] == "1"
+    assert env["MEGASCALE_COORDINATOR_ADDRESS"] == "tpu-0-0.demo-headless"
+    names = [e["name"] for e in pod["spec"]["containers"][0]["env"]]
+    assert len(names) == len(set(names))
+
+
+def test_single_host_tpu_without_index_names_its_slice_after_the_pod() -> None:
+    obj = cluster_dict()
+    obj["spec"]["workerGroupSpecs"][0] = tpu_worker_group(numOfHosts=1)
+    sel = obj["spec"]["workerGroupSpecs"][0]["template"]["spec"]["nodeSelector"]
+    sel["cloud.google.com/gke-tpu-topology"] = "2x2"
+    cluster = load_cluster(obj)
+    pod = build_worker_pod(
+        cluster,
+        cluster.spec.worker_group_specs[0],
+        replica_index=None,
+        replica_name=None,
+        host_index=None,
+    )
+    env = env_of(pod)
+    assert env["TPU_NAME"] == {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}}
+    assert env["TPU_WORKER_ID"] == "0"
+    assert "TPU_WORKER_HOSTNAMES" not in env
+    assert "ray.io/worker-group-replica-index" not in pod["metadata"]["labels"]
+
+
+def test_multi_host_needs_indices() -> None:
+    with pytest.raises(ValueError, match="host_index"):
+        build_worker_pod(CLUSTER, TPU, replica_index=0, replica_name="tpu-x", host_index=None)
+
+
+def test_tpu_placement_is_merged_into_the_users_affinity() -> None:
+    obj = cluster_dict()
+    user_term = {"labelSelector": {"matchLabels": {"a": "b"}}, "topologyKey": "zone"}
+    node_affinity = {
+        REQ: {
+            "nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "spot", "operator": "DoesNotExist"}]}
+            ]
+        }
+    }
+    obj["spec"]["workerGroupSpecs"][0]["template"]["spec"]["affinity"] = {
+        "nodeAffinity": node_affinity,
+        "podAffinity": {REQ: [user_term]},
+    }
+    cluster = load_cluster(obj)
+    pod = build_worker_pod(
+        cluster,
+        cluster.spec.worker_group_specs[0],
+        replica_index=1,
+        replica_name="tpu-x",
+        host_index=0,
+    )
+    affinity = pod["spec"]["affinity"]
+    assert affinity["nodeAffinity"] == node_affinity
+    terms = affinity["podAffinity"][REQ]
+    assert terms[0] == user_term
+    assert terms[1]["topologyKey"] == "cloud.google.com/gke-nodepool"
+    assert terms[1]["labelSelector"]["matchLabels"]["ray.io/worker-group-replica-name"] == "tpu-x"
+    assert affinity["podAntiAffinity"][REQ][0]["topologyKey"] == "cloud.google.com/gke-nodepool"
+
+
+def test_worker_ray_start_matches_kuberay() -> None:
+    pod = build_worker_pod(CLUSTER, CPU, replica_index=0, replica_name=None, host_index=None)
+    container = pod["spec"]["containers"][0]
+    assert container["command"] == ["/bin/bash", "-c", "--"]
+    assert container["args"] == [
+        "ulimit -n 65536; ray start --address=demo-head-svc.ml.svc.cluster.local:6379 --block "
+        "--dashboard-agent-listen-port=52365 --metrics-export-port=8080 --num-cpus=1"
+    ]
+    env = env_of(pod)
+    assert env["FQ_RAY_IP"] == "demo-head-svc.ml.svc.cluster.local"
+    assert env["RAY_IP"] == "demo-head-svc"
+    assert env["RAY_ADDRESS"] == "demo-head-svc.ml.svc.cluster.local:6379"
+    assert env["RAY_PORT"] == "6379"
+    assert env["RAY_USAGE_STATS_KUBERAY_IN_USE"] == "1"
+    assert env["RAY_CLUSTER_NAMESPACE"] == "ml"
+    assert env["RAY_CLOUD_INSTANCE_ID"] == {
+        "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}
+    }
+    assert env["KUBERAY_GEN_RAY_START_CMD"] == container["args"][0].removeprefix(
+        "ulimit -n 65536; "
+    )
+    assert "RAY_REPLICA_INDEX" not in env
+
+
+def test_tpu_worker_start_has_tpu_resource_and_sizes() -> None:
+    start = env_of(tpu_pod())["KUBERAY_GEN_RAY_START_CMD"]
+    assert "--resources='{\"TPU\":4}'" in start
+    assert "--num-cpus=8" in start
+    assert f"--memory={16 * 2**30}" in start
+
+
+def test_user_command_runs_before_ray_start_and_params_win() -> None:
+    obj = cluster_dict()
+    group = obj["spec"]["workerGroupSpecs"][1]
+    group["rayStartParams"] = {"num-cpus": "3", "resources": '"{\\"Custom\\": 2}"'}
+    group["template"]["spec"]["containers"][0]["command"] = ["pip", "install", "x"]
+    cluster = load_cluster(obj)
+    pod = build_worker_pod(
+        cluster,
+        cluster.spec.worker_group_specs[1],
+        replica_index=0,
+        replica_name=None,
+        host_index=None,
+    )
+    (line,) = pod["spec"]["containers"][0]["args"]
+    assert line.startswith("ulimit -n 65536; pip install x && ray start ")
+    assert "--num-cpus=3" in line
+    assert "--resources='{\"Custom\":2}'" in line
+
+
+def test_overwrite_container_cmd_annotation_keeps_the_users_command() -> None:
+    obj = cluster_dict()
+    obj["metadata"]["annotations"] = {"ray.io/overwrite-container-cmd": "true"}
+    obj["spec"]["workerGroupSpecs"][1]["template"]["spec"]["containers"][0]["command"] = ["mine"]
+    cluster = load_cluster(obj)
+    pod = build_worker_pod(
+        cluster,
+        cluster.spec.worker_group_specs[1],
+        replica_index=0,
+        replica_name=None,
+        host_index=None,
+    )
+    assert pod["spec"]["containers"][0]["command"] == ["mine"]
+    assert "args" not in pod["spec"]["containers"][0]
+
+
+def test_head_ray_start_and_ports() -> None:
+    pod = build_head_pod(CLUSTER)
+    container = pod["spec"]["containers"][0]
+    assert container["args"] == [
+        "ulimit -n 65536; ray start --head --block --dashboard-agent-listen-port=52365 "
+        f"--dashboard-host=0.0.0.0 --memory={4 * 2**30} --metrics-export-port=8080 --num-cpus=2"
+    ]
+    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {
+        "gcs-server": 6379,
+        "dashboard": 8265,
+        "client": 10001,
+        "metrics": 8080,
+    }
+    assert env_of(pod)["RAY_ADDRESS"] == "127.0.0.1:6379"
+    assert len(pod["spec"]["containers"]) == 1
+    assert "restartPolicy" not in pod["spec"]
+
+
+def test_autoscaling_adds_sidecar_service_account_and_worker_restart_never() -> None:
+    cluster = make_cluster(enableInTreeAutoscaling=True)
+    head = build_head_pod(cluster)
+    ray, side = head["spec"]["containers"]
+    assert "--no-monitor" in ray["args"][0]
+    assert side["name"] == "autoscaler"
+    assert side["image"] == ray["image"]
+    assert side["command"] + side["args"] == [
+        "ray",
+        "kuberay-autoscaler",
+        "--cluster-name",
+        "demo",
+        "--cluster-namespace",
+        "ml",
+    ]
+    side_env = env_of(head, 1)
+    assert side_env["RAY_CLUSTER_NAME"] == "demo"
+    assert side_env["RAY_CLUSTER_NAMESPACE"] == "ml"
+    assert side_env["KUBERAY_CRD_VER"] == "v1"
+    assert side_env["RAY_HEAD_POD_NAME"] == {
+        "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}
+    }
+    assert head["spec"]["serviceAccountName"] == "demo"
+    assert {"name": "ray-logs", "mountPath": "/tmp/ray"} in side["volumeMounts"]
+    assert {"name": "ray-logs", "mountPath": "/tmp/ray"} in ray["volumeMounts"]
+    worker = build_worker_pod(
+        cluster,
+        cluster.spec.worker_group_specs[1],
+        replica_index=0,
+        replica_name=None,
+        host_index=None,
+    )
+    assert worker["spec"]["restartPolicy"] == "Never"
+
+
+def test_autoscaler_options_image_and_user_service_account_win() -> None:
+    obj = cluster_dict(
+        enableInTreeAutoscaling=True,
+        autoscalerOptions={
+            "image": "custom:1",
+            "version": "v2",
+            "env": [{"name": "X", "value": "1"}],
+        },
+    )
+    obj["spec"]["headGroupSpec"]["template"]["spec"]["serviceAccountName"] = "mine"
+    cluster = load_cluster(obj)
+    head = build_head_pod(cluster)
+    assert head["spec"]["serviceAccountName"] == "mine"
+    assert head["spec"]["containers"][1]["image"] == "custom:1"
+    assert env_of(head, 1)["X"] == "1"
+    assert env_of(head)["RAY_enable_autoscaler_v2"] == "true"
+
+
+def test_builders_do_not_mutate_the_cluster() -> None:
+    cluster = make_cluster(enableInTreeAutoscaling=True)
+    before = copy.deepcopy(cluster.model_dump())
+    build_head_pod(cluster)
+    for h in range(4):
+        build_worker_pod(
+            cluster,
+            cluster.spec.worker_group_specs[0],
+            replica_index=0,
+            replica_name="tpu-x",
+            host_index=h,
+        )
+    assert cluster.model_dump() == before
+
+
+def test_gpu_nvlink_hosts_get_a_ray_gpu_domain_label() -> None:
+    obj = cluster_dict()
+    obj["spec"]["workerGroupSpecs"][1].update(numOfHosts=2)
+    container = obj["spec"]["workerGroupSpecs"][1]["template"]["spec"]["containers"][0]
+    container["resources"] = {"limits": {"nvidia.com/gpu": "4", "cpu": "16"}}
+    cluster = load_cluster(obj)
+    pod = build_worker_pod(
+        cluster,
+        cluster.spec.worker_group_specs[1],
+        replica_index=2,
+        replica_name="cpu-x",
+        host_index=1,
+    )
+    start = env_of(pod)["KUBERAY_GEN_RAY_START_CMD"]
+    assert "--labels=ray.io/gpu-domain=cpu-2" in start
+    assert "--num-gpus=4" in start
+    term = pod["spec"]["affinity"]["podAffinity"][REQ][0]
+    assert term["topologyKey"] == "nvidia.com/gpu.clique"
+    assert "podAntiAffinity" not in pod["spec"]["affinity"]
+    assert "TPU_NAME" not in env_of(pod)

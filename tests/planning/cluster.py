@@ -1,0 +1,92 @@
+"""RayCluster objects and a plan-apply loop for cluster-level planning tests."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from raycluster_operator.api.models import RayCluster, RayClusterStatus, load_cluster
+from raycluster_operator.planning import ClusterPlan, plan_cluster
+
+from .world import CLUSTER, NAMESPACE, World, suffixes
+
+NOW = datetime(2026, 11, 29, 19, 0, tzinfo=UTC)
+
+
+def container(name: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "image": "rayproject/ray:2.60.0",
+        "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
+    }
+
+
+def worker_group(name: str = "workers", **fields: Any) -> dict[str, Any]:
+    return {
+        "groupName": name,
+        "template": {"spec": {"containers": [container("ray-worker")]}},
+        **fields,
+    }
+
+
+def cluster_obj(*groups: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {"name": CLUSTER, "namespace": NAMESPACE, "generation": 1},
+        "spec": {
+            "headGroupSpec": {"template": {"spec": {"containers": [container("ray-head")]}}},
+            "workerGroupSpecs": list(groups),
+            **spec,
+        },
+    }
+
+
+def cluster(*groups: dict[str, Any], **spec: Any) -> RayCluster:
+    return load_cluster(cluster_obj(*groups, **spec))
+
+
+class Loop:
+    """Plans, applies the plan to the world, stores the status, like the controller would."""
+
+    def __init__(self, spec: RayCluster, world: World | None = None, **options: Any) -> None:
+        self.cluster = spec
+        self.world = world or World()
+        self.options = options
+        self.suffix = suffixes()
+        self.ticks = 0
+
+    def plan(self) -> ClusterPlan:
+        self.ticks += 1
+        return plan_cluster(
+            self.cluster,
+            self.world.list(),
+            self.services(),
+            now=NOW + timedelta(minutes=self.ticks),
+            new_suffix=self.suffix,
+            **self.options,
+        )
+
+    def services(self) -> list[dict[str, Any]]:
+        return getattr(self, "_services", [])
+
+    def apply(self, plan: ClusterPlan) -> None:
+        self.world.step(
+            [d.name for d in plan.deletes], manifests=[c.manifest for c in plan.creates]
+        )
+        self._services = [dict(s) for s in plan.services]
+        self.cluster.status = RayClusterStatus.model_validate(plan.status)
+
+    def settle(self, max_steps: int = 8) -> ClusterPlan:
+        """Plan and apply until a plan has nothing to do and nothing is terminating."""
+        for _ in range(max_steps):
+            plan = self.plan()
+            if plan.is_empty and not self.world.terminating():
+                return plan
+            self.apply(plan)
+        raise AssertionError(f"no convergence in {max_steps} steps")
+
+    def respec(self, obj: dict[str, Any]) -> None:
+        status = self.cluster.status
+        self.cluster = load_cluster(obj)
+        self.cluster.status = status
