@@ -1,0 +1,284 @@
+"""One RayCluster, one pass: read the caches, ask planning what to do, do it.
+
+The reconciler decides nothing about pods; ``planning.plan_cluster`` does, from the cached
+cluster, pods and services. This module only executes a plan safely:
+
+- it plans only when the cache shows every write of the previous pass (expectations), so a
+  lagging informer never causes a double create or a repeated delete;
+- deletes go first (with a uid precondition), then creates, all hosts of a slice at once
+  through the bounded writer;
+- every create and delete reaches a log line and a metric with its named reason, and the
+  plan's Events (one per replica created or deleted, with the reason) are recorded after the
+  writes;
+- status is merge-patched through the status subresource only when it differs, so a
+  converged cluster costs no writes; the spec is never written;
+- clusters that name another controller in ``spec.managedBy`` are left alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from raycluster_operator.api.validation import parse_cluster
+from raycluster_operator.controller.events import EventRecorder
+from raycluster_operator.controller.expectations import Expectations
+from raycluster_operator.controller.mergepatch import merge_patch
+from raycluster_operator.controller.metrics import Metrics
+from raycluster_operator.controller.store import StoreView, split_key
+from raycluster_operator.controller.writer import Writer
+from raycluster_operator.kube import (
+    PODS,
+    RAYCLUSTERS,
+    AlreadyExists,
+    Conflict,
+    KubeClient,
+    KubeError,
+    NotFound,
+    kind_of,
+)
+from raycluster_operator.planning import ClusterPlan, PodCreate, PodDelete, plan_cluster
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+#: KubeRay's alphabet for replica-name suffixes (no vowels: no accidental words).
+SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+#: ``spec.managedBy`` values that mean "this operator" (KubeRay's own value included: we are
+#: a drop-in replacement for it).
+DEFAULT_CONTROLLER_NAMES = frozenset({"ray.io/kuberay-operator", "ray.io/raycluster-operator"})
+
+
+def new_suffix() -> str:
+    return "".join(secrets.choice(SUFFIX_ALPHABET) for _ in range(5))
+
+
+@dataclass(frozen=True)
+class ReconcilerOptions:
+    multi_host_indexing: bool = True
+    random_pod_delete: bool = False
+    controller_names: frozenset[str] = DEFAULT_CONTROLLER_NAMES
+
+
+class ReconcileError(Exception):
+    """Some writes of a pass failed; the key is retried with backoff."""
+
+
+@dataclass
+class Outcome:
+    """What one pass did (for tests, logs and the requeue decision)."""
+
+    created: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    status_written: bool = False
+    skipped: str = ""
+    requeue_after: float | None = None
+
+
+class Reconciler:
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        clusters: StoreView,
+        pods: StoreView,
+        services: StoreView,
+        expectations: Expectations,
+        writer: Writer,
+        recorder: EventRecorder,
+        metrics: Metrics,
+        options: ReconcilerOptions = ReconcilerOptions(),
+    ) -> None:
+        self.client = client
+        self.clusters = clusters
+        self.pods = pods
+        self.services = services
+        self.expectations = expectations
+        self.writer = writer
+        self.recorder = recorder
+        self.metrics = metrics
+        self.options = options
+        self._known_extras: set[tuple[str, str, str]] = set()
+
+    async def reconcile(self, key: str) -> Outcome:
+        ns, name = split_key(key)
+        obj = self.clusters.get(key)
+        if obj is None:
+            self.expectations.forget(key)
+            self.metrics.forget_cluster(ns, name)
+            return Outcome(skipped="gone")
+        meta = obj.get("metadata") or {}
+        if meta.get("deletionTimestamp"):
+            return Outcome(skipped="deleting")
+        managed_by = (obj.get("spec") or {}).get("managedBy")
+        if managed_by and managed_by not in self.options.controller_names:
+            return Outcome(skipped=f"managed by {managed_by}")
+
+        pods = self.pods.by_index("cluster", key)
+        cached = {p["metadata"]["name"]: bool(p["metadata"].get("deletionTimestamp")) for p in pods}
+        if not self.expectations.satisfied(key, cached.get):
+            return Outcome(
+                skipped="waiting for cache", requeue_after=self.expectations.remaining(key)
+            )
+
+        cluster, problems = parse_cluster(obj)
+        if cluster is None:
+            text = "; ".join(str(p) for p in problems) or "the RayCluster cannot be read"
+            await self.recorder.emit(obj, "Warning", "InvalidSpec", text, action="Validate")
+            return Outcome(skipped="invalid")
+
+        services = self.services.by_index("owner", key)
+        plan = plan_cluster(
+            cluster,
+            pods,
+            services,
+            now=datetime.now(UTC),
+            new_suffix=new_suffix,
+            multi_host_indexing=self.options.multi_host_indexing,
+            random_pod_delete=self.options.random_pod_delete,
+        )
+        return await self._execute(key, obj, plan, pods)
+
+    async def _execute(self, key: str, obj: Obj, plan: ClusterPlan, pods: Sequence[Obj]) -> Outcome:
+        ns, name = split_key(key)
+        outcome = Outcome()
+        failures: list[str] = []
+
+        await self._ensure_services(ns, plan, failures)
+        await self._ensure_extras(ns, plan, failures)
+        if plan.deletes:
+            await self._delete(key, obj, plan.deletes, pods, outcome, failures)
+        if plan.creates:
+            await self._create(key, obj, plan.creates, outcome, failures)
+        for event in plan.events:
+            regarding = obj
+            if event.regarding:
+                regarding = next((p for p in pods if p["metadata"]["name"] == event.regarding), obj)
+            await self.recorder.emit(
+                regarding, event.type, event.reason, event.message, action="Reconcile"
+            )
+        await self._write_status(ns, name, obj, plan.status, outcome, failures)
+        self.metrics.set_slices(ns, name, list(plan.status.get("workerGroups") or []))
+        if failures:
+            raise ReconcileError("; ".join(failures))
+        return outcome
+
+    async def _ensure_services(self, ns: str, plan: ClusterPlan, failures: list[str]) -> None:
+        missing = [
+            svc
+            for svc in plan.services
+            if svc["metadata"]["name"] in plan.missing_services
+            and self.services.get(f"{ns}/{svc['metadata']['name']}") is None
+        ]
+        if not missing:
+            return
+        results = await self.writer.run_all(
+            self.client.create(kind_of(svc), svc, namespace=ns) for svc in missing
+        )
+        for svc, result in zip(missing, results, strict=True):
+            if isinstance(result, BaseException) and not isinstance(result, AlreadyExists):
+                failures.append(f"create service {svc['metadata']['name']}: {result}")
+            elif not isinstance(result, BaseException):
+                log.info("created service %s/%s", ns, svc["metadata"]["name"])
+
+    async def _ensure_extras(self, ns: str, plan: ClusterPlan, failures: list[str]) -> None:
+        for extra in plan.extra_objects:
+            ident = (str(extra.get("kind")), ns, str(extra["metadata"]["name"]))
+            if ident in self._known_extras:
+                continue
+            try:
+                await self.client.create(kind_of(extra), extra, namespace=ns)
+            except AlreadyExists:
+                pass
+            except (KubeError, KeyError) as exc:
+                failures.append(f"create {ident[0]} {ident[2]}: {exc}")
+                continue
+            self._known_extras.add(ident)
+
+    async def _delete(
+        self,
+        key: str,
+        obj: Obj,
+        deletes: Sequence[PodDelete],
+        pods: Sequence[Obj],
+        outcome: Outcome,
+        failures: list[str],
+    ) -> None:
+        ns, _ = split_key(key)
+        uids = {p["metadata"]["name"]: p["metadata"].get("uid") for p in pods}
+        self.expectations.expect(key, deletes=[d.name for d in deletes])
+        results = await self.writer.run_all(
+            self.client.delete(PODS, ns, d.name, uid=d.uid or uids.get(d.name)) for d in deletes
+        )
+        done: list[PodDelete] = []
+        for d, result in zip(deletes, results, strict=True):
+            if isinstance(result, NotFound | Conflict):
+                # Already gone, or replaced by a namesake: nothing of ours left to delete.
+                self.expectations.forget_names(key, deletes=[d.name])
+                continue
+            if isinstance(result, BaseException):
+                self.expectations.forget_names(key, deletes=[d.name])
+                failures.append(f"delete pod {d.name}: {result}")
+                continue
+            done.append(d)
+            outcome.deleted.append(d.name)
+            self.metrics.pods_deleted.labels(str(d.reason)).inc()
+            log.info("deleted pod %s/%s (%s): %s", ns, d.name, d.reason, d.message)
+
+    async def _create(
+        self,
+        key: str,
+        obj: Obj,
+        creates: Sequence[PodCreate],
+        outcome: Outcome,
+        failures: list[str],
+    ) -> None:
+        ns, _ = split_key(key)
+        results = await self.writer.run_all(
+            self.client.create(PODS, _in_namespace(c.manifest, ns), namespace=ns) for c in creates
+        )
+        created: list[tuple[PodCreate, str]] = []
+        for c, result in zip(creates, results, strict=True):
+            if isinstance(result, BaseException):
+                failures.append(f"create pod in group {c.group}: {result}")
+                continue
+            pod_name = str(result["metadata"]["name"])
+            created.append((c, pod_name))
+            outcome.created.append(pod_name)
+            self.metrics.pods_created.labels(str(c.reason)).inc()
+        self.expectations.expect(key, creates=[n for _, n in created])
+        if created:
+            log.info(
+                "created %d pods for %s: %s", len(created), key, ", ".join(n for _, n in created)
+            )
+
+    async def _write_status(
+        self,
+        ns: str,
+        name: str,
+        obj: Obj,
+        desired: dict[str, Any],
+        outcome: Outcome,
+        failures: list[str],
+    ) -> None:
+        current = obj.get("status") or {}
+        patch = merge_patch(current, desired)
+        if not patch:
+            return
+        try:
+            await self.client.patch_status(RAYCLUSTERS, ns, name, patch)
+            outcome.status_written = True
+        except NotFound:
+            pass
+        except KubeError as exc:
+            failures.append(f"write status: {exc}")
+
+
+def _in_namespace(manifest: Obj, ns: str) -> Obj:
+    meta = dict(manifest.get("metadata") or {})
+    meta["namespace"] = ns
+    return {**manifest, "metadata": meta}

@@ -1,0 +1,109 @@
+"""Lease leader election against a real API server, with short timings."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+import pytest
+
+ApiServer = pytest.importorskip("raycluster_operator.devcluster.server").ApiServer
+
+from raycluster_operator.controller.leader import LeaderElector, LeaseTiming
+from raycluster_operator.kube import KubeClient
+
+FAST = LeaseTiming(lease_duration=1.0, renew_deadline=0.6, retry_period=0.1)
+
+
+@pytest.fixture
+async def clients() -> AsyncIterator[tuple[ApiServer, KubeClient, KubeClient]]:
+    async with ApiServer() as server:
+        a = KubeClient.from_kubeconfig(server.kubeconfig_dict())
+        b = KubeClient.from_kubeconfig(server.kubeconfig_dict())
+        yield server, a, b
+        await a.close()
+        await b.close()
+
+
+def elector(client: KubeClient, identity: str) -> LeaderElector:
+    return LeaderElector(client, namespace="default", name="op", identity=identity, timing=FAST)
+
+
+async def wait_for(cond: object, timeout: float = 10.0) -> None:
+    async def poll() -> None:
+        while not cond():  # type: ignore[operator]
+            await asyncio.sleep(0.02)
+
+    await asyncio.wait_for(poll(), timeout)
+
+
+async def test_only_one_candidate_leads_and_a_successor_takes_over_on_release(
+    clients: tuple[ApiServer, KubeClient, KubeClient],
+) -> None:
+    _, ca, cb = clients
+    leading: list[str] = []
+
+    def lead_as(name: str):  # noqa: ANN202
+        async def lead() -> None:
+            leading.append(name)
+            await asyncio.Event().wait()
+
+        return lead
+
+    a, b = elector(ca, "a"), elector(cb, "b")
+    ta = asyncio.create_task(a.run(lead_as("a")))
+    await wait_for(lambda: a.is_leader)
+    tb = asyncio.create_task(b.run(lead_as("b")))
+    await asyncio.sleep(FAST.lease_duration * 2)  # b keeps trying while a renews
+    assert leading == ["a"] and not b.is_leader
+
+    ta.cancel()  # a stops cleanly and releases the Lease
+    with contextlib.suppress(asyncio.CancelledError):
+        await ta
+    await wait_for(lambda: b.is_leader, timeout=FAST.lease_duration * 3)
+    assert leading == ["a", "b"]
+    lease = await cb.get_lease("default", "op")
+    assert lease["spec"]["holderIdentity"] == "b"
+    assert lease["spec"]["leaseTransitions"] >= 1
+    tb.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await tb
+
+
+async def test_a_crashed_leader_is_replaced_after_the_lease_expires(
+    clients: tuple[ApiServer, KubeClient, KubeClient],
+) -> None:
+    _, ca, cb = clients
+    a, b = elector(ca, "a"), elector(cb, "b")
+    assert await a.try_acquire_or_renew()  # a leads, then vanishes without releasing
+    assert not await b.try_acquire_or_renew()
+    tb = asyncio.create_task(b.run(lambda: asyncio.Event().wait()))
+    await wait_for(lambda: b.is_leader, timeout=FAST.lease_duration * 4)
+    tb.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await tb
+
+
+async def test_a_leader_that_cannot_renew_stops_leading(
+    clients: tuple[ApiServer, KubeClient, KubeClient],
+) -> None:
+    server, ca, _ = clients
+    a = elector(ca, "a")
+    stopped = asyncio.Event()
+
+    async def lead() -> None:
+        try:
+            await asyncio.Event().wait()
+        finally:
+            stopped.set()
+
+    ta = asyncio.create_task(a.run(lead))
+    await wait_for(lambda: a.is_leader)
+    server.faults.fail("update", "leases", code=500)
+    server.faults.fail("get", "leases", code=500)
+    await asyncio.wait_for(stopped.wait(), FAST.renew_deadline * 5)
+    assert not a.is_leader
+    ta.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await ta
