@@ -173,7 +173,14 @@ async def running_operator(kubeconfig: dict[str, Any]) -> AsyncIterator[Any]:
     async with KubeClient.from_kubeconfig(kubeconfig) as client:
         manager = Manager(
             client,
-            ManagerOptions(metrics_addr=None, health_addr=None, leader_elect=False),
+            ManagerOptions(
+                metrics_addr=None,
+                health_addr=None,
+                leader_elect=False,
+                retry_base_delay=0.02,
+                retry_max_delay=1.0,
+                expectations_timeout=10.0,
+            ),
         )
         task = asyncio.create_task(manager.run(), name="operator")
         try:
