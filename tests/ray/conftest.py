@@ -167,7 +167,6 @@ async def running_operator(kubeconfig: dict[str, Any]) -> AsyncIterator[Any]:
     """The operator in-process, as `raycluster-operator run` starts it, minus the HTTP
     endpoints and leader election (one replica, no ports to collide on)."""
     from raycluster_operator.controller.manager import Manager, ManagerOptions
-
     from raycluster_operator.kube.client import KubeClient
 
     async with KubeClient.from_kubeconfig(kubeconfig) as client:
@@ -281,6 +280,15 @@ class World:
             for p in self.pods(ns, cluster)
             if not is_terminating(p) and (group is None or labels(p).get("ray.io/group") == group)
         }
+
+    def wait_workers(self, ns: str, cluster: str, group: str, count: int) -> set[str]:
+        """Wait until the group has exactly `count` live pods; return their names."""
+
+        def check() -> set[str] | None:
+            names = self.live_names(ns, cluster, group)
+            return names if len(names) == count else None
+
+        return self.wait(f"{count} live pods of {group}", check)
 
     def wait_slices(
         self,

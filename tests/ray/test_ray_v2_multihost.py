@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
+
+from raycluster_operator.api.validation import parse_cluster
+from raycluster_operator.planning import plan_cluster
 
 HOSTS = 4
 
@@ -13,6 +17,15 @@ def _group(world: Any, ns: str, name: str, index: int = 0) -> dict[str, Any]:
 
 def _errors(provider: Any) -> list[str]:
     return [f"{type(e).__name__}: {e}" for e in provider.poll_errors()]
+
+
+def _first_pass_deletes(world: Any, ns: str, name: str, pods: list[dict[str, Any]]) -> set[str]:
+    """The pods the operator's next pass deletes, given the spec as Ray left it and `pods`
+    (the world the operator's cache held when Ray's patch arrived)."""
+    cluster, problems = parse_cluster(world.get_cluster(ns, name))
+    assert cluster is not None, problems
+    plan = plan_cluster(cluster, pods, [], now=datetime.now(UTC), new_suffix=lambda: "zzzzz")
+    return {d.name for d in plan.deletes}
 
 
 def _slice_gone(world: Any, ns: str, name: str, pod_names: set[str]) -> bool:
@@ -45,11 +58,14 @@ def test_launch_terminate_and_relaunch_tpu_slices(operated: Any, ns: str, kit: A
     # Terminate one host of slice 0: v2 names only that pod and asks for one slice.
     victim = two[0][2]["metadata"]["name"]
     slice0 = {p["metadata"]["name"] for p in two[0]}
+    before = world.pods(ns, "tpu")
     provider.terminate([victim], "terminate-1")
     assert _errors(provider) == []
     group = _group(world, ns, "tpu")
     assert group["replicas"] == 1
     assert group["scaleStrategy"]["workersToDelete"] == [victim]
+    # One pass deletes the whole slice, not just the pod Ray named.
+    assert _first_pass_deletes(world, ns, "tpu", before) == slice0
     world.wait("slice 0 terminating", lambda: _slice_gone(world, ns, "tpu", slice0), timeout=5)
     survivors = kit.complete_slices(world.pods(ns, "tpu"), "tpu", HOSTS)
     assert list(survivors) == [1]
@@ -80,6 +96,7 @@ def test_terminating_hosts_of_two_slices_at_once(operated: Any, ns: str, kit: An
     provider.get_non_terminated()
 
     victims = [before[0][1]["metadata"]["name"], before[1][3]["metadata"]["name"]]
+    pods_before = world.pods(ns, "two")
     provider.terminate(victims, "terminate-two")
     assert _errors(provider) == []
     group = _group(world, ns, "two")
@@ -88,6 +105,7 @@ def test_terminating_hosts_of_two_slices_at_once(operated: Any, ns: str, kit: An
     assert sorted(group["scaleStrategy"]["workersToDelete"]) == sorted(victims)
 
     old = {p["metadata"]["name"] for m in before.values() for p in m}
+    assert _first_pass_deletes(world, ns, "two", pods_before) == old
     world.wait("both slices terminating", lambda: _slice_gone(world, ns, "two", old), timeout=5)
     # As many complete slices as replicas says.
     after = world.wait_slices(ns, "two", "tpu", HOSTS, 1)
