@@ -336,18 +336,23 @@ class World:
 
 
 def _configure_ray(port: int, ca_path: Path, token_path: Path, mp: pytest.MonkeyPatch) -> None:
-    """Point Ray's in-cluster configuration at the dev cluster, from outside only."""
-    mp.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
-    mp.setenv("KUBERNETES_SERVICE_PORT_HTTPS", str(port))
-    mp.setenv("RAY_KUBERAY_CA_CERT_PATH", str(ca_path))
-    mp.delenv("RAY_HEAD_POD_NAME", raising=False)
-    if NODE_PROVIDER in sys.modules:
-        # Imported earlier in this process with other settings: re-run its import so it reads
-        # the environment again (its endpoint is frozen at import time).
-        importlib.reload(sys.modules[NODE_PROVIDER])
-    node_provider = importlib.import_module(NODE_PROVIDER)
+    """Point Ray's in-cluster configuration at the dev cluster, from outside only.
+
+    Ray reads its environment once, at import; the variables are set only around that import
+    so that the rest of the session does not look as if it ran inside a pod.
+    """
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+        env.setenv("KUBERNETES_SERVICE_PORT_HTTPS", str(port))
+        env.setenv("RAY_KUBERAY_CA_CERT_PATH", str(ca_path))
+        env.delenv("RAY_HEAD_POD_NAME", raising=False)
+        if NODE_PROVIDER in sys.modules:
+            # Imported earlier in this process: re-run its import so it reads them again.
+            importlib.reload(sys.modules[NODE_PROVIDER])
+        node_provider = importlib.import_module(NODE_PROVIDER)
     endpoint = node_provider.KUBERNETES_HOST
     assert endpoint == f"127.0.0.1:{port}", f"Ray's endpoint is frozen at {endpoint}"
+    assert str(ca_path) == node_provider.KUBERAY_CA_CERT_PATH
     mp.setattr(node_provider, "IN_CLUSTER_TOKEN_PATH", str(token_path))
     importlib.import_module(CLOUD_PROVIDER)
     importlib.import_module(CONFIG_PRODUCER)
