@@ -66,3 +66,16 @@ def test_replica_bounds_defaulted_by_the_crd(world: Any, ns: str, kit: Any) -> N
     assert stored["minReplicas"] == 0
     assert types["cpu"]["min_workers"] == 0
     assert types["cpu"]["max_workers"] == stored["maxReplicas"] == 2**31 - 1
+
+
+def test_v2_scales_a_group_created_without_replicas(world: Any, ns: str, kit: Any) -> None:
+    """v2 reads `replicas` and `minReplicas` with `[...]`: both must be defaulted."""
+    group = kit.cpu_group("cpu", max_replicas=3)
+    del group["replicas"]
+    world.create_cluster(ns, kit.raycluster("norep", group))
+    provider = world.v2_provider(ns, "norep")
+
+    provider.launch({"cpu": 1}, "one")
+
+    assert [str(e) for e in provider.poll_errors()] == []
+    assert world.get_cluster(ns, "norep")["spec"]["workerGroupSpecs"][0]["replicas"] == 1
