@@ -316,17 +316,17 @@ class World:
         producer_mod = importlib.import_module(CONFIG_PRODUCER)
         return producer_mod.AutoscalingConfigProducer(name, ns)()  # type: ignore[no-any-return]
 
-    def v2_provider(self, ns: str, name: str) -> Any:
+    def v2_provider(self, ns: str, name: str, gcs_client: Any = None) -> Any:
         """`KubeRayProvider` as `ray.autoscaler.v2.autoscaler.Autoscaler` constructs it.
 
-        The GCS client only serves in-place pod resize and idle termination, neither of which
-        these clusters enable, so none is given.
+        The GCS client only serves in-place pod resize and idle termination; clusters that
+        enable neither need none.
         """
         config = self.autoscaling_config(ns, name)
         provider_config = dict(config["provider"])
         provider_config["head_node_type"] = config["head_node_type"]
         mod = importlib.import_module(CLOUD_PROVIDER)
-        return mod.KubeRayProvider(config["cluster_name"], provider_config, gcs_client=None)
+        return mod.KubeRayProvider(config["cluster_name"], provider_config, gcs_client=gcs_client)
 
     def v1_provider(self, ns: str, name: str) -> Any:
         """`KubeRayNodeProvider` as `_get_node_provider` constructs it for type `kuberay`."""
