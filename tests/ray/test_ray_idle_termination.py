@@ -61,8 +61,8 @@ def test_delete_policy_adds_the_finalizer_and_deletes(world: Any, ns: str, kit: 
 
 @pytest.mark.xfail(
     strict=True,
-    reason="the operator does not remove ray.io/idle-termination-cleanup-finalizer (KubeRay "
-    "does), so an idle-deleted RayCluster stays Terminating and keeps its pods",
+    reason="the operator never releases ray.io/idle-termination-cleanup-finalizer, which Ray "
+    "adds for the operator to clean up and remove: the RayCluster stays Terminating with its pods",
 )
 def test_delete_policy_removes_the_cluster(operated: Any, ns: str, kit: Any) -> None:
     world = operated
@@ -76,7 +76,8 @@ def test_delete_policy_removes_the_cluster(operated: Any, ns: str, kit: Any) -> 
 
 @pytest.mark.xfail(
     strict=True,
-    reason="the operator ignores spec.idleSuspend, which Ray's Suspend policy sets",
+    reason="the operator ignores spec.idleSuspend, which Ray's Suspend policy sets expecting "
+    "the cluster to be suspended",
 )
 def test_suspend_policy_removes_the_workers(operated: Any, ns: str, kit: Any) -> None:
     world = operated
