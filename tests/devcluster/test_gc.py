@@ -107,3 +107,57 @@ async def test_foreground_deletion_waits_for_blocking_dependents(
         assert "parent" not in await names(dev_cluster, CM)
 
     await eventually(all_gone)
+
+
+async def test_dependents_of_a_custom_resource_registered_at_run_time(
+    dev_cluster: DevCluster, eventually: Any
+) -> None:
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "x-kubernetes-preserve-unknown-fields": True,
+                        }
+                    },
+                }
+            ],
+        },
+    }
+    _, gadget = await dev_cluster.install(
+        [crd, {"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "g"}}]
+    )
+    owned = {
+        "apiVersion": "example.com/v1",
+        "kind": "Gadget",
+        "name": "g",
+        "uid": gadget["metadata"]["uid"],
+        "controller": True,
+    }
+    await dependent(dev_cluster, "gadget-pod", owned)
+    await dependent(dev_cluster, "loner")
+    # While the owner lives, its dependent does too, whatever the collector's caches say.
+    start = dev_cluster.garbage_collector.passes
+
+    async def two_passes() -> None:
+        assert dev_cluster.garbage_collector.passes >= start + 2
+
+    await eventually(two_passes)
+    assert await names(dev_cluster, PODS) == {"gadget-pod", "loner"}
+    await dev_cluster.client.delete("/apis/example.com/v1/namespaces/default/gadgets/g")
+
+    async def collected() -> None:
+        assert await names(dev_cluster, PODS) == {"loner"}
+
+    await eventually(collected)

@@ -159,3 +159,36 @@ async def test_fail_node_fails_its_pods(dev_cluster: DevCluster, eventually: Any
     await eventually(unschedulable)
     await dev_cluster.restore_node(target)
     await eventually(lambda: running_and_ready(dev_cluster, "late"))
+
+
+async def test_status_writes_survive_injected_faults(
+    dev_cluster: DevCluster, eventually: Any
+) -> None:
+    dev_cluster.faults.fail("patch", "pods/status", rate=0.6, code=503)
+    dev_cluster.faults.fail("create", "pods/binding", rate=0.6, code=500)
+    for i in range(4):
+        await dev_cluster.client.create(PODS, pod(f"tough-{i}"))
+
+    async def check() -> None:
+        for i in range(4):
+            await running_and_ready(dev_cluster, f"tough-{i}")
+
+    await eventually(check)
+
+
+async def test_controllers_resume_after_dropped_watches(
+    dev_cluster: DevCluster, eventually: Any
+) -> None:
+    await dev_cluster.client.create(PODS, pod("before"))
+    await eventually(lambda: running_and_ready(dev_cluster, "before"))
+    assert dev_cluster.faults.drop_watches() > 0
+    await dev_cluster.client.create(PODS, pod("after"))
+    await eventually(lambda: running_and_ready(dev_cluster, "after"))
+    dev_cluster.faults.drop_watches()
+    await dev_cluster.client.delete(f"{PODS}/after")
+
+    async def gone() -> None:
+        names = [p["metadata"]["name"] for p in (await dev_cluster.client.list(PODS))["items"]]
+        assert names == ["before"]
+
+    await eventually(gone)

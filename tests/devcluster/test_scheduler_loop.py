@@ -75,6 +75,14 @@ async def test_slices_fill_whole_pools_and_the_extra_slice_waits_with_a_reason(
 
     await eventually(waits)
 
+    async def warned() -> None:
+        events = (await client.list("/api/v1/namespaces/default/events"))["items"]
+        reasons = {(e["involvedObject"]["name"], e["reason"]) for e in events}
+        assert ("c-0", "FailedScheduling") in reasons
+        assert ("a-0", "Scheduled") in reasons
+
+    await eventually(warned)
+
     # Freeing a pool lets the waiting slice in.
     for h in range(4):
         await client.delete(f"{PODS}/a-{h}")

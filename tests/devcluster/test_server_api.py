@@ -197,7 +197,7 @@ async def test_pod_binding_and_status_subresource(http: Http) -> None:
     }
     status, _ = await http.call("POST", f"{PODS}/a/binding", binding)
     assert status == 201
-    status, body = await http.call("POST", f"{PODS}/a/binding", binding)
+    status, _body = await http.call("POST", f"{PODS}/a/binding", binding)
     assert status == 409
     _, bound = await http.call("GET", f"{PODS}/a")
     assert bound["spec"]["nodeName"] == "n1"
@@ -378,7 +378,7 @@ async def test_apply_patch_creates_then_merges(http: Http) -> None:
 async def test_namespace_deletion_removes_its_content(http: Http) -> None:
     await http.call("POST", "/api/v1/namespaces", {"metadata": {"name": "tmp"}})
     await http.call("POST", "/api/v1/namespaces/tmp/configmaps", {"metadata": {"name": "c"}})
-    status, body = await http.call("DELETE", "/api/v1/namespaces/tmp")
+    status, _body = await http.call("DELETE", "/api/v1/namespaces/tmp")
     assert status == 200
     assert (await http.call("GET", "/api/v1/namespaces/tmp/configmaps/c"))[0] == 404
     assert (await http.call("GET", "/api/v1/namespaces/tmp"))[0] == 404
@@ -399,3 +399,28 @@ async def test_protobuf_bodies_are_refused_with_415(http: Http) -> None:
         "POST", PODS, b"\x6b\x38\x73\x00", content_type="application/vnd.kubernetes.protobuf"
     )
     assert (status, body["reason"]) == (415, "UnsupportedMediaType")
+
+
+async def test_validation_catches_generated_name_and_owner_bugs(http: Http) -> None:
+    too_long = pod("a", {"ray.io/worker-group-replica-name": "x" * 64})
+    status, body = await http.call("POST", PODS, too_long)
+    assert (status, body["reason"]) == (422, "Invalid")
+    assert body["details"]["causes"][0]["field"] == "metadata.labels"
+    twice = pod("b")
+    twice["spec"]["containers"].append({"name": "main", "image": "x:1"})
+    status, body = await http.call("POST", PODS, twice)
+    assert status == 422 and "Duplicate" in body["message"]
+    owners = pod("c")
+    ref = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": "rc", "uid": "u"}
+    ref["controller"] = True
+    owners["metadata"]["ownerReferences"] = [ref, {**ref, "uid": "v"}]
+    status, body = await http.call("POST", PODS, owners)
+    assert status == 422 and "Controller" in body["message"]
+    host = pod("d")
+    host["spec"]["hostname"] = "Not_A_Label"
+    assert (await http.call("POST", PODS, host))[0] == 422
+    empty = {"metadata": {"name": "s"}, "spec": {"selector": {"a": "b"}}}
+    assert (await http.call("POST", "/api/v1/namespaces/default/services", empty))[0] == 422
+    ok = pod("e", {"ray.io/cluster": "rc", "empty": ""})
+    ok["spec"]["hostname"] = "rc-g-0-0"
+    assert (await http.call("POST", PODS, ok))[0] == 201

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -185,3 +186,22 @@ async def test_dropped_watches_break_the_connection(server: ApiServer, api: Api)
     assert server.faults.drop_watches() == 1
     with pytest.raises(aiohttp.ClientError):
         await asyncio.wait_for(task, 5)
+
+
+async def test_a_watch_whose_client_left_is_unregistered(server: ApiServer, api: Api) -> None:
+    stream = api.watch(CMS, resourceVersion=str(server.store.rv))
+    task = asyncio.create_task(collect(stream, 1))
+    for _ in range(50):
+        if server.hub.open:
+            break
+        await asyncio.sleep(0.02)
+    assert len(server.hub.open) == 1
+    task.cancel()  # the client goes away without the server writing anything
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    await stream.aclose()
+    for _ in range(100):
+        if not server.hub.open:
+            break
+        await asyncio.sleep(0.02)
+    assert not server.hub.open

@@ -83,9 +83,12 @@ class ApiClient:
         *,
         timeout: float = 30.0,
         connections: int = 100,
+        user_agent: str = "devcluster-controllers",
     ) -> None:
         self.url = url.rstrip("/")
-        self._headers = {"Accept": "application/json"}
+        # The user agent lets the server tell its own fake controllers from the clients
+        # under test (e.g. to keep injected faults away from them).
+        self._headers = {"Accept": "application/json", "User-Agent": user_agent}
         if token:
             self._headers["Authorization"] = f"Bearer {token}"
         self._ssl = ssl_context(ca_pem)

@@ -23,16 +23,17 @@ import yaml
 from raycluster_operator.devcluster.client import ApiClient, ApiError, resource_path
 from raycluster_operator.devcluster.discovery import Discovery
 from raycluster_operator.devcluster.gc import GarbageCollector
+from raycluster_operator.devcluster.informer import Informer
 from raycluster_operator.devcluster.kubelet import Kubelet
 from raycluster_operator.devcluster.nodes import build_nodes, parse_spec
-from raycluster_operator.devcluster.runtime import Runtime, SimulatedRuntime
+from raycluster_operator.devcluster.runtime import Runtime, RuntimeContext, simulated_runtime
 from raycluster_operator.devcluster.scheduler import Scheduler
 from raycluster_operator.devcluster.server import ApiServer, Faults
 
 log = logging.getLogger(__name__)
 
-# Runtimes by name; a process runtime registers itself here (`--runtime process`).
-RUNTIMES: dict[str, Callable[[float], Runtime]] = {"simulated": SimulatedRuntime}
+# Runtime factories by name (`--runtime NAME`); a process runtime is added here.
+RUNTIMES: dict[str, Callable[[RuntimeContext], Runtime]] = {"simulated": simulated_runtime}
 
 
 class DevCluster:
@@ -51,13 +52,12 @@ class DevCluster:
         eviction_delay: float = 0.5,
         faults: Faults | None = None,
     ) -> None:
-        if isinstance(runtime, str):
-            if runtime not in RUNTIMES:
-                raise ValueError(f"unknown runtime {runtime!r} (known: {', '.join(RUNTIMES)})")
-            runtime = RUNTIMES[runtime](kubelet_delay)
+        if isinstance(runtime, str) and runtime not in RUNTIMES:
+            raise ValueError(f"unknown runtime {runtime!r} (known: {', '.join(RUNTIMES)})")
+        self._kubelet_delay = kubelet_delay
         self.node_manifests = build_nodes(parse_spec(nodes))
         self.server = ApiServer(host=host, port=port, token=token, faults=faults)
-        self._runtime = runtime
+        self._runtime_choice = runtime
         self._termination_cap = termination_cap
         self._eviction_delay = eviction_delay
         self._client: ApiClient | None = None
@@ -65,6 +65,7 @@ class DevCluster:
         self._kubelet: Kubelet | None = None
         self._gc: GarbageCollector | None = None
         self._discovery: Discovery | None = None
+        self._shared: list[Informer] = []
 
     # --- lifetime ------------------------------------------------------------------------
 
@@ -75,21 +76,36 @@ class DevCluster:
         await self._discovery.refresh()
         await self._ensure_namespace("default")
         await asyncio.gather(*(self._create_node(n) for n in self.node_manifests))
-        self._scheduler = Scheduler(self._client)
+        # One pods and one nodes watch shared by the controllers, as in one controller manager.
+        pods = Informer(self._client, "/api/v1/pods")
+        nodes = Informer(self._client, "/api/v1/nodes")
+        self._shared = [pods, nodes]
+        self._scheduler = Scheduler(self._client, pods=pods, nodes=nodes)
+        runtime = self._runtime_choice
+        if isinstance(runtime, str):
+            context = RuntimeContext(self._kubelet_delay, self.url, self.token, self.ca_pem)
+            runtime = RUNTIMES[runtime](context)
         self._kubelet = Kubelet(
             self._client,
-            self._runtime,
+            runtime,
             termination_cap=self._termination_cap,
             eviction_delay=self._eviction_delay,
+            pods=pods,
+            nodes=nodes,
         )
-        self._gc = GarbageCollector(self._client, self._discovery)
-        await asyncio.gather(self._scheduler.start(), self._kubelet.start(), self._gc.start())
+        self._gc = GarbageCollector(
+            self._client, self._discovery, shared={i.path: i for i in self._shared}
+        )
+        await self._kubelet.start()  # starts the shared informers, nodes first
+        await asyncio.gather(self._scheduler.start(), self._gc.start())
         log.info("dev cluster up at %s with %d nodes", self.url, len(self.node_manifests))
 
     async def stop(self) -> None:
         for part in (self._gc, self._scheduler, self._kubelet):
             if part is not None:
                 await part.stop()
+        for informer in self._shared:
+            await informer.stop()
         if self._client is not None:
             await self._client.close()
         await self.server.stop()
@@ -135,6 +151,12 @@ class DevCluster:
         if self._kubelet is None:
             raise RuntimeError("the dev cluster is not started")
         return self._kubelet
+
+    @property
+    def garbage_collector(self) -> GarbageCollector:
+        if self._gc is None:
+            raise RuntimeError("the dev cluster is not started")
+        return self._gc
 
     @property
     def node_names(self) -> list[str]:

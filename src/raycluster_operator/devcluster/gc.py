@@ -62,14 +62,20 @@ class GarbageCollector:
         *,
         rediscover_every: float = 1.0,
         debounce: float = 0.05,
+        shared: Mapping[str, Informer] | None = None,
     ) -> None:
         self._client = client
         self._discovery = discovery or Discovery(client)
         self._rediscover_every = rediscover_every
         self._debounce = debounce
         self._informers: dict[tuple[str, str], tuple[ResourceInfo, Informer]] = {}
+        # Informers by path that someone else owns (started and stopped by them).
+        self._shared = dict(shared or {})
+        for informer in self._shared.values():
+            informer.subscribe(self._changed)
         self._dirty = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._discovered_at = 0.0
         self.passes = 0
 
     def _changed(self, _event: WatchEvent) -> None:
@@ -85,11 +91,13 @@ class GarbageCollector:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         for _, informer in self._informers.values():
-            await informer.stop()
+            if informer not in self._shared.values():
+                await informer.stop()
         self._informers.clear()
 
     async def _sync_informers(self) -> None:
         """Watch every listable, deletable resource the server serves now (CRDs come and go)."""
+        self._discovered_at = asyncio.get_running_loop().time()
         resources = await self._discovery.refresh()
         wanted = {
             (r.api_version, r.plural): r
@@ -97,11 +105,15 @@ class GarbageCollector:
             if r.plural not in SKIPPED and {"list", "watch", "delete"} <= r.verbs
         }
         for key in [k for k in self._informers if k not in wanted]:
-            await self._informers.pop(key)[1].stop()
+            gone = self._informers.pop(key)[1]
+            if gone not in self._shared.values():
+                await gone.stop()
         started = []
         for key, info in wanted.items():
             if key not in self._informers:
-                informer = Informer(self._client, info.path(), self._changed)
+                informer = self._shared.get(info.path())
+                if informer is None:
+                    informer = Informer(self._client, info.path(), self._changed)
                 informer.start()
                 self._informers[key] = (info, informer)
                 started.append(informer)
@@ -117,7 +129,9 @@ class GarbageCollector:
             await asyncio.sleep(self._debounce)
             self._dirty.clear()
             try:
-                await self._sync_informers()
+                now = asyncio.get_running_loop().time()
+                if now - self._discovered_at >= self._rediscover_every:
+                    await self._sync_informers()
                 await self.collect()
             except Exception:
                 log.exception("garbage collection pass failed")

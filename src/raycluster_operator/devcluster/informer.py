@@ -21,8 +21,9 @@ def key_of(obj: dict[str, Any]) -> Key:
 
 
 class Informer:
-    """Keeps `cache` equal to the server's objects at `path`, calling `on_event` after each
-    change is applied (SYNC after a re-list)."""
+    """Keeps `cache` equal to the server's objects at `path`, calling `on_event` and every
+    subscriber after each change is applied (SYNC after a re-list). The fake controllers share
+    one informer per resource, as controllers in one manager do."""
 
     def __init__(
         self,
@@ -36,11 +37,20 @@ class Informer:
         self.synced = asyncio.Event()
         self._client = client
         self._params = params
-        self._on_event = on_event
+        self._listeners: list[Callable[[WatchEvent], None]] = [on_event] if on_event else []
         self._task: asyncio.Task[None] | None = None
 
+    def subscribe(self, listener: Callable[[WatchEvent], None]) -> None:
+        """Also call `listener` for each event (subscribe before start to see the first SYNC)."""
+        self._listeners.append(listener)
+
+    @property
+    def started(self) -> bool:
+        return self._task is not None
+
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name=f"informer {self.path}")
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name=f"informer {self.path}")
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -58,8 +68,8 @@ class Informer:
                 self.cache.pop(key_of(event.object), None)
             elif event.type in ("ADDED", "MODIFIED"):
                 self.cache[key_of(event.object)] = event.object
-            if self._on_event is not None:
+            for listener in self._listeners:
                 try:
-                    self._on_event(event)
+                    listener(event)
                 except Exception:  # a consumer bug must not stop the watch
                     log.exception("informer %s handler failed", self.path)

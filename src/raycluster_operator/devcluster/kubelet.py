@@ -20,7 +20,12 @@ from typing import Any
 from raycluster_operator.devcluster.client import ApiClient, ApiError, WatchEvent, resource_path
 from raycluster_operator.devcluster.informer import Informer
 from raycluster_operator.devcluster.placement import TERMINAL_PHASES, node_is_ready
-from raycluster_operator.devcluster.podstatus import ContainerRecord, PodRecord, render_status
+from raycluster_operator.devcluster.podstatus import (
+    ContainerRecord,
+    PodRecord,
+    qos_class,
+    render_status,
+)
 from raycluster_operator.devcluster.runtime import Runtime
 from raycluster_operator.devcluster.timestamps import now_rfc3339
 
@@ -68,6 +73,8 @@ class Kubelet:
         termination_cap: float = 0.5,
         eviction_delay: float = 0.5,
         concurrency: int = 32,
+        pods: Informer | None = None,
+        nodes: Informer | None = None,
     ) -> None:
         self._client = client
         self.runtime = runtime
@@ -83,18 +90,23 @@ class Kubelet:
         self._last_write: dict[str, asyncio.Task[None]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._writes = asyncio.Semaphore(concurrency)
-        self.nodes = Informer(client, "/api/v1/nodes")
-        self.pods = Informer(client, "/api/v1/pods", self._on_pod_event)
+        # Informers passed in are shared and started/stopped by their owner.
+        self.nodes = nodes or Informer(client, "/api/v1/nodes")
+        self.pods = pods or Informer(client, "/api/v1/pods")
+        self._owns_informers = pods is None and nodes is None
+        self.pods.subscribe(self._on_pod_event)
 
     async def start(self) -> None:
+        # Nodes first: a pod is only run once its node (IP range, address) is known.
         self.nodes.start()
         await self.nodes.synced.wait()
         self.pods.start()
         await self.pods.synced.wait()
 
     async def stop(self) -> None:
-        await self.pods.stop()
-        await self.nodes.stop()
+        if self._owns_informers:
+            await self.pods.stop()
+            await self.nodes.stop()
         for task in list(self._tasks):
             task.cancel()
         for task in list(self._tasks):
@@ -177,6 +189,7 @@ class Kubelet:
             ],
             init_containers=[str(c.get("name", "")) for c in spec.get("initContainers") or []],
             node_ready=node_name not in self._lost_nodes and node_is_ready(node),
+            qos_class=qos_class(spec),
         )
         self.records[uid] = record
         self._pods_by_uid[uid] = pod
@@ -203,12 +216,17 @@ class Kubelet:
         await asyncio.sleep(wait)
         await self.runtime.stop_pod(pod, wait)
         path = resource_path("v1", "pods", str(meta.get("namespace", "default")), str(meta["name"]))
-        try:
-            await self._client.delete(path, grace_period_seconds=0, uid=str(meta.get("uid")))
-        except ApiError as error:
-            if error.status not in (404, 409):
-                log.warning("finishing deletion of %s failed: %s", path, error)
-                self._terminating.discard(str(meta.get("uid")))
+        delay = 0.05
+        while True:
+            try:
+                await self._client.delete(path, grace_period_seconds=0, uid=str(meta.get("uid")))
+                return
+            except ApiError as error:
+                if error.status in (404, 409):
+                    return  # gone already, or a new pod of the same name
+                log.debug("finishing deletion of %s: %s", path, error)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
 
     # --- status writes -------------------------------------------------------------------
 
@@ -219,22 +237,29 @@ class Kubelet:
 
     async def _write_status(self, uid: str) -> None:
         lock = self._locks.setdefault(uid, asyncio.Lock())
-        async with lock, self._writes:
-            record = self.records.get(uid)
-            if record is None or uid in self._terminating:
-                return
-            ready = all(c.ready and c.state == "running" for c in record.containers)
-            ready = ready and record.node_ready and not record.failed_reason
-            previous = self._ready_since.get(uid)
-            if previous is None or previous[0] != ready:
-                previous = self._ready_since[uid] = (ready, now_rfc3339())
-            status = render_status(record, previous[1])
-            path = resource_path("v1", "pods", record.namespace, record.name, "status")
-            try:
-                await self._client.patch(path, {"status": status})
-            except ApiError as error:
-                if error.status != 404:
-                    log.warning("status of %s/%s: %s", record.namespace, record.name, error)
+        delay = 0.05
+        while True:
+            async with lock, self._writes:
+                record = self.records.get(uid)
+                if record is None or uid in self._terminating:
+                    return
+                ready = all(c.ready and c.state == "running" for c in record.containers)
+                ready = ready and record.node_ready and not record.failed_reason
+                previous = self._ready_since.get(uid)
+                if previous is None or previous[0] != ready:
+                    previous = self._ready_since[uid] = (ready, now_rfc3339())
+                status = render_status(record, previous[1])
+                path = resource_path("v1", "pods", record.namespace, record.name, "status")
+                try:
+                    await self._client.patch(path, {"status": status})
+                    return
+                except ApiError as error:
+                    if error.status == 404:
+                        return
+                    # Injected faults or overload: a kubelet keeps reporting until it lands.
+                    log.debug("status of %s/%s: %s", record.namespace, record.name, error)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
 
     # --- PodEvents (called by the runtime) -----------------------------------------------
 

@@ -8,8 +8,11 @@ container order.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from raycluster_operator.devcluster.quantity import parse_quantity
 
 State = Literal["waiting", "running", "terminated"]
 
@@ -62,11 +65,39 @@ class PodRecord:
     failed_reason: str = ""
     failed_message: str = ""
     node_ready: bool = True
+    qos_class: str = "BestEffort"
 
     def container(self, name: str | None) -> list[ContainerRecord]:
         if name is None:
             return list(self.containers)
         return [c for c in self.containers if c.name == name]
+
+
+def qos_class(pod_spec: Mapping[str, Any]) -> str:
+    """Guaranteed when every container limits cpu and memory and requests equal limits;
+    BestEffort when nothing is requested or limited; Burstable otherwise."""
+    containers = list(pod_spec.get("containers") or []) + list(pod_spec.get("initContainers") or [])
+    any_set = False
+    guaranteed = True
+    for container in containers:
+        resources = container.get("resources") or {}
+        limits = resources.get("limits") or {}
+        requests = {**limits, **(resources.get("requests") or {})}
+        relevant = ("cpu", "memory")
+        if any(k in requests or k in limits for k in relevant):
+            any_set = True
+        if not all(k in limits and _same(requests.get(k), limits[k]) for k in relevant):
+            guaranteed = False
+    if not any_set:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+def _same(a: object, b: object) -> bool:
+    try:
+        return parse_quantity(a) == parse_quantity(b)
+    except ValueError:
+        return False
 
 
 def pod_phase(record: PodRecord) -> str:
@@ -132,7 +163,7 @@ def render_status(record: PodRecord, since: str) -> dict[str, Any]:
         "podIP": record.pod_ip,
         "podIPs": [{"ip": record.pod_ip}],
         "startTime": record.start_time,
-        "qosClass": "BestEffort",
+        "qosClass": record.qos_class,
         "conditions": [
             _condition("PodReadyToStartContainers", True, record.start_time),
             _condition("Initialized", True, record.start_time),

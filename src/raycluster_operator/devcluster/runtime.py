@@ -11,7 +11,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class RuntimeContext:
+    """What a runtime may need to know about its cluster when it is created (after the API
+    server is up): a process runtime mounts the token and CA where in-cluster clients look."""
+
+    delay: float
+    api_url: str
+    token: str
+    ca_pem: bytes
 
 
 class PodEvents(Protocol):
@@ -50,6 +62,10 @@ def _uid(pod: Mapping[str, Any]) -> str:
 
 def _names(pod: Mapping[str, Any]) -> list[str]:
     return [str(c.get("name", "")) for c in (pod.get("spec") or {}).get("containers") or []]
+
+
+def simulated_runtime(context: RuntimeContext) -> SimulatedRuntime:
+    return SimulatedRuntime(context.delay)
 
 
 class SimulatedRuntime:

@@ -72,13 +72,29 @@ def unschedulable_condition(pod: Mapping[str, Any], message: str) -> list[dict[s
 class Scheduler:
     """Start with `start()`, stop with `stop()`; `passes` counts scheduling passes (for tests)."""
 
-    def __init__(self, client: ApiClient, *, debounce: float = 0.02, concurrency: int = 16) -> None:
+    def __init__(
+        self,
+        client: ApiClient,
+        *,
+        pods: Informer | None = None,
+        nodes: Informer | None = None,
+        debounce: float = 0.02,
+        concurrency: int = 16,
+    ) -> None:
         self._client = client
         self._debounce = debounce
         self._writes = asyncio.Semaphore(concurrency)
         self._dirty = asyncio.Event()
-        self.pods = Informer(client, "/api/v1/pods", self._changed)
-        self.nodes = Informer(client, "/api/v1/nodes", self._changed)
+        # Informers passed in are shared and started/stopped by their owner.
+        self.pods = pods or Informer(client, "/api/v1/pods")
+        self.nodes = nodes or Informer(client, "/api/v1/nodes")
+        self._owned = [
+            informer
+            for informer, given in ((self.pods, pods), (self.nodes, nodes))
+            if given is None
+        ]
+        self.pods.subscribe(self._changed)
+        self.nodes.subscribe(self._changed)
         # Pods bound by us whose binding the pod informer has not shown yet, by uid.
         self._assumed: dict[str, str] = {}
         self._task: asyncio.Task[None] | None = None
@@ -88,8 +104,8 @@ class Scheduler:
         self._dirty.set()
 
     async def start(self) -> None:
-        self.pods.start()
-        self.nodes.start()
+        for informer in self._owned:
+            informer.start()
         await asyncio.gather(self.pods.synced.wait(), self.nodes.synced.wait())
         self._task = asyncio.create_task(self._loop(), name="devcluster scheduler")
         self._dirty.set()
@@ -99,8 +115,8 @@ class Scheduler:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        await self.pods.stop()
-        await self.nodes.stop()
+        for informer in self._owned:
+            await informer.stop()
 
     async def _loop(self) -> None:
         while True:
@@ -154,6 +170,8 @@ class Scheduler:
                 if placement.node is not None:
                     await self._bind(namespace, name, placement.node)
                     log.info("bound %s/%s to %s", namespace, name, placement.node)
+                    message = f"Successfully assigned {namespace}/{name} to {placement.node}"
+                    await self._event(pod, "Normal", "Scheduled", message)
                     return
                 conditions = unschedulable_condition(pod, placement.message)
                 if conditions is not None:
@@ -162,12 +180,43 @@ class Scheduler:
                         {"status": {"conditions": conditions}},
                     )
                     log.info("%s/%s is unschedulable: %s", namespace, name, placement.message)
+                    await self._event(pod, "Warning", "FailedScheduling", placement.message)
             except ApiError as error:
                 # Gone, or bound meanwhile: the next pass sees the truth.
                 self._assumed.pop(str(meta.get("uid", "")), None)
                 if error.status not in (404, 409):
                     log.warning("scheduling %s/%s failed: %s", namespace, name, error)
                     self._dirty.set()
+
+    async def _event(self, pod: Mapping[str, Any], kind: str, reason: str, message: str) -> None:
+        """Best effort, like the real scheduler's events: `kubectl describe pod` shows them."""
+        meta = pod.get("metadata") or {}
+        namespace = str(meta.get("namespace", "default"))
+        now = now_rfc3339()
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{meta.get('name')}.", "namespace": namespace},
+            "involvedObject": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "namespace": namespace,
+                "name": meta.get("name"),
+                "uid": meta.get("uid"),
+            },
+            "type": kind,
+            "reason": reason,
+            "message": message,
+            "source": {"component": SCHEDULER_NAME},
+            "reportingComponent": SCHEDULER_NAME,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        try:
+            await self._client.create(resource_path("v1", "events", namespace), event)
+        except ApiError as error:
+            log.debug("event for %s/%s not recorded: %s", namespace, meta.get("name"), error)
 
     async def _bind(self, namespace: str, name: str, node: str) -> None:
         binding = {

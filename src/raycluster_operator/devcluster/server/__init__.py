@@ -1,9 +1,53 @@
-"""An in-process Kubernetes API server ("envtest in Python") for the dev cluster and tests."""
+"""An in-process Kubernetes API server ("envtest in Python") for the dev cluster and tests.
+
+`ApiServer(host, port, token, faults, extra_sans)` serves HTTPS with a bearer token; kubectl,
+the official `kubernetes` client, lightkube and Ray's KubeRay client work against it unchanged.
+
+Implemented as the real server does it:
+- discovery (legacy /api, /apis documents), /version, /healthz, /readyz, /livez, and an
+  /openapi/v3 that tells kubectl the server validates fields itself;
+- one global resourceVersion; uid, creationTimestamp, generation (bumped on spec changes,
+  for kinds that track it), generateName (5 random characters, redrawn if taken);
+- status (and scale) subresources kept apart from the main resource; no-op writes change
+  nothing; 409 AlreadyExists / Conflict (stale resourceVersion on PUT and PATCH, DeleteOptions
+  preconditions), 404, 422 Invalid (names, labels, owner references, pods, services), 415 for
+  strategic merge on custom resources, all as `Status` bodies;
+- json-patch (with the json-patch v4 quirk the real server keeps: `replace` of an absent object
+  member adds it), RFC 7386 merge patch, strategic merge for built-in kinds by Kubernetes'
+  merge keys and directives;
+- finalizers, graceful pod deletion (deletionTimestamp + grace; the kubelet finishes it),
+  Foreground/Orphan propagation recorded as the `foregroundDeletion`/`orphan` finalizers a
+  garbage collector acts on, namespace deletion that empties the namespace first;
+- label and field selectors on list, watch and deletecollection; limit/continue;
+- watch: state-then-follow for resourceVersion unset/"0", resume from a bounded per-resource
+  history, 410 Expired as an ERROR event, bookmarks (on resume and periodically),
+  sendInitialEvents with the initial-events-end bookmark, selector transitions as
+  ADDED/DELETED, timeoutSeconds, slow watchers cut with 410 rather than slowing writers;
+- CRDs: served as soon as created (Established/NamesAccepted conditions), unserved and
+  emptied when deleted; schema defaults and pruning, `fieldValidation=Strict` rejects unknown
+  fields; printer columns in `kubectl get`;
+- core/v1 and events.k8s.io/v1 Events share storage (written as one, read as either).
+
+Approximated (documented so nobody relies on more):
+- server-side apply (application/apply-patch+yaml) creates the object if missing and otherwise
+  merges the applied configuration (strategic merge for built-in kinds, merge patch for custom
+  resources): no managedFields, no field ownership, no conflicts, nothing is removed;
+- lists are always served from the latest state: resourceVersion/resourceVersionMatch on a
+  list and continue tokens do not pin a snapshot;
+- built-in kinds are stored with a few defaults (pods, services, namespaces) but without their
+  full OpenAPI validation; no admission, quotas or RBAC (access reviews answer "allowed");
+- protobuf request bodies are decoded for Namespace, ConfigMap, Secret and ServiceAccount only
+  (what `kubectl create namespace|configmap|secret|serviceaccount` sends), others get 415;
+- CRD versions share storage without conversion (apiVersion is rewritten);
+- apps/v1, policy/v1 and scheduling.k8s.io/v1 kinds are stored only, nothing acts on them;
+- pods/log answers from `ApiServer.log_source` when a kubelet runtime provides one.
+"""
 
 from __future__ import annotations
 
 from .app import ApiServer
 from .errors import ApiError
 from .faults import FaultRule, Faults
+from .logs import LogRequest, LogSource
 
-__all__ = ["ApiError", "ApiServer", "FaultRule", "Faults"]
+__all__ = ["ApiError", "ApiServer", "FaultRule", "Faults", "LogRequest", "LogSource"]

@@ -16,6 +16,7 @@ from . import openapi
 from .auth import token_middleware
 from .faults import Faults
 from .handlers import Handlers
+from .logs import LogSource
 from .objects import Objects
 from .resources import Registry
 from .store import Store
@@ -53,6 +54,7 @@ class ApiServer:
         self.objects = Objects(self.store, self.registry, rng=random.Random(seed))
         self.hub = WatchHub(self.store, bookmark_interval)
         self.faults.on_drop(self.hub.drop_all)
+        self._handlers = Handlers(self.objects, self.hub, self.faults)
         self.ca_pem = b""
         self._runner: web.AppRunner | None = None
         self._chores: list[asyncio.Task[None]] = []
@@ -62,8 +64,18 @@ class ApiServer:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"https://{host}:{self.port}"
 
+    @property
+    def log_source(self) -> LogSource | None:
+        """Where GET pods/<name>/log reads from; a kubelet runtime that runs real processes
+        sets it (kubectl logs then works), otherwise log requests answer 400."""
+        return self._handlers.log_source
+
+    @log_source.setter
+    def log_source(self, source: LogSource | None) -> None:
+        self._handlers.log_source = source
+
     def app(self) -> web.Application:
-        handlers = Handlers(self.objects, self.hub, self.faults)
+        handlers = self._handlers
         app = web.Application(
             middlewares=[token_middleware(self.token)], client_max_size=64 * 1024**2
         )
@@ -90,7 +102,11 @@ class ApiServer:
     async def start(self) -> None:
         tls = make_serving_tls(self.extra_sans)
         self.ca_pem = tls.ca_pem
-        self._runner = web.AppRunner(self.app(), handle_signals=False, access_log=None)
+        # handler_cancellation: a watch whose client went away is cancelled (and unregistered)
+        # at once instead of lingering until its next event.
+        self._runner = web.AppRunner(
+            self.app(), handle_signals=False, access_log=None, handler_cancellation=True
+        )
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, ssl_context=tls.context)
         await site.start()

@@ -39,7 +39,7 @@ def resource_types(crd: dict[str, Any]) -> list[ResourceType]:
                 categories=tuple(names.get("categories") or ()),
                 subresources=frozenset(k for k in ("status", "scale") if k in subresources),
                 builtin=False,
-                has_spec=True,
+                tracks_generation=True,
                 schema=schema,
                 scale=subresources.get("scale"),
                 printer_columns=tuple(version.get("additionalPrinterColumns") or ()),
@@ -116,16 +116,20 @@ def default_crd(crd: dict[str, Any]) -> None:
         version.setdefault("served", True)
 
 
-def shape(obj: dict[str, Any], schema: dict[str, Any] | None) -> dict[str, Any]:
-    """Apply schema defaults and pruning to a custom object (returns a new dict)."""
+def shape(obj: dict[str, Any], schema: dict[str, Any] | None) -> tuple[dict[str, Any], list[str]]:
+    """Apply schema defaults and pruning to a custom object: a new dict and the pruned paths
+    (which `fieldValidation=Strict` turns into an error, as the real server does)."""
     if not schema:
-        return obj
-    result = _shape(copy.deepcopy(obj), schema, root=True)
+        return obj, []
+    pruned: list[str] = []
+    result = _shape(copy.deepcopy(obj), schema, pruned, "", root=True)
     assert isinstance(result, dict)
-    return result
+    return result, pruned
 
 
-def _shape(value: Any, schema: dict[str, Any], root: bool = False) -> Any:
+def _shape(
+    value: Any, schema: dict[str, Any], pruned: list[str], path: str, root: bool = False
+) -> Any:
     if isinstance(value, dict):
         props: dict[str, Any] = schema.get("properties") or {}
         additional = schema.get("additionalProperties")
@@ -138,18 +142,20 @@ def _shape(value: Any, schema: dict[str, Any], root: bool = False) -> Any:
         for key in list(value):
             if root and key in ROOT_KEEP:
                 continue
+            here = f"{path}.{key}" if path else key
             if key in props:
-                value[key] = _shape(value[key], props[key])
+                value[key] = _shape(value[key], props[key], pruned, here)
             elif isinstance(additional, dict):
-                value[key] = _shape(value[key], additional)
+                value[key] = _shape(value[key], additional, pruned, here)
             elif additional is True or preserve:
                 continue
             else:
+                pruned.append(here)
                 del value[key]
         return value
     if isinstance(value, list):
         items = schema.get("items")
         if isinstance(items, dict):
-            return [_shape(v, items) for v in value]
+            return [_shape(v, items, pruned, f"{path}[{i}]") for i, v in enumerate(value)]
         return value
     return value

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .resources import ALL_VERBS, Registry, ResourceType
+from .resources import Registry, ResourceType
 
 KUBE_VERSION = {
     "major": "1",
@@ -30,6 +30,7 @@ _SUB_DOCS: dict[str, tuple[str, str, str, tuple[str, ...]]] = {
     "binding": ("", "", "Binding", ("create",)),
     "eviction": ("policy", "v1", "Eviction", ("create",)),
     "scale": ("autoscaling", "v1", "Scale", ("get", "patch", "update")),
+    "log": ("", "", "Pod", ("get",)),
 }
 
 
@@ -62,7 +63,7 @@ def _resource_entry(rt: ResourceType) -> dict[str, Any]:
         "singularName": rt.singular_name,
         "namespaced": rt.namespaced,
         "kind": rt.kind,
-        "verbs": list(ALL_VERBS),
+        "verbs": list(rt.verbs),
     }
     if rt.short_names:
         entry["shortNames"] = list(rt.short_names)

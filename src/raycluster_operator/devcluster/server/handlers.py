@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from . import discovery, patches, scale, tables
+from . import discovery, events, logs, patches, protobuf, scale, tables
 from .errors import ApiError, bad_request, method_not_allowed, not_found
 from .faults import Faults
 from .objects import Objects
@@ -51,6 +52,7 @@ def _truthy(value: str | None) -> bool:
 
 class Handlers:
     def __init__(self, objects: Objects, hub: WatchHub, faults: Faults) -> None:
+        self.log_source: logs.LogSource | None = None
         self.objects = objects
         self.hub = hub
         self.faults = faults
@@ -123,16 +125,34 @@ class Handlers:
             await asyncio.sleep(delay)
         if error is not None:
             raise error
+        if verb not in target.rt.verbs:
+            raise method_not_allowed(f"{verb} is not supported on {target.rt.plural}")
         dry_run = q.get("dryRun") == "All"
+        strict = q.get("fieldValidation") == "Strict"
         rt, ns, name, sub = target.rt, target.namespace, target.name, target.subresource
         if verb in ("list", "watch"):
             return await self._list_or_watch(request, target, watching)
         if verb == "get":
             stored = self.objects.get(rt, ns, name or "")
+            if sub == "log":
+                tail = q.get("tailLines")
+                log = logs.LogRequest(
+                    namespace=ns or "",
+                    pod=name or "",
+                    container=q.get("container"),
+                    follow=_truthy(q.get("follow")),
+                    tail_lines=int(tail) if tail else None,
+                    previous=_truthy(q.get("previous")),
+                )
+                return await logs.serve(request, self.log_source, log)
             if sub == "scale":
                 return json_response(scale.view(rt, stored.obj))
             return self._object(request, rt, stored)
         if verb == "create":
+            if rt.group == "authorization.k8s.io":
+                # Typed clients (`kubectl auth can-i`) send protobuf; the answer needs no body.
+                body = None if request.content_type in (PROTOBUF, CBOR) else await _body(request)
+                return json_response(_allow_review(rt, body), 201)
             body = await _body(request)
             if sub == "binding":
                 self.objects.bind(ns or "", name or "", body)
@@ -142,14 +162,16 @@ class Handlers:
                 return json_response(_success(), 201)
             if name is not None:
                 raise method_not_allowed("POST is not allowed on a named object")
-            stored = self.objects.create(rt, ns, body, dry_run=dry_run)
+            stored = self.objects.create(rt, ns, body, dry_run=dry_run, strict=strict)
             return self._object(request, rt, stored, 201)
         if verb == "update":
             body = await _body(request)
             if sub == "scale":
                 stored = self._write_scale(rt, ns, name or "", body, None, dry_run)
                 return json_response(scale.view(rt, stored.obj))
-            stored = self.objects.update(rt, ns, name or "", body, subresource=sub, dry_run=dry_run)
+            stored = self.objects.update(
+                rt, ns, name or "", body, subresource=sub, dry_run=dry_run, strict=strict
+            )
             return self._object(request, rt, stored)
         if verb == "patch":
             content_type = request.content_type
@@ -173,6 +195,7 @@ class Handlers:
                 subresource=sub,
                 dry_run=dry_run,
                 force=_truthy(q.get("force")),
+                strict=strict,
             )
             return self._object(request, rt, stored, 200 if existed else 201)
         if verb == "delete":
@@ -220,14 +243,12 @@ class Handlers:
     def _object(
         self, request: web.Request, rt: ResourceType, stored: Stored, status: int = 200
     ) -> web.Response:
-        obj = self.objects.view(rt, stored)
-        if obj is stored.obj:
-            return json_response(stored.raw, status)
-        return json_response(obj, status)
+        return json_response(self.objects.raw(rt, stored), status)
 
     def _selection(self, request: web.Request, target: Target) -> Selection:
         q = request.query
-        fields = parse_field_selector(q.get("fieldSelector"), target.rt.plural)
+        alias = events.field_alias if target.rt.group == events.GROUP else (lambda path: path)
+        fields = parse_field_selector(q.get("fieldSelector"), target.rt.plural, alias)
         if target.legacy_watch and target.name is not None:
             fields = parse_field_selector(f"metadata.name={target.name}", target.rt.plural)
         return Selection(target.namespace, parse_label_selector(q.get("labelSelector")), fields)
@@ -251,15 +272,17 @@ class Handlers:
                 )
             initial = None
             if send_initial or rv in (None, "", "0"):
-                initial = self.objects.list(rt, selection)
+                initial = functools.partial(self.objects.list, rt, selection)
             timeout = float(q.get("timeoutSeconds") or DEFAULT_WATCH_TIMEOUT)
             params = WatchParams(rv, bookmarks, timeout, send_initial)
-            render = None
-            if tables.wants_table(request.headers.get("Accept", "")):
-                query = request.query
+            query = request.query
+            as_table = tables.wants_table(request.headers.get("Accept", ""))
 
-                def render(stored: Stored) -> bytes:
-                    return encode(tables.table(rt, [stored.obj], stored.rv, None, query))
+            def render(stored: Stored) -> bytes:
+                if as_table:
+                    view = self.objects.view(rt, stored)
+                    return encode(tables.table(rt, [view], stored.rv, None, query))
+                return self.objects.raw(rt, stored)
 
             return await self.hub.serve(request, rt, selection, params, initial, render)
         items = self.objects.list(rt, selection)
@@ -282,7 +305,13 @@ class Handlers:
             next_token = base64.urlsafe_b64encode(json.dumps(state).encode()).decode()
         if tables.wants_table(request.headers.get("Accept", "")):
             return json_response(
-                tables.table(rt, [s.obj for s in items], list_rv, next_token, request.query)
+                tables.table(
+                    rt,
+                    [self.objects.view(rt, s) for s in items],
+                    list_rv,
+                    next_token,
+                    request.query,
+                )
             )
         return json_response(self._list_bytes(rt, items, list_rv, next_token, remaining))
 
@@ -300,10 +329,7 @@ class Handlers:
         if remaining is not None:
             meta["remainingItemCount"] = remaining
         head = encode({"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": meta})
-        raws = [
-            s.raw if s.obj.get("apiVersion") == rt.api_version else encode(self.objects.view(rt, s))
-            for s in items
-        ]
+        raws = [self.objects.raw(rt, s) for s in items]
         return head[:-1] + b',"items":[' + b",".join(raws) + b"]}"
 
     # fault switchboard -----------------------------------------------------------------------
@@ -322,6 +348,15 @@ class Handlers:
 
     async def drop_watches(self, request: web.Request) -> web.Response:
         return json_response({"dropped": self.faults.drop_watches()})
+
+
+def _allow_review(rt: ResourceType, body: Any) -> dict[str, Any]:
+    """Access reviews are answered "allowed": the dev cluster has one all-powerful token."""
+    review = dict(body) if isinstance(body, dict) else {}
+    review.update(apiVersion=rt.api_version, kind=rt.kind)
+    review.setdefault("metadata", {})
+    review["status"] = {"allowed": True, "reason": "the dev cluster allows every request"}
+    return review
 
 
 def _no_route() -> ApiError:
@@ -355,16 +390,19 @@ CBOR = "application/cbor"
 
 async def _body(request: web.Request, *, yaml_ok: bool = False) -> Any:
     if request.content_type in (PROTOBUF, CBOR):
-        # Typed Go clients (e.g. `kubectl create namespace`, `kubectl run`) send protobuf;
-        # without the generated schemas we cannot decode it, so say so the standard way.
-        raise ApiError(
-            415,
-            "UnsupportedMediaType",
-            f"the body of the request was in an unknown format - accepted media types include: "
-            f"application/json, application/yaml ({request.content_type} is not supported "
-            f"by the dev "
-            f"server: use `kubectl create -f`/`kubectl apply -f`)",
-        )
+        # Typed Go clients (`kubectl create namespace|configmap|secret`) send protobuf: the
+        # few small kinds protobuf.py knows are decoded, the rest are refused the standard way.
+        try:
+            if request.content_type == PROTOBUF:
+                return protobuf.decode(await request.read())
+            raise protobuf.ProtobufError("CBOR is not supported")
+        except protobuf.ProtobufError as exc:
+            raise ApiError(
+                415,
+                "UnsupportedMediaType",
+                "the body of the request was in an unknown format - accepted media types include: "
+                f"application/json, application/yaml ({exc}; use `kubectl apply -f`)",
+            ) from exc
     raw = await request.read()
     if not raw:
         return None

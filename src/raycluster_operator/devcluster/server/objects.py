@@ -16,11 +16,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from . import crds, patches
+from . import crds, events, patches, validation
 from .errors import ApiError, already_exists, bad_request, conflict, invalid, not_found
 from .resources import Registry, ResourceType
 from .selectors import Selection
-from .store import Obj, Store, Stored
+from .store import Obj, Store, Stored, encode
 
 GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
@@ -92,16 +92,30 @@ class Objects:
         ]
 
     def view(self, rt: ResourceType, stored: Stored) -> Obj:
-        """The object as served at `rt`'s version (CRD versions share storage)."""
+        """The object as served at `rt`'s version (CRD versions and Event shapes share storage)."""
+        if rt.group == events.GROUP:
+            return events.to_events_v1(stored.obj, rt.api_version)
         if stored.obj.get("apiVersion") == rt.api_version:
             return stored.obj
         return {**stored.obj, "apiVersion": rt.api_version}
 
+    def raw(self, rt: ResourceType, stored: Stored) -> bytes:
+        """The JSON of `view`, reusing the stored encoding when no conversion is needed."""
+        if rt.group != events.GROUP and stored.obj.get("apiVersion") == rt.api_version:
+            return stored.raw
+        return encode(self.view(rt, stored))
+
     # create ----------------------------------------------------------------------------------
     def create(
-        self, rt: ResourceType, ns: str | None, body: Any, *, dry_run: bool = False
+        self,
+        rt: ResourceType,
+        ns: str | None,
+        body: Any,
+        *,
+        dry_run: bool = False,
+        strict: bool = False,
     ) -> Stored:
-        obj = self._body(rt, body)
+        obj = self._body(rt, body, strict)
         meta = obj["metadata"]
         self._place(rt, ns, meta)
         if not meta.get("name"):
@@ -113,7 +127,13 @@ class Objects:
                     "",
                     [("metadata.name", "Required value: name or generateName is required")],
                 )
-            meta["name"] = prefix + "".join(self.rng.choice(GENERATE_ALPHABET) for _ in range(5))
+            # Like the real server (RetryGenerateName), a taken random suffix is drawn again.
+            for _ in range(8):
+                meta["name"] = prefix + "".join(
+                    self.rng.choice(GENERATE_ALPHABET) for _ in range(5)
+                )
+                if self.store.get(rt.storage_key, meta.get("namespace", ""), meta["name"]) is None:
+                    break
         self._check_name(rt, meta["name"])
         if self.store.get(rt.storage_key, meta.get("namespace", ""), meta["name"]) is not None:
             raise already_exists(rt.plural, rt.group, meta["name"])
@@ -123,13 +143,14 @@ class Objects:
             meta.pop(key, None)
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = self.now()
-        if rt.has_spec:
+        if rt.tracks_generation:
             meta["generation"] = 1
         else:
             meta.pop("generation", None)
         if rt.status_subresource and not rt.builtin:
             obj.pop("status", None)
         self._prepare_create(rt, obj)
+        self._validate(rt, obj)
         if dry_run:
             meta["resourceVersion"] = str(self.store.rv)
             return Stored(obj, self.store.rv)
@@ -138,7 +159,7 @@ class Objects:
         self._after_write(rt, stored)
         return stored
 
-    def _body(self, rt: ResourceType, body: Any) -> Obj:
+    def _body(self, rt: ResourceType, body: Any, strict: bool = False) -> Obj:
         if not isinstance(body, dict):
             raise bad_request("the request body must be a JSON object")
         obj: Obj = thaw(body)
@@ -154,7 +175,12 @@ class Objects:
         if not isinstance(meta, dict):
             raise bad_request("metadata must be an object")
         if not rt.builtin:
-            obj = crds.shape(obj, rt.schema)
+            obj, unknown = crds.shape(obj, rt.schema)
+            if unknown and strict:
+                fields = ", ".join(f'unknown field "{path}"' for path in unknown)
+                raise bad_request(f"strict decoding error: {fields}")
+        if rt.group == events.GROUP:
+            obj = events.to_core(obj)
         return obj
 
     def _place(self, rt: ResourceType, ns: str | None, meta: dict[str, Any]) -> None:
@@ -253,9 +279,10 @@ class Objects:
         *,
         subresource: str = "",
         dry_run: bool = False,
+        strict: bool = False,
     ) -> Stored:
         current = self.get(rt, ns, name)
-        obj = self._body(rt, body)
+        obj = self._body(rt, body, strict)
         meta = obj["metadata"]
         if meta.get("name", name) != name:
             raise bad_request(
@@ -313,6 +340,7 @@ class Objects:
                 else:
                     obj.pop("status", None)
             self._check_update(rt, old, obj)
+            self._validate(rt, obj)
         if "generation" in old["metadata"]:
             meta["generation"] = old["metadata"]["generation"]
             if _spec_of(rt, obj) != _spec_of(rt, old):
@@ -364,6 +392,15 @@ class Objects:
             and int(obj["metadata"].get("deletionGracePeriodSeconds") or 0) > 0
         )
 
+    def _validate(self, rt: ResourceType, obj: Obj) -> None:
+        causes = validation.metadata_causes(obj["metadata"])
+        if rt.builtin and rt.group == "" and rt.plural == "pods":
+            causes += validation.pod_causes(obj)
+        elif rt.builtin and rt.group == "" and rt.plural == "services":
+            causes += validation.service_causes(obj)
+        if causes:
+            raise invalid(rt.kind, rt.group, obj["metadata"].get("name", ""), causes)
+
     def _check_update(self, rt: ResourceType, old: Obj, new: Obj) -> None:
         if rt.storage_key == "pods":
             name = old["metadata"]["name"]
@@ -400,6 +437,7 @@ class Objects:
         subresource: str = "",
         dry_run: bool = False,
         force: bool = False,
+        strict: bool = False,
     ) -> Stored:
         if content_type == patches.STRATEGIC_PATCH and not rt.builtin:
             raise ApiError(
@@ -419,10 +457,9 @@ class Objects:
                 if meta.get("name", name) != name:
                     raise bad_request("the name of the object does not match the name on the URL")
                 meta["name"] = name
-                return self.create(rt, ns, body, dry_run=dry_run)
+                return self.create(rt, ns, body, dry_run=dry_run, strict=strict)
         current = self.get(rt, ns, name)
-        doc = thaw(current.obj)
-        doc["apiVersion"] = rt.api_version
+        doc = thaw(self.view(rt, current))
         if content_type == patches.JSON_PATCH:
             result = patches.json_patch(doc, body)
         elif content_type == patches.MERGE_PATCH:
@@ -440,7 +477,7 @@ class Objects:
             raise ApiError(415, "UnsupportedMediaType", f"unsupported patch type {content_type!r}")
         if not isinstance(result, dict):
             raise bad_request("patch must leave an object")
-        obj = self._body(rt, result)
+        obj = self._body(rt, result, strict)
         obj["metadata"]["name"] = name
         self._place(rt, ns, obj["metadata"])
         body_rv = _patched_rv(body, content_type)
@@ -560,17 +597,15 @@ class Objects:
 
     def _finalize_namespace(self, ns: str) -> None:
         """Delete the namespace's content (pods gracefully, finalizers honoured), then it."""
+        seen: set[str] = set()
         for rt in self.registry:
-            if not rt.namespaced or rt.version != self._storage_version(rt):
+            if not rt.namespaced or rt.storage_key in seen:
                 continue
+            seen.add(rt.storage_key)
             for stored in list(self.store.iter(rt.storage_key, ns)):
                 if not stored.obj["metadata"].get("deletionTimestamp"):
                     self.delete(rt, ns, stored.obj["metadata"]["name"])
         self._maybe_remove_namespace(ns)
-
-    def _storage_version(self, rt: ResourceType) -> str:
-        versions = [t.version for t in self.registry if t.storage_key == rt.storage_key]
-        return versions[0]
 
     def _maybe_remove_namespace(self, ns: str) -> None:
         for rt in self.registry:

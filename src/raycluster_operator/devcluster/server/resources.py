@@ -23,11 +23,15 @@ class ResourceType:
     categories: tuple[str, ...] = ()
     subresources: frozenset[str] = frozenset()
     builtin: bool = True
-    has_spec: bool = True
+    tracks_generation: bool = True
     # CRD-only: the openAPIV3Schema of this version (defaults and pruning) and scale paths.
     schema: dict[str, Any] | None = field(default=None, compare=False, hash=False)
     scale: dict[str, Any] | None = field(default=None, compare=False, hash=False)
     printer_columns: tuple[dict[str, Any], ...] = field(default=(), compare=False, hash=False)
+    # Set when another resource owns the storage (events.k8s.io Events live with core Events).
+    storage: str = ""
+    # Review kinds are answered, never stored (POST only).
+    verbs: tuple[str, ...] = ALL_VERBS
 
     @property
     def api_version(self) -> str:
@@ -36,7 +40,11 @@ class ResourceType:
     @property
     def storage_key(self) -> str:
         """Versions of one resource share storage, like the real server's etcd key prefix."""
-        return f"{self.plural}.{self.group}" if self.group else self.plural
+        if self.storage:
+            return self.storage
+        if not self.group:
+            return self.plural
+        return f"{self.plural}.{self.group}"
 
     @property
     def list_kind(self) -> str:
@@ -69,7 +77,7 @@ def _core(
         namespaced,
         short_names=short,
         subresources=frozenset(sub),
-        has_spec=spec,
+        tracks_generation=spec,
         categories=categories,
     )
 
@@ -77,25 +85,119 @@ def _core(
 def _grouped(
     group: str, plural: str, kind: str, namespaced: bool = True, *, short: tuple[str, ...] = ()
 ) -> ResourceType:
-    return ResourceType(group, "v1", plural, kind, namespaced, short_names=short, has_spec=False)
+    return ResourceType(
+        group, "v1", plural, kind, namespaced, short_names=short, tracks_generation=False
+    )
 
 
 BUILTIN: tuple[ResourceType, ...] = (
-    _core("namespaces", "Namespace", False, short=("ns",), sub=("status",)),
-    _core("pods", "Pod", short=("po",), sub=("status", "binding", "eviction"), categories=("all",)),
-    _core("services", "Service", short=("svc",), sub=("status",), categories=("all",)),
+    _core("namespaces", "Namespace", False, short=("ns",), sub=("status",), spec=False),
+    _core(
+        "pods",
+        "Pod",
+        short=("po",),
+        sub=("status", "binding", "eviction", "log"),
+        categories=("all",),
+    ),
+    _core("services", "Service", short=("svc",), sub=("status",), spec=False, categories=("all",)),
     _core("endpoints", "Endpoints", short=("ep",), spec=False),
     _core("configmaps", "ConfigMap", short=("cm",), spec=False),
     _core("secrets", "Secret", spec=False),
     _core("serviceaccounts", "ServiceAccount", short=("sa",), spec=False),
     _core("events", "Event", short=("ev",), spec=False),
-    _core("nodes", "Node", False, short=("no",), sub=("status",)),
-    _grouped("events.k8s.io", "events", "Event", short=("ev",)),
-    ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True),
+    _core("nodes", "Node", False, short=("no",), sub=("status",), spec=False),
+    ResourceType(
+        "events.k8s.io",
+        "v1",
+        "events",
+        "Event",
+        True,
+        short_names=("ev",),
+        tracks_generation=False,
+        storage="events",
+    ),
+    ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True, tracks_generation=False),
     _grouped("rbac.authorization.k8s.io", "roles", "Role"),
     _grouped("rbac.authorization.k8s.io", "rolebindings", "RoleBinding"),
     _grouped("rbac.authorization.k8s.io", "clusterroles", "ClusterRole", False),
     _grouped("rbac.authorization.k8s.io", "clusterrolebindings", "ClusterRoleBinding", False),
+    # Stored only: no controller acts on them, but manifests that carry them apply cleanly.
+    ResourceType(
+        "apps",
+        "v1",
+        "deployments",
+        "Deployment",
+        True,
+        short_names=("deploy",),
+        subresources=frozenset({"status", "scale"}),
+        categories=("all",),
+    ),
+    ResourceType(
+        "apps",
+        "v1",
+        "statefulsets",
+        "StatefulSet",
+        True,
+        short_names=("sts",),
+        subresources=frozenset({"status", "scale"}),
+        categories=("all",),
+    ),
+    ResourceType(
+        "apps",
+        "v1",
+        "replicasets",
+        "ReplicaSet",
+        True,
+        short_names=("rs",),
+        subresources=frozenset({"status", "scale"}),
+        categories=("all",),
+    ),
+    ResourceType(
+        "apps",
+        "v1",
+        "daemonsets",
+        "DaemonSet",
+        True,
+        short_names=("ds",),
+        subresources=frozenset({"status"}),
+        categories=("all",),
+    ),
+    ResourceType(
+        "policy",
+        "v1",
+        "poddisruptionbudgets",
+        "PodDisruptionBudget",
+        True,
+        short_names=("pdb",),
+        subresources=frozenset({"status"}),
+    ),
+    ResourceType(
+        "scheduling.k8s.io",
+        "v1",
+        "priorityclasses",
+        "PriorityClass",
+        False,
+        short_names=("pc",),
+        tracks_generation=False,
+    ),
+    ResourceType(
+        "authorization.k8s.io",
+        "v1",
+        "selfsubjectaccessreviews",
+        "SelfSubjectAccessReview",
+        False,
+        tracks_generation=False,
+        verbs=("create",),
+    ),
+    ResourceType(
+        "authorization.k8s.io",
+        "v1",
+        "subjectaccessreviews",
+        "SubjectAccessReview",
+        False,
+        tracks_generation=False,
+        verbs=("create",),
+    ),
     ResourceType(
         "apiextensions.k8s.io",
         "v1",

@@ -143,7 +143,10 @@ class FieldSelector:
         return all((get(obj) == value) == positive for get, positive, value in self.terms)
 
 
-def parse_field_selector(text: str | None, plural: str) -> FieldSelector | None:
+def parse_field_selector(
+    text: str | None, plural: str, alias: Callable[[str], str] = lambda path: path
+) -> FieldSelector | None:
+    """`alias` maps a path of the served shape to the stored shape (events.k8s.io Events)."""
     if not text:
         return None
     allowed = {"metadata.name", "metadata.namespace"} | EXTRA_FIELDS.get(plural, frozenset())
@@ -158,7 +161,7 @@ def parse_field_selector(text: str | None, plural: str) -> FieldSelector | None:
                 f'"{path}" is not a known field selector: only "metadata.name", '
                 '"metadata.namespace" and per-kind fields'
             )
-        terms.append((_path_getter(path), op != "!=", value))
+        terms.append((_path_getter(alias(path)), op != "!=", value))
     return FieldSelector(tuple(terms))
 
 

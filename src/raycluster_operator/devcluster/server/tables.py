@@ -1,13 +1,20 @@
-"""Server-side printing (meta.k8s.io Table), which `kubectl get` asks for first."""
+"""Server-side printing (meta.k8s.io Table), which `kubectl get` asks for first.
+
+Built-in kinds get the familiar columns of the real server (pods, nodes, services,
+namespaces, events); custom resources get Name, their additionalPrinterColumns and Age.
+"""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from .resources import ResourceType
+
+Obj = Mapping[str, Any]
+Column = tuple[str, str, int, Callable[[Obj], Any]]  # name, type, priority, cell
 
 
 def wants_table(accept: str) -> bool:
@@ -17,7 +24,10 @@ def wants_table(accept: str) -> bool:
 def age(timestamp: str | None, now: datetime | None = None) -> str:
     if not timestamp:
         return "<unknown>"
-    then = datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    try:
+        then = datetime.strptime(timestamp[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC)
+    except ValueError:
+        return "<invalid>"
     seconds = int(((now or datetime.now(UTC)) - then).total_seconds())
     if seconds < 120:
         return f"{max(seconds, 0)}s"
@@ -28,7 +38,7 @@ def age(timestamp: str | None, now: datetime | None = None) -> str:
     return f"{seconds // 86400}d"
 
 
-def _json_path(obj: Any, path: str) -> Any:
+def json_path(obj: Any, path: str) -> Any:
     """The subset of JSONPath printer columns use: .a.b, .a[0].b, .a[*].b."""
     cur: list[Any] = [obj]
     for token in re.findall(r"[^.\[\]]+|\[\*\]|\[\d+\]", path.strip("{}").lstrip(".")):
@@ -48,63 +58,146 @@ def _json_path(obj: Any, path: str) -> Any:
     return cur[0] if len(cur) == 1 else ",".join(str(v) for v in cur)
 
 
-def _pod_cells(pod: Mapping[str, Any]) -> list[Any]:
-    spec, status = pod.get("spec") or {}, pod.get("status") or {}
-    statuses = status.get("containerStatuses") or []
-    ready = sum(1 for s in statuses if s.get("ready"))
-    restarts = sum(int(s.get("restartCount") or 0) for s in statuses)
+def _name(obj: Obj) -> Any:
+    return obj["metadata"]["name"]
+
+
+def _age(obj: Obj) -> Any:
+    return age(obj["metadata"].get("creationTimestamp"))
+
+
+def _pod_status(pod: Obj) -> str:
+    status = pod.get("status") or {}
     phase = status.get("reason") or status.get("phase") or "Unknown"
-    for s in statuses:
-        waiting = (s.get("state") or {}).get("waiting")
-        if waiting and waiting.get("reason"):
-            phase = waiting["reason"]
+    for s in status.get("containerStatuses") or []:
+        state = s.get("state") or {}
+        detail = state.get("waiting") or state.get("terminated")
+        if detail and detail.get("reason"):
+            phase = detail["reason"]
     if pod["metadata"].get("deletionTimestamp"):
         phase = "Terminating"
-    return [f"{ready}/{len(spec.get('containers') or [])}", phase, restarts]
+    return str(phase)
+
+
+def _pod_ready(pod: Obj) -> str:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    total = len((pod.get("spec") or {}).get("containers") or [])
+    return f"{sum(1 for s in statuses if s.get('ready'))}/{total}"
+
+
+def _pod_restarts(pod: Obj) -> int:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    return sum(int(s.get("restartCount") or 0) for s in statuses)
+
+
+def _node_status(node: Obj) -> str:
+    conditions = (node.get("status") or {}).get("conditions") or []
+    ready = next((c for c in conditions if c.get("type") == "Ready"), None)
+    text = "Ready" if ready and ready.get("status") == "True" else "NotReady"
+    if (node.get("spec") or {}).get("unschedulable"):
+        text += ",SchedulingDisabled"
+    return text
+
+
+def _node_roles(node: Obj) -> str:
+    prefix = "node-role.kubernetes.io/"
+    roles = [k[len(prefix) :] for k in node["metadata"].get("labels") or {} if k.startswith(prefix)]
+    return ",".join(sorted(r for r in roles if r)) or "<none>"
+
+
+def _service_ports(svc: Obj) -> str:
+    ports = (svc.get("spec") or {}).get("ports") or []
+    return ",".join(f"{p.get('port')}/{p.get('protocol', 'TCP')}" for p in ports) or "<none>"
+
+
+def _event_object(ev: Obj) -> str:
+    ref = ev.get("involvedObject") or ev.get("regarding") or {}
+    return f"{str(ref.get('kind', '')).lower()}/{ref.get('name', '')}"
+
+
+def _event_last_seen(ev: Obj) -> str:
+    series = ev.get("series") or {}
+    stamp = (
+        series.get("lastObservedTime")
+        or ev.get("lastTimestamp")
+        or ev.get("deprecatedLastTimestamp")
+        or ev.get("eventTime")
+        or ev["metadata"].get("creationTimestamp")
+    )
+    return age(stamp)
+
+
+_BUILTIN: dict[str, list[Column]] = {
+    "pods": [
+        ("Name", "string", 0, _name),
+        ("Ready", "string", 0, _pod_ready),
+        ("Status", "string", 0, _pod_status),
+        ("Restarts", "integer", 0, _pod_restarts),
+        ("Age", "string", 0, _age),
+        ("IP", "string", 1, lambda p: (p.get("status") or {}).get("podIP") or "<none>"),
+        ("Node", "string", 1, lambda p: (p.get("spec") or {}).get("nodeName") or "<none>"),
+    ],
+    "nodes": [
+        ("Name", "string", 0, _name),
+        ("Status", "string", 0, _node_status),
+        ("Roles", "string", 0, _node_roles),
+        ("Age", "string", 0, _age),
+        ("Version", "string", 0, lambda n: json_path(n, ".status.nodeInfo.kubeletVersion") or ""),
+    ],
+    "services": [
+        ("Name", "string", 0, _name),
+        ("Type", "string", 0, lambda s: (s.get("spec") or {}).get("type", "ClusterIP")),
+        ("Cluster-IP", "string", 0, lambda s: (s.get("spec") or {}).get("clusterIP") or "<none>"),
+        ("External-IP", "string", 0, lambda s: "<none>"),
+        ("Port(s)", "string", 0, _service_ports),
+        ("Age", "string", 0, _age),
+    ],
+    "namespaces": [
+        ("Name", "string", 0, _name),
+        ("Status", "string", 0, lambda n: (n.get("status") or {}).get("phase", "")),
+        ("Age", "string", 0, _age),
+    ],
+    "events": [
+        ("Last Seen", "string", 0, _event_last_seen),
+        ("Type", "string", 0, lambda e: e.get("type", "")),
+        ("Reason", "string", 0, lambda e: e.get("reason", "")),
+        ("Object", "string", 0, _event_object),
+        ("Message", "string", 0, lambda e: e.get("message") or e.get("note") or ""),
+        ("Name", "string", 1, _name),
+    ],
+}
+
+
+def _columns(rt: ResourceType) -> list[Column]:
+    if rt.builtin and rt.plural in _BUILTIN:
+        return _BUILTIN[rt.plural]
+    columns: list[Column] = [("Name", "string", 0, _name)]
+    for col in rt.printer_columns:
+        kind, path = col.get("type", "string"), col.get("jsonPath", "")
+
+        def cell(obj: Obj, kind: str = kind, path: str = path) -> Any:
+            value = json_path(obj, path)
+            return age(value) if kind == "date" and isinstance(value, str) else value
+
+        printed = "string" if kind == "date" else kind
+        columns.append((col.get("name", ""), printed, int(col.get("priority", 0)), cell))
+    if not any(c.get("name") == "Age" for c in rt.printer_columns):
+        columns.append(("Age", "string", 0, _age))
+    return columns
 
 
 def table(
-    rt: ResourceType,
-    objs: list[Mapping[str, Any]],
-    rv: int,
-    token: str | None,
-    query: Mapping[str, str],
+    rt: ResourceType, objs: list[Obj], rv: int, token: str | None, query: Mapping[str, str]
 ) -> dict[str, Any]:
-    columns: list[dict[str, Any]] = [
-        {"name": "Name", "type": "string", "format": "name", "priority": 0}
+    columns = _columns(rt)
+    definitions = [
+        {"name": name, "type": kind, "format": "name" if name == "Name" else "", "priority": prio}
+        for name, kind, prio, _ in columns
     ]
-    extra: list[tuple[str, Any]] = []
-    if rt.plural == "pods" and rt.builtin:
-        for name, kind in (("Ready", "string"), ("Status", "string"), ("Restarts", "integer")):
-            columns.append({"name": name, "type": kind, "format": "", "priority": 0})
-    for col in rt.printer_columns:
-        columns.append(
-            {
-                "name": col.get("name", ""),
-                "type": col.get("type", "string"),
-                "format": col.get("format", ""),
-                "priority": int(col.get("priority", 0)),
-                "description": col.get("description", ""),
-            }
-        )
-        extra.append((col.get("type", "string"), col.get("jsonPath", "")))
-    has_age = any(c.get("name") == "Age" for c in rt.printer_columns)
-    if not has_age:
-        columns.append({"name": "Age", "type": "string", "format": "", "priority": 0})
     include = query.get("includeObject", "Metadata")
     rows = []
     for obj in objs:
-        cells: list[Any] = [obj["metadata"]["name"]]
-        if rt.plural == "pods" and rt.builtin:
-            cells.extend(_pod_cells(obj))
-        for kind, path in extra:
-            value = _json_path(obj, path)
-            if kind == "date" and isinstance(value, str):
-                value = age(value)
-            cells.append(value)
-        if not has_age:
-            cells.append(age(obj["metadata"].get("creationTimestamp")))
-        row: dict[str, Any] = {"cells": cells}
+        row: dict[str, Any] = {"cells": [cell(obj) for _, _, _, cell in columns]}
         if include == "Object":
             row["object"] = obj
         elif include != "None":
@@ -121,6 +214,6 @@ def table(
         "kind": "Table",
         "apiVersion": "meta.k8s.io/v1",
         "metadata": meta,
-        "columnDefinitions": columns,
+        "columnDefinitions": definitions,
         "rows": rows,
     }

@@ -47,10 +47,11 @@ class WatchHub:
         rt: ResourceType,
         selection: Selection,
         params: WatchParams,
-        initial: list[Stored] | None,
-        render: Callable[[Stored], bytes] | None = None,
+        initial: Callable[[], list[Stored]] | None,
+        render: Callable[[Stored], bytes],
     ) -> web.StreamResponse:
-        """Stream changes. `initial` (current matching objects) is sent first as ADDED;
+        """Stream changes. `initial` lists the current matching objects, sent first as ADDED
+        (called in the same step that registers the watcher, so no write falls between);
         `render` replaces the object encoding (kubectl asks for one-row Tables)."""
         since: int | None = None
         if initial is None and params.resource_version not in (None, "", "0"):
@@ -69,7 +70,7 @@ class WatchHub:
             await response.write(_event("ERROR", gone(str(exc)).status()))
             return response
         start_rv = self.store.rv
-        for stored in initial or []:
+        for stored in initial() if initial is not None else []:
             watcher.push("ADDED", stored, force=True)
         if params.bookmarks and (params.send_initial_events or since is not None):
             annotations = {INITIAL_EVENTS_END: "true"} if params.send_initial_events else None
@@ -121,13 +122,9 @@ def _event(kind: str, obj: Any) -> bytes:
 
 
 def _object_event(
-    kind: str, rt: ResourceType, stored: Stored, render: Callable[[Stored], bytes] | None
+    kind: str, rt: ResourceType, stored: Stored, render: Callable[[Stored], bytes]
 ) -> bytes:
-    raw = stored.raw
-    if render is not None:
-        raw = render(stored)
-    elif stored.obj.get("apiVersion") != rt.api_version:
-        raw = encode({**stored.obj, "apiVersion": rt.api_version})
+    raw = render(stored)
     return b'{"type":"' + kind.encode() + b'","object":' + raw + b"}\n"
 
 

@@ -1,0 +1,75 @@
+"""Properties of placement over random workloads: never overcommit, always honour selectors."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from raycluster_operator.devcluster.nodes import NODEPOOL_LABEL, build_nodes, parse_spec
+from raycluster_operator.devcluster.placement import Snapshot, pod_requests
+from raycluster_operator.devcluster.quantity import parse_quantity
+
+NODES = build_nodes(parse_spec(["tpu:v6e:4x4:2", "gpu:gb200:4", "cpu:2"]))
+POOLS = sorted({n["metadata"]["labels"][NODEPOOL_LABEL] for n in NODES})
+
+pod_specs = st.lists(
+    st.tuples(
+        st.sampled_from(["cpu", "google.com/tpu", "nvidia.com/gpu"]),
+        st.integers(min_value=1, max_value=8),
+        st.one_of(st.none(), st.sampled_from(POOLS)),
+    ),
+    max_size=40,
+)
+
+
+def make_pod(i: int, resource: str, amount: int, pool: str | None) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "containers": [{"name": "c", "resources": {"limits": {resource: str(amount)}}}]
+    }
+    if pool is not None:
+        spec["nodeSelector"] = {NODEPOOL_LABEL: pool}
+    return {"metadata": {"name": f"p{i}", "namespace": "default"}, "spec": spec}
+
+
+@settings(max_examples=60, deadline=None)
+@given(pod_specs)
+def test_placement_never_overcommits_and_honours_selectors(specs: list[Any]) -> None:
+    snapshot = Snapshot(NODES, [])
+    by_name = {n["metadata"]["name"]: n for n in NODES}
+    used: dict[str, dict[str, Fraction]] = {name: {} for name in by_name}
+    for i, (resource, amount, pool) in enumerate(specs):
+        pod = make_pod(i, resource, amount, pool)
+        placement = snapshot.place(pod)
+        if placement.node is None:
+            assert placement.message.startswith(f"0/{len(NODES)} nodes are available")
+            continue
+        node = by_name[placement.node]
+        if pool is not None:
+            assert node["metadata"]["labels"][NODEPOOL_LABEL] == pool
+        snapshot.assume(pod, placement.node)
+        for name, value in pod_requests(pod).items():
+            used[placement.node][name] = used[placement.node].get(name, Fraction(0)) + value
+    for name, node in by_name.items():
+        for resource, amount in used[name].items():
+            assert amount <= parse_quantity(node["status"]["allocatable"].get(resource, 0))
+
+
+@given(
+    st.integers(min_value=0, max_value=10**6),
+    st.sampled_from(["", "m", "k", "M", "G", "Ki", "Mi", "Gi"]),
+)
+def test_quantities_scale_by_their_suffix(number: int, suffix: str) -> None:
+    scale = {
+        "": 1,
+        "m": Fraction(1, 1000),
+        "k": 10**3,
+        "M": 10**6,
+        "G": 10**9,
+        "Ki": 2**10,
+        "Mi": 2**20,
+        "Gi": 2**30,
+    }[suffix]
+    assert parse_quantity(f"{number}{suffix}") == number * scale
