@@ -250,3 +250,79 @@ def test_parse_does_not_mutate_its_input() -> None:
 )
 def test_field_path(loc: tuple[str | int, ...], path: str) -> None:
     assert field_path(loc) == path
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "expected"),
+    [
+        (
+            [*W1, "template", "spec", "volumes"],
+            {},
+            "spec.workerGroupSpecs[1].template.spec.volumes",
+        ),
+        (
+            ["spec", "headGroupSpec", "template", "spec", "containers", 0, "env"],
+            {"A": "1"},
+            "spec.headGroupSpec.template.spec.containers[0].env",
+        ),
+        (
+            [*W1, "template", "spec", "containers", 0, "env"],
+            ["A=1"],
+            "spec.workerGroupSpecs[1].template.spec.containers[0].env[0]",
+        ),
+        (
+            [*W1, "template", "spec", "containers", 0, "command"],
+            "ray start",
+            "spec.workerGroupSpecs[1].template.spec.containers[0].command",
+        ),
+        (
+            [*W1, "template", "spec", "containers", 0, "args"],
+            ["--x", 3],
+            "spec.workerGroupSpecs[1].template.spec.containers[0].args[1]",
+        ),
+        (
+            [*W1, "template", "spec", "affinity"],
+            [],
+            "spec.workerGroupSpecs[1].template.spec.affinity",
+        ),
+    ],
+)
+def test_template_fields_the_operator_extends_must_have_their_kubernetes_shape(
+    path: list[str | int], value: Any, expected: str
+) -> None:
+    assert [p.path for p in problems_of(mutate(path, value))] == [expected]
+
+
+def test_null_template_fields_are_absent_fields() -> None:
+    obj = mutate([*W1, "template", "spec", "volumes"], None)
+    obj["spec"]["workerGroupSpecs"][1]["template"]["spec"]["containers"][0]["env"] = None
+    assert problems_of(obj) == []
+
+
+def test_status_with_our_slice_counts_round_trips() -> None:
+    from raycluster_operator.api.models import dump_cluster
+
+    obj = valid()
+    obj["status"] = {
+        "state": "ready",
+        "desiredWorkerSlices": 2,
+        "readyWorkerSlices": 1,
+        "workerGroups": [
+            {
+                "groupName": "tpu",
+                "numOfHosts": 4,
+                "desiredSlices": 2,
+                "readySlices": 1,
+                "brokenSlices": 0,
+                "desiredPods": 8,
+                "readyPods": 4,
+                "future": 1,
+            }
+        ],
+        "futureStatus": "x",
+    }
+    cluster, problems = parse_cluster(obj)
+    assert cluster is not None and not problems
+    assert cluster.status is not None and cluster.status.worker_groups is not None
+    assert cluster.status.worker_groups[0].ready_slices == 1
+    assert dump_cluster(cluster) == obj

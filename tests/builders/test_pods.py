@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import shlex
 from typing import Any
 
 import pytest
@@ -309,9 +310,27 @@ def test_user_command_runs_before_ray_start_and_params_win() -> None:
         host_index=None,
     )
     (line,) = pod["spec"]["containers"][0]["args"]
-    assert line.startswith("ulimit -n 65536; pip install x && ray start ")
+    assert line.startswith("pip install x && ulimit -n 65536; ray start ")
     assert "--num-cpus=3" in line
-    assert "--resources='{\"Custom\":2}'" in line
+    # Passed through as written, so the shell unquotes it as under KubeRay.
+    assert '--resources="{\\"Custom\\": 2}"' in line
+    assert shlex.split(line.split("; ", 1)[1])[-1] == '--resources={"Custom": 2}'
+
+
+def test_a_user_command_that_runs_ray_start_is_left_alone() -> None:
+    obj = cluster_dict()
+    container = obj["spec"]["workerGroupSpecs"][1]["template"]["spec"]["containers"][0]
+    container["command"] = ["bash", "-c"]
+    container["args"] = ["ray start --address=x:6379 --block"]
+    cluster = load_cluster(obj)
+    pod = build_worker_pod(
+        cluster,
+        cluster.spec.worker_group_specs[1],
+        replica_index=0,
+        replica_name=None,
+        host_index=None,
+    )
+    assert pod["spec"]["containers"][0]["args"] == ["ray start --address=x:6379 --block"]
 
 
 def test_overwrite_container_cmd_annotation_keeps_the_users_command() -> None:
@@ -337,18 +356,16 @@ def test_head_ray_start_and_ports() -> None:
         "ulimit -n 65536; ray start --head --block --dashboard-agent-listen-port=52365 "
         f"--dashboard-host=0.0.0.0 --memory={4 * 2**30} --metrics-export-port=8080 --num-cpus=2"
     ]
-    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {
-        "gcs-server": 6379,
-        "dashboard": 8265,
-        "client": 10001,
-        "metrics": 8080,
-    }
+    assert container["ports"] == [{"name": "metrics", "containerPort": 8080}]
+    assert {"name": "shared-mem", "mountPath": "/dev/shm"} in container["volumeMounts"]
+    shm = {"name": "shared-mem", "emptyDir": {"medium": "Memory", "sizeLimit": "4Gi"}}
+    assert shm in pod["spec"]["volumes"]
     assert env_of(pod)["RAY_ADDRESS"] == "127.0.0.1:6379"
     assert len(pod["spec"]["containers"]) == 1
     assert "restartPolicy" not in pod["spec"]
 
 
-def test_autoscaling_adds_sidecar_service_account_and_worker_restart_never() -> None:
+def test_autoscaling_adds_sidecar_and_service_account() -> None:
     cluster = make_cluster(enableInTreeAutoscaling=True)
     head = build_head_pod(cluster)
     ray, side = head["spec"]["containers"]
@@ -380,7 +397,31 @@ def test_autoscaling_adds_sidecar_service_account_and_worker_restart_never() -> 
         replica_name=None,
         host_index=None,
     )
-    assert worker["spec"]["restartPolicy"] == "Never"
+    # Autoscaler v1: pods keep their restart policy (KubeRay).
+    assert "restartPolicy" not in worker["spec"] and "restartPolicy" not in head["spec"]
+
+
+V2_ENV = [{"name": "RAY_enable_autoscaler_v2", "value": "1"}]
+
+
+@pytest.mark.parametrize("by_option", [True, False])
+def test_autoscaler_v2_makes_pods_restart_never(by_option: bool) -> None:
+    obj = cluster_dict(enableInTreeAutoscaling=True)
+    if by_option:
+        obj["spec"]["autoscalerOptions"] = {"version": "v2"}
+    else:
+        obj["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["env"] = V2_ENV
+    cluster = load_cluster(obj)
+    head = build_head_pod(cluster)
+    worker = build_worker_pod(
+        cluster,
+        cluster.spec.worker_group_specs[1],
+        replica_index=0,
+        replica_name=None,
+        host_index=None,
+    )
+    assert head["spec"]["restartPolicy"] == worker["spec"]["restartPolicy"] == "Never"
+    assert env_of(head)["RAY_enable_autoscaler_v2"] in ("1", "true")
 
 
 def test_autoscaler_options_image_and_user_service_account_win() -> None:

@@ -7,6 +7,7 @@ go through Ray's own click parser.
 
 from __future__ import annotations
 
+import json
 import shlex
 from typing import Any
 
@@ -87,7 +88,7 @@ def test_rays_cli_accepts_our_worker_command() -> None:
     assert params["num_cpus"] == 8
     assert params["metrics_export_port"] == 8080
     assert params["dashboard_agent_listen_port"] == 52365
-    assert '"TPU":4' in params["resources"]
+    assert json.loads(params["resources"]) == {"TPU": 4}
 
 
 def test_rays_cli_accepts_our_head_command() -> None:
@@ -107,13 +108,18 @@ def test_rays_cli_accepts_our_autoscaler_sidecar() -> None:
     assert ctx.params["cluster_namespace"] == "ml"
 
 
-def test_rays_start_flags_that_take_no_value_are_known() -> None:
-    from raycluster_operator.builders.ray_start import FLAGS
+def test_every_ray_start_switch_set_true_is_a_bare_flag() -> None:
+    from raycluster_operator.builders.ray_start import ray_start_command
 
-    ray_flags = {
-        o.name.replace("_", "-") for o in ray_scripts.start.params if getattr(o, "is_flag", False)
-    }
-    assert ray_flags - {"head"} == FLAGS
+    switches = [o.name.replace("_", "-") for o in ray_scripts.start.params if o.is_flag]
+    switches.remove("head")
+    line = ray_start_command(dict.fromkeys(switches, "true"), head=False)
+    params = parse_start(line)
+    assert all(params[s.replace("-", "_")] is True for s in switches)
+    assert ray_start_command(dict.fromkeys(switches, "false"), head=False) == "ray start"
+    assert "--include-dashboard=false" in ray_start_command(
+        {"include-dashboard": "false"}, head=True
+    )
 
 
 def test_ray_reads_the_gpu_domain_label_we_pass() -> None:
@@ -132,3 +138,67 @@ def test_ray_reads_the_gpu_domain_label_we_pass() -> None:
     params = parse_start(env_of(pod)["KUBERAY_GEN_RAY_START_CMD"])
     labels = label_utils.parse_node_labels_string(params["labels"])
     assert labels == {"ray.io/gpu-domain": "cpu-3", "team": "a"}
+
+
+GKE = {
+    "v4": "tpu-v4-podslice",
+    "v5e": "tpu-v5-lite-podslice",
+    "v5p": "tpu-v5p-slice",
+    "v6e": "tpu-v6e-slice",
+    "tpu7x": "tpu7x",
+}
+# REFERENCE.md's topology table: (generation, topology, chips per host, hosts per slice).
+TABLE = [
+    *[
+        (g, t, 4, h)
+        for g in ("v4", "v5p", "tpu7x")
+        for t, h in [("2x2x1", 1), ("2x2x2", 2), ("2x2x4", 4), ("2x4x4", 8), ("4x4x4", 16)]
+    ],
+    *[
+        (g, t, c, h)
+        for g in ("v5e", "v6e")
+        for t, c, h in [
+            ("1x1", 1, 1),
+            ("2x2", 4, 1),
+            ("2x4", 8, 1),
+            ("2x4", 4, 2),
+            ("4x4", 4, 4),
+            ("4x8", 4, 8),
+            ("8x8", 4, 16),
+            ("8x16", 4, 32),
+            ("16x16", 4, 64),
+        ]
+    ],
+]
+
+
+@pytest.mark.parametrize(("gen", "topology", "chips", "hosts"), TABLE)
+def test_ray_counts_as_many_hosts_per_slice_as_we_create(
+    monkeypatch: pytest.MonkeyPatch, gen: str, topology: str, chips: int, hosts: int
+) -> None:
+    obj = cluster_dict()
+    group = obj["spec"]["workerGroupSpecs"][0]
+    group["numOfHosts"] = hosts
+    spec = group["template"]["spec"]
+    spec["nodeSelector"] = {
+        "cloud.google.com/gke-tpu-accelerator": GKE[gen],
+        "cloud.google.com/gke-tpu-topology": topology,
+    }
+    for kind in ("limits", "requests"):
+        spec["containers"][0]["resources"][kind]["google.com/tpu"] = str(chips)
+    cluster = load_cluster(obj)
+    multi = hosts > 1
+    pod = build_worker_pod(
+        cluster,
+        cluster.spec.worker_group_specs[0],
+        replica_index=0,
+        replica_name="tpu-x" if multi else None,
+        host_index=0 if multi else None,
+    )
+    env = env_of(pod)
+    for key in ("TPU_NAME", "TPU_WORKER_ID", "TPU_ACCELERATOR_TYPE", "TPU_TOPOLOGY"):
+        monkeypatch.setenv(key, env[key])
+    manager = tpu_module.TPUAcceleratorManager
+    monkeypatch.setattr(manager, "get_current_node_num_accelerators", staticmethod(lambda: chips))
+    assert manager.get_num_workers_in_current_tpu_pod() == hosts
+    assert manager.get_current_node_accelerator_labels()["ray.io/tpu-topology"] == topology

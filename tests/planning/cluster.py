@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from raycluster_operator.api.models import RayCluster, RayClusterStatus, load_cluster
 from raycluster_operator.planning import ClusterPlan, plan_cluster
 
-from .world import CLUSTER, NAMESPACE, World, suffixes
-
-NOW = datetime(2026, 11, 29, 19, 0, tzinfo=UTC)
+from .world import BASE, CLUSTER, NAMESPACE, World, suffixes
 
 
 def container(name: str) -> dict[str, Any]:
@@ -49,12 +47,25 @@ def cluster(*groups: dict[str, Any], **spec: Any) -> RayCluster:
 class Loop:
     """Plans, applies the plan to the world, stores the status, like the controller would."""
 
-    def __init__(self, spec: RayCluster, world: World | None = None, **options: Any) -> None:
+    def __init__(
+        self,
+        spec: RayCluster,
+        world: World | None = None,
+        *,
+        stuck: bool = False,
+        **options: Any,
+    ) -> None:
         self.cluster = spec
         self.world = world or World()
         self.options = options
         self.suffix = suffixes()
         self.ticks = 0
+        #: Plan a day after the world's clock: every terminating pod then looks stuck.
+        self.lag = timedelta(days=1) if stuck else timedelta(0)
+
+    def now(self) -> datetime:
+        """The world's clock (plus a second per plan, so every plan is later than the last)."""
+        return BASE + timedelta(seconds=self.world.clock + self.ticks) + self.lag
 
     def plan(self) -> ClusterPlan:
         self.ticks += 1
@@ -62,7 +73,7 @@ class Loop:
             self.cluster,
             self.world.list(),
             self.services(),
-            now=NOW + timedelta(minutes=self.ticks),
+            now=self.now(),
             new_suffix=self.suffix,
             **self.options,
         )

@@ -6,7 +6,7 @@ from raycluster_operator.api import labels
 from raycluster_operator.planning import CreateReason, DeleteReason
 from raycluster_operator.planning.status import INVALID_SPEC
 
-from .cluster import NOW, Loop, cluster, cluster_obj, worker_group
+from .cluster import Loop, cluster, cluster_obj, worker_group
 from .world import World, make_pod
 
 
@@ -174,4 +174,18 @@ def test_status_counts_pods_and_resources_like_kuberay() -> None:
         }
     ]
     assert status["observedGeneration"] == 1
-    assert NOW.year == 2026
+
+
+def test_the_last_deletion_of_a_group_stays_in_the_status_after_healing() -> None:
+    loop = Loop(cluster(worker_group(numOfHosts=2, replicas=1)))
+    loop.settle()
+    victim = next(
+        p for p in loop.world.pods.values() if p["metadata"]["labels"][labels.NODE_TYPE] == "worker"
+    )
+    victim["status"]["phase"] = "Failed"
+    loop.apply(loop.plan())
+    healed = loop.settle()
+    last = healed.status["workerGroups"][0]["lastDeletion"]
+    assert (last["reason"], last["pods"]) == ("HostFailed", 2)
+    loop.apply(healed)
+    assert loop.plan().status == healed.status

@@ -244,3 +244,29 @@ def test_gate_off_counts_pods_and_replaces_failed_ones_singly() -> None:
     p = plan(group(hosts=2, replicas=2), pods, switches)
     assert deleted(p) == {"p0": DeleteReason.POD_FAILED}
     assert [(r.index, r.hosts) for r in p.replicas] == [(None, (None,))]
+
+
+def test_dense_group_waits_for_an_index_held_by_terminating_pods() -> None:
+    pods = slice_pods(0, "workers-aaaaa") + slice_pods(
+        1, "workers-bbbbb", states={h: "terminating" for h in range(4)}, created=100
+    )
+    waiting = GroupSwitches(scale_down=True, dense=True, stuck_before="2026-01-01T00:00:00Z")
+    assert plan(group(), pods, waiting).replicas == ()
+
+
+def test_dense_group_stops_waiting_for_pods_stuck_terminating() -> None:
+    pods = slice_pods(0, "workers-aaaaa") + slice_pods(
+        1, "workers-bbbbb", states={h: "terminating" for h in range(4)}, created=100
+    )
+    # Their deletion deadline (2026-01-01T00:01:41Z) is long before `stuck_before`.
+    stuck = GroupSwitches(scale_down=True, dense=True, stuck_before="2026-01-02T00:00:00Z")
+    assert [r.index for r in plan(group(), pods, stuck).replicas] == [2]
+
+
+def test_an_absurd_replica_count_plans_a_bounded_batch() -> None:
+    from raycluster_operator.planning.group_plan import MAX_NEW_PODS_PER_PASS
+
+    for switches in (STATIC, AUTOSCALED):
+        p = plan(group(hosts=4, replicas=2**31 - 1), [], switches)
+        assert len(p.replicas) == MAX_NEW_PODS_PER_PASS // 4
+        assert [r.index for r in p.replicas[:3]] == [0, 1, 2]

@@ -17,6 +17,8 @@ from raycluster_operator.api import labels
 CLUSTER = "demo"
 NAMESPACE = "default"
 BASE = datetime(2026, 1, 1, tzinfo=UTC)
+#: A deleted pod's deletionTimestamp is the end of its grace period, as the API server sets it.
+GRACE_SECONDS = 30
 
 
 def stamp(seconds: int) -> str:
@@ -123,7 +125,7 @@ class World:
         for name in deletes:
             pod = self.pods[name]  # a delete of a pod that does not exist is a bug
             assert not pod["metadata"].get("deletionTimestamp"), f"{name} deleted twice"
-            pod["metadata"]["deletionTimestamp"] = stamp(self.clock)
+            pod["metadata"]["deletionTimestamp"] = stamp(self.clock + GRACE_SECONDS)
         for create in creates:
             self.serial += 1
             name = f"{CLUSTER}-{create.group}-worker-new{self.serial}"

@@ -99,6 +99,18 @@ class HeadInfo(_Model):
     service_name: str | None = Field(default=None, alias="serviceName")
 
 
+class WorkerGroupStatus(_Model):
+    """Our per-group slice counts (not in KubeRay): slices are what multi-host users reason in."""
+
+    group_name: str = Field(alias="groupName")
+    num_of_hosts: int | None = Field(default=None, alias="numOfHosts")
+    desired_slices: int | None = Field(default=None, alias="desiredSlices")
+    ready_slices: int | None = Field(default=None, alias="readySlices")
+    broken_slices: int | None = Field(default=None, alias="brokenSlices")
+    desired_pods: int | None = Field(default=None, alias="desiredPods")
+    ready_pods: int | None = Field(default=None, alias="readyPods")
+
+
 class RayClusterStatus(_Model):
     state: str | None = None
     reason: str | None = None
@@ -116,6 +128,9 @@ class RayClusterStatus(_Model):
     endpoints: dict[str, str] | None = None
     head: HeadInfo | None = None
     conditions: list[Condition] | None = None
+    desired_worker_slices: int | None = Field(default=None, alias="desiredWorkerSlices")
+    ready_worker_slices: int | None = Field(default=None, alias="readyWorkerSlices")
+    worker_groups: list[WorkerGroupStatus] | None = Field(default=None, alias="workerGroups")
 
 
 class ObjectMeta(_Model):

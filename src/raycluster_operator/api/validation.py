@@ -219,12 +219,14 @@ def _template_problems(template: Mapping[str, Any], path: str) -> list[Problem]:
                 "needs at least one container; the first one runs Ray",
             ),
         ]
+    problems += _shape_problems(spec, f"{path}.spec", _POD_SPEC_SHAPES)
     names: Counter[str] = Counter()
     for i, container in enumerate(containers):
         cpath = f"{path}.spec.containers[{i}]"
         if not isinstance(container, Mapping):
             problems.append(Problem(cpath, "must be an object"))
             continue
+        problems += _shape_problems(container, cpath, _CONTAINER_SHAPES)
         name = container.get("name")
         if not isinstance(name, str) or not name:
             problems.append(Problem(f"{cpath}.name", "is required"))
@@ -235,6 +237,54 @@ def _template_problems(template: Mapping[str, Any], path: str) -> list[Problem]:
         image = container.get("image")
         if not isinstance(image, str) or not image:
             problems.append(Problem(f"{cpath}.image", "is required"))
+    return problems
+
+
+# The pod template is stored unvalidated (the CRD preserves it as written); the fields the
+# operator reads or extends must have the shape Kubernetes would insist on at pod creation.
+_POD_SPEC_SHAPES: dict[str, type] = {
+    "volumes": list,
+    "initContainers": list,
+    "affinity": dict,
+    "nodeSelector": dict,
+    "hostname": str,
+    "subdomain": str,
+    "serviceAccountName": str,
+    "restartPolicy": str,
+}
+_CONTAINER_SHAPES: dict[str, type] = {
+    "env": list,
+    "ports": list,
+    "volumeMounts": list,
+    "command": list,
+    "args": list,
+    "resources": dict,
+}
+_SHAPE_NAMES: dict[type, str] = {list: "a list", dict: "an object", str: "a string"}
+
+
+def _shape_problems(obj: Mapping[str, Any], path: str, shapes: Mapping[str, type]) -> list[Problem]:
+    problems = []
+    for field, kind in shapes.items():
+        value = obj.get(field)
+        if value is None:
+            continue
+        if not isinstance(value, kind):
+            problems.append(Problem(f"{path}.{field}", f"must be {_SHAPE_NAMES[kind]}"))
+        elif not isinstance(value, list):
+            continue
+        elif field in ("env", "ports", "volumeMounts", "volumes"):
+            problems += [
+                Problem(f"{path}.{field}[{i}]", "must be an object")
+                for i, item in enumerate(value)
+                if not isinstance(item, Mapping)
+            ]
+        elif field in ("command", "args"):
+            problems += [
+                Problem(f"{path}.{field}[{i}]", "must be a string")
+                for i, item in enumerate(value)
+                if not isinstance(item, str)
+            ]
     return problems
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from raycluster_operator.api import labels, names
 from raycluster_operator.api.models import RayCluster
+from raycluster_operator.builders.fields import ensure_list
 from raycluster_operator.builders.metadata import base_labels, object_meta
 
 CONTAINER_NAME = "autoscaler"
@@ -24,15 +25,23 @@ _DEFAULT_RESOURCES = {
 }
 
 
+def _user_service_account(cluster: RayCluster) -> str | None:
+    spec = cluster.spec.head_group_spec.template.get("spec")
+    name = spec.get("serviceAccountName") if isinstance(spec, dict) else None
+    return name if isinstance(name, str) and name else None
+
+
 def service_account_name(cluster: RayCluster) -> str:
-    return names.fit(cluster.metadata.name)
+    """The head pod's service account if the user chose one (as KubeRay), else the cluster's
+    name."""
+    return _user_service_account(cluster) or names.fit(cluster.metadata.name)
 
 
 def _ensure_log_volume(spec: dict[str, Any], container: dict[str, Any]) -> None:
-    volumes = spec.setdefault("volumes", [])
+    volumes = ensure_list(spec, "volumes")
     if not any(isinstance(v, dict) and v.get("name") == LOG_VOLUME for v in volumes):
         volumes.append({"name": LOG_VOLUME, "emptyDir": {}})
-    mounts = container.setdefault("volumeMounts", [])
+    mounts = ensure_list(container, "volumeMounts")
     if not any(isinstance(m, dict) and m.get("mountPath") == LOG_DIR for m in mounts):
         mounts.append({"name": LOG_VOLUME, "mountPath": LOG_DIR})
 
@@ -80,32 +89,45 @@ def add_sidecar(cluster: RayCluster, spec: dict[str, Any]) -> None:
     _ensure_log_volume(spec, ray)
     _ensure_log_volume(spec, side)
     containers.append(side)
-    spec.setdefault("serviceAccountName", service_account_name(cluster))
+    if not spec.get("serviceAccountName"):
+        spec["serviceAccountName"] = service_account_name(cluster)
 
 
 def build_autoscaler_rbac(cluster: RayCluster) -> list[dict[str, Any]]:
-    """ServiceAccount, Role and RoleBinding named after the cluster, granting what KubeRay
-    grants the autoscaler: read pods (and resize them in place), read and patch its
-    RayCluster. It never deletes pods itself: it names them in workersToDelete."""
-    name = service_account_name(cluster)
+    """ServiceAccount, Role and RoleBinding named after the cluster.
+
+    The Role grants what KubeRay grants the autoscaler (read pods, get and patch its
+    RayCluster) plus list/watch of RayClusters and in-place pod resize, which Ray 2.60's
+    autoscaler v2 can use. It never deletes pods itself: it names them in workersToDelete.
+    When the user named the head pod's service account, that account is bound and not
+    created (it is theirs, as under KubeRay).
+    """
+    name = names.fit(cluster.metadata.name)
+    account = service_account_name(cluster)
     meta_labels = base_labels(cluster, group=labels.HEAD_GROUP, node_type=labels.NODE_TYPE_HEAD)
     meta_labels = {
         k: v
         for k, v in meta_labels.items()
         if k in (labels.CLUSTER, labels.APP_NAME, labels.CREATED_BY)
     }
-    meta = object_meta(cluster, name=name, labels_=meta_labels)
+
+    def meta() -> dict[str, Any]:
+        return object_meta(cluster, name=name, labels_=meta_labels)
+
+    objects: list[dict[str, Any]] = []
+    if _user_service_account(cluster) is None:
+        objects.append({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta()})
     return [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
+        *objects,
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "Role",
-            "metadata": meta,
+            "metadata": meta(),
             "rules": [
                 {
                     "apiGroups": [""],
                     "resources": ["pods"],
-                    "verbs": ["get", "list", "watch", "patch"],
+                    "verbs": ["get", "list", "watch"],
                 },
                 {"apiGroups": [""], "resources": ["pods/resize"], "verbs": ["patch"]},
                 {
@@ -118,9 +140,9 @@ def build_autoscaler_rbac(cluster: RayCluster) -> list[dict[str, Any]]:
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "RoleBinding",
-            "metadata": meta,
+            "metadata": meta(),
             "subjects": [
-                {"kind": "ServiceAccount", "name": name, "namespace": cluster.metadata.namespace}
+                {"kind": "ServiceAccount", "name": account, "namespace": cluster.metadata.namespace}
             ],
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
         },

@@ -11,6 +11,7 @@ from typing import Any
 
 from raycluster_operator.accelerators import HostIdentity
 from raycluster_operator.api import labels
+from raycluster_operator.builders.fields import ensure_list
 
 
 def field_ref(path: str) -> dict[str, Any]:
@@ -26,9 +27,7 @@ def env_names(container: Mapping[str, Any]) -> set[str]:
 
 def add_env(container: dict[str, Any], items: Iterable[tuple[str, str | dict[str, Any]]]) -> None:
     """Append ``items`` (value strings or ``valueFrom`` dicts) whose names are not yet set."""
-    env = container.get("env")
-    if not isinstance(env, list):
-        env = container["env"] = []
+    env = ensure_list(container, "env")
     present = env_names(container)
     for name, value in items:
         if name in present:
@@ -70,6 +69,7 @@ def worker_env(
         *common_env(namespace, start_command),
         ("RAY_ADDRESS", f"{head_fqdn}:{gcs_port}"),
         ("RAY_PORT", str(gcs_port)),
+        ("RAY_DASHBOARD_ENABLE_K8S_DISK_USAGE", "1"),
     ]
 
 

@@ -22,18 +22,19 @@ from raycluster_operator.accelerators import (
 from raycluster_operator.api import labels, names
 from raycluster_operator.api.models import RayCluster, WorkerGroupSpec
 from raycluster_operator.builders import autoscaler, env, ray_start
+from raycluster_operator.builders.fields import ensure_list
 from raycluster_operator.builders.metadata import base_labels, merge_labels, owner_reference
 
 OVERWRITE_CMD_ANNOTATION = "ray.io/overwrite-container-cmd"
+SHM_VOLUME = "shared-mem"
+SHM_PATH = "/dev/shm"
 
 _HEAD_DEFAULTS = {
-    "block": "true",
     "dashboard-host": "0.0.0.0",
     "metrics-export-port": str(ray_start.METRICS_PORT),
     "dashboard-agent-listen-port": str(ray_start.DASHBOARD_AGENT_PORT),
 }
 _WORKER_DEFAULTS = {
-    "block": "true",
     "metrics-export-port": str(ray_start.METRICS_PORT),
     "dashboard-agent-listen-port": str(ray_start.DASHBOARD_AGENT_PORT),
 }
@@ -44,8 +45,21 @@ def autoscaling_enabled(cluster: RayCluster) -> bool:
 
 
 def autoscaler_v2(cluster: RayCluster) -> bool:
+    """KubeRay's test: autoscalerOptions.version v2, or the head sets RAY_enable_autoscaler_v2."""
+    if not autoscaling_enabled(cluster):
+        return False
     options = cluster.spec.autoscaler_options
-    return autoscaling_enabled(cluster) and options is not None and options.version == "v2"
+    if options is not None and options.version == "v2":
+        return True
+    _, spec = _split_template(cluster.spec.head_group_spec.template)
+    containers = spec.get("containers")
+    head_env = containers[0].get("env") if isinstance(containers, list) and containers else None
+    return any(
+        isinstance(e, Mapping)
+        and e.get("name") == "RAY_enable_autoscaler_v2"
+        and str(e.get("value", "")).lower() in ("1", "true")
+        for e in (head_env if isinstance(head_env, list) else [])
+    )
 
 
 def head_fqdn(cluster: RayCluster) -> str:
@@ -87,16 +101,44 @@ def _group_params(
     """KubeRay ≥1.4 group fields ``resources``/``labels`` are ray start flags in disguise."""
     params = dict(user)
     if resources and "resources" not in params:
-        params["resources"] = json.dumps(dict(resources), sort_keys=True)
+        params["resources"] = "'" + json.dumps(dict(resources), separators=(",", ":")) + "'"
     if group_labels and "labels" not in params:
         params["labels"] = ",".join(f"{k}={v}" for k, v in group_labels.items())
     return params
 
 
 def _set_command(cluster: RayCluster, container: dict[str, Any], start: str) -> None:
-    if _overwrite_cmd(cluster):
+    """KubeRay leaves the command alone when asked to, or when it already runs ray start."""
+    if _overwrite_cmd(cluster) or "ray start" in ray_start.user_command(container):
         return
     container["command"], container["args"] = ray_start.container_command(container, start)
+
+
+def _add_shared_memory(spec: dict[str, Any], container: dict[str, Any]) -> None:
+    """A memory-backed /dev/shm for Ray's object store, sized like the container (KubeRay)."""
+    mounts = ensure_list(container, "volumeMounts")
+    if any(isinstance(m, Mapping) and m.get("mountPath") == SHM_PATH for m in mounts):
+        return
+    volumes = ensure_list(spec, "volumes")
+    if not any(isinstance(v, Mapping) and v.get("name") == SHM_VOLUME for v in volumes):
+        empty_dir: dict[str, Any] = {"medium": "Memory"}
+        resources = container.get("resources")
+        if isinstance(resources, Mapping):
+            for kind in ("limits", "requests"):
+                section = resources.get(kind)
+                if isinstance(section, Mapping) and "memory" in section:
+                    empty_dir["sizeLimit"] = section["memory"]
+                    break
+        volumes.append({"name": SHM_VOLUME, "emptyDir": empty_dir})
+    mounts.append({"name": SHM_VOLUME, "mountPath": SHM_PATH})
+
+
+def _add_metrics_port(container: dict[str, Any], params: Mapping[str, str]) -> None:
+    ports = ensure_list(container, "ports")
+    if not any(isinstance(p, Mapping) and p.get("name") == "metrics" for p in ports):
+        port = params.get("metrics-export-port", "")
+        number = int(port) if port.isdecimal() else ray_start.METRICS_PORT
+        ports.append({"name": "metrics", "containerPort": number})
 
 
 def _pod(
@@ -119,23 +161,6 @@ def _pod(
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
-def _add_head_ports(container: dict[str, Any], params: Mapping[str, str], gcs: int) -> None:
-    wanted = [
-        ("gcs-server", gcs),
-        ("dashboard", int(params.get("dashboard-port", ray_start.DASHBOARD_PORT))),
-        ("client", int(params.get("ray-client-server-port", ray_start.CLIENT_PORT))),
-        ("metrics", int(params.get("metrics-export-port", ray_start.METRICS_PORT))),
-    ]
-    ports = container.get("ports")
-    if not isinstance(ports, list):
-        ports = container["ports"] = []
-    taken_names = {p.get("name") for p in ports if isinstance(p, Mapping)}
-    taken_numbers = {p.get("containerPort") for p in ports if isinstance(p, Mapping)}
-    for name, number in wanted:
-        if name not in taken_names and number not in taken_numbers:
-            ports.append({"name": name, "containerPort": number, "protocol": "TCP"})
-
-
 def build_head_pod(cluster: RayCluster) -> dict[str, Any]:
     head = cluster.spec.head_group_spec
     meta, spec = _split_template(head.template)
@@ -150,11 +175,13 @@ def build_head_pod(cluster: RayCluster) -> dict[str, Any]:
     _set_command(cluster, container, start)
     gcs = gcs_port(cluster)
     env.add_env(container, env.head_env(cluster.metadata.namespace, start, gcs))
-    if autoscaler_v2(cluster):
-        env.add_env(container, [("RAY_enable_autoscaler_v2", "true")])
-    _add_head_ports(container, params, gcs)
+    _add_metrics_port(container, params)
+    _add_shared_memory(spec, container)
     if autoscaling_enabled(cluster):
         autoscaler.add_sidecar(cluster, spec)
+    if autoscaler_v2(cluster):
+        env.add_env(container, [("RAY_enable_autoscaler_v2", "true")])
+        spec["restartPolicy"] = "Never"
     pod_labels = merge_labels(
         meta.get("labels"),
         base_labels(cluster, group=labels.HEAD_GROUP, node_type=labels.NODE_TYPE_HEAD),
@@ -258,7 +285,10 @@ def build_worker_pod(
     placement = profile.placement(identity)
     if placement is not None:
         spec["affinity"] = merge_affinity(spec.get("affinity"), placement)
-    if autoscaling_enabled(cluster):
+    _add_metrics_port(container, params)
+    _add_shared_memory(spec, container)
+    if autoscaler_v2(cluster):
+        # Autoscaler v2 expects a dead Ray node's pod to stay dead so it can replace it.
         spec["restartPolicy"] = "Never"
 
     ours = base_labels(cluster, group=group.group_name, node_type=labels.NODE_TYPE_WORKER)

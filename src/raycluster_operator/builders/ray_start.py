@@ -1,71 +1,65 @@
 """The ``ray start`` command line, built from rayStartParams and the container's resources.
 
-KubeRay's rules, kept so a cluster behaves the same under either operator: parameters are
-sorted ``--key=value`` flags (``block: "true"`` is the bare ``--block``); ``num-cpus``,
-``memory`` and ``num-gpus`` come from the container's limits (requests when no limit) unless
-the user set them; a ``google.com/tpu`` limit becomes ``--resources='{"TPU": n}'``; defaults
-fill ports the user did not choose.
+KubeRay's rules, kept so a cluster behaves the same under either operator:
+
+- defaults fill what the user left out (``address`` for workers, ``dashboard-host=0.0.0.0``
+  for the head, ``metrics-export-port=8080``, ``dashboard-agent-listen-port=52365``), and
+  ``block`` is always on;
+- ``num-cpus`` comes from the cpu limit (else request), rounded up; ``memory`` from the memory
+  limit in bytes; ``num-gpus`` from the first (sorted) limit whose name ends in ``gpu`` (or a
+  MIG profile); a ``google.com/tpu`` (or Neuron core) limit becomes a ``TPU`` entry of
+  ``--resources='{...}'`` unless the user already counts it;
+- flags are sorted ``--key=value`` (values passed through unquoted, so ``$VARS`` expand); a
+  value of ``true``/``false`` is a bare switch (present or absent), except for options whose
+  argument is literally a boolean (``include-dashboard``, ``log-color``).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import shlex
+import re
 from collections.abc import Mapping
-from fractions import Fraction
 from typing import Any
 
-from raycluster_operator.api.quantities import container_limit_or_request, parse_quantity
+from raycluster_operator.api.quantities import (
+    container_limit_or_request,
+    container_quantity,
+    parse_quantity,
+)
 
 GCS_PORT = 6379
 DASHBOARD_PORT = 8265
 CLIENT_PORT = 10001
 METRICS_PORT = 8080
+SERVE_PORT = 8000
 DASHBOARD_AGENT_PORT = 52365
 ULIMIT = "ulimit -n 65536"
-TPU_RESOURCE = "google.com/tpu"
-#: ``ray start`` options that take no value: ``"true"`` gives the bare flag, anything else
-#: drops it (``--no-monitor=true`` would be a usage error).
-FLAGS = frozenset(
-    {
-        "block",
-        "disable-usage-stats",
-        "enable-object-reconstruction",
-        "enable-resource-isolation",
-        "no-monitor",
-        "no-redirect-output",
-        "ray-debugger-external",
-    }
-)
+#: Kubernetes extended resources that become Ray custom resources.
+ACCELERATOR_RESOURCES = {"google.com/tpu": "TPU", "aws.amazon.com/neuroncore": "neuron_cores"}
+#: Options whose argument may itself be ``true``/``false``.
+_BOOLEAN_ARGUMENT_OPTIONS = frozenset({"include-dashboard", "log-color"})
+_MIG = re.compile(r"nvidia\.com/mig-\d+g\.\d+gb$")
 
 
-def _gpus(container: Mapping[str, Any]) -> Fraction:
-    """KubeRay counts every limit whose name ends in ``gpu`` (nvidia.com/gpu, amd.com/gpu)."""
+def _limits(container: Mapping[str, Any]) -> Mapping[str, Any]:
     resources = container.get("resources")
     limits = resources.get("limits") if isinstance(resources, Mapping) else None
-    if not isinstance(limits, Mapping):
-        return Fraction(0)
-    total = Fraction(0)
-    for name, value in limits.items():
-        if str(name).endswith("gpu"):
-            try:
-                total += parse_quantity(value)
-            except ValueError:
-                continue
-    return total
+    return limits if isinstance(limits, Mapping) else {}
+
+
+def _is_gpu(name: str) -> bool:
+    return name.endswith("gpu") or _MIG.search(name) is not None
 
 
 def _json_param(text: str) -> dict[str, Any] | None:
-    """rayStartParams carry JSON in strings, often quoted once more for the shell
-    (``'"{\\"TPU\\": 4}"'``); read it leniently, None when it is not a JSON object."""
-    value: Any = text.strip()
+    """Read a JSON object from a rayStartParams string, which users often wrap in quotes for
+    the shell (``'{"TPU": 4}'`` or ``"{\\"TPU\\": 4}"``); None when it is not one."""
+    value: Any = text
     for _ in range(3):
         if not isinstance(value, str):
             break
-        raw = value.strip()
-        if len(raw) >= 2 and raw[0] == raw[-1] == "'":
-            raw = raw[1:-1]
+        raw = value.strip().strip("'`").strip()
         try:
             value = json.loads(raw)
         except ValueError:
@@ -82,6 +76,11 @@ def _labels_param(text: str) -> dict[str, str]:
     return out
 
 
+def _count(value: object) -> int:
+    """A Kubernetes quantity as KubeRay's ``Value()``: rounded up to a whole number."""
+    return math.ceil(parse_quantity(value))
+
+
 def start_params(
     user: Mapping[str, str],
     container: Mapping[str, Any],
@@ -90,22 +89,22 @@ def start_params(
     ray_labels: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """rayStartParams completed with defaults, resource sizes and extra Ray node labels."""
-    params = {**defaults, **{str(k): str(v) for k, v in user.items()}}
+    params = {**defaults, **{str(k): str(v) for k, v in user.items()}, "block": "true"}
     cpus = container_limit_or_request(container, "cpu")
     if "num-cpus" not in params and cpus:
         params["num-cpus"] = str(math.ceil(cpus))
-    memory = container_limit_or_request(container, "memory")
+    memory = container_quantity(container, "memory", kind="limits")
     if "memory" not in params and memory:
         params["memory"] = str(math.ceil(memory))
-    gpus = _gpus(container)
-    if "num-gpus" not in params and gpus:
-        params["num-gpus"] = str(math.ceil(gpus))
-    tpus = container_limit_or_request(container, TPU_RESOURCE)
-    if tpus:
-        resources = _json_param(params.get("resources", "{}"))
-        if resources is not None and "TPU" not in resources:
-            resources["TPU"] = math.ceil(tpus)
-            params["resources"] = json.dumps(resources, sort_keys=True, separators=(",", ":"))
+    limits = _limits(container)
+    for name in sorted(str(k) for k in limits):
+        try:
+            amount = _count(limits[name])
+        except ValueError:
+            continue
+        if amount and "num-gpus" not in params and _is_gpu(name):
+            params["num-gpus"] = str(amount)
+    _add_accelerator_resources(params, limits)
     if ray_labels:
         current = _labels_param(params.get("labels", ""))
         merged = {**ray_labels, **current}
@@ -113,15 +112,29 @@ def start_params(
     return params
 
 
+def _add_accelerator_resources(params: dict[str, str], limits: Mapping[str, Any]) -> None:
+    """The first accelerator limit (sorted) becomes a Ray resource, unless one is counted."""
+    resources = _json_param(params["resources"]) if "resources" in params else {}
+    if resources is None or any(r in resources for r in ACCELERATOR_RESOURCES.values()):
+        return
+    for name in sorted(str(k) for k in limits):
+        ray_name = ACCELERATOR_RESOURCES.get(name)
+        if ray_name is None:
+            continue
+        try:
+            amount = parse_quantity(limits[name])
+        except ValueError:
+            continue
+        if amount:
+            resources[ray_name] = int(amount) if amount.denominator == 1 else float(amount)
+            params["resources"] = "'" + json.dumps(resources, separators=(",", ":")) + "'"
+            return
+
+
 def _flag(key: str, value: str) -> str:
-    if key in FLAGS:
+    if value.lower() in ("true", "false") and key not in _BOOLEAN_ARGUMENT_OPTIONS:
         return f"--{key}" if value.lower() == "true" else ""
-    if key == "resources":
-        resources = _json_param(value)
-        if resources is not None:
-            value = json.dumps(resources, sort_keys=True, separators=(",", ":"))
-        return f"--resources={shlex.quote(value)}"
-    return f"--{key}={shlex.quote(value)}"
+    return f"--{key}={value}"
 
 
 def ray_start_command(params: Mapping[str, str], *, head: bool) -> str:
@@ -130,16 +143,20 @@ def ray_start_command(params: Mapping[str, str], *, head: bool) -> str:
     return " ".join(["ray start", *(["--head"] if head else []), *flags])
 
 
-def container_command(container: Mapping[str, Any], start: str) -> tuple[list[str], list[str]]:
-    """Command and args of the Ray container: the user's own command (if any) runs first, then
-    ``ray start``; ``ulimit`` is added unless the user already raises it."""
-    user_parts = [
-        " ".join(str(p) for p in part)
-        for part in (container.get("command"), container.get("args"))
-        if isinstance(part, list) and part
+def user_command(container: Mapping[str, Any]) -> str:
+    """The container's own command and args as one shell line."""
+    parts = [
+        str(p)
+        for field in ("command", "args")
+        if isinstance(container.get(field), list)
+        for p in container[field]
     ]
-    user = " ".join(user_parts)
-    line = f"{user} && {start}" if user else start
-    if ULIMIT not in user:
-        line = f"{ULIMIT}; {line}"
-    return ["/bin/bash", "-c", "--"], [line]
+    return " ".join(parts)
+
+
+def container_command(container: Mapping[str, Any], start: str) -> tuple[list[str], list[str]]:
+    """Command and args of the Ray container: the user's own command (if any) runs first,
+    since ``ray start --block`` never returns, then ``ulimit`` and ``ray start``."""
+    generated = f"{ULIMIT}; {start}"
+    user = user_command(container)
+    return ["/bin/bash", "-c", "--"], [f"{user} && {generated}" if user else generated]

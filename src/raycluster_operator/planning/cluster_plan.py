@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from raycluster_operator import builders
@@ -42,7 +42,11 @@ from raycluster_operator.planning.services import (
     service_name,
 )
 from raycluster_operator.planning.spec_check import SpecCheck, check_spec
-from raycluster_operator.planning.status import INVALID_SPEC, Observed, build_status
+from raycluster_operator.planning.status import INVALID_SPEC, Observed, build_status, timestamp
+
+#: How long after its grace period a terminating pod counts as stuck (a lost node): a group
+#: with autoscaling off then stops waiting for the replica index that pod holds.
+STUCK_AFTER = timedelta(minutes=2)
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,7 @@ def plan_cluster(
         scale_down=not autoscaling or random_pod_delete,
         dense=not autoscaling,
         multi_host_indexing=multi_host_indexing,
+        stuck_before=timestamp(now - STUCK_AFTER),
     )
 
     creates: list[PodCreate] = []
@@ -183,6 +188,7 @@ def plan_cluster(
             cluster_invalid=not act,
             failures=dict(failures),
             pods_remaining=len(mine),
+            deletions=_headline_deletions(deletes),
         ),
         now=now,
     )
@@ -292,6 +298,19 @@ def _delete_events(deletes: Sequence[PodDelete]) -> list[PlannedEvent]:
                 first.name if len(items) == 1 else None,
             )
         )
+    return out
+
+
+def _headline_deletions(deletes: Sequence[PodDelete]) -> dict[str, tuple[str, str, int]]:
+    """Per group, the deletion to remember in the status: a failure before a request."""
+    by_group: dict[str, list[PodDelete]] = {}
+    for item in deletes:
+        by_group.setdefault(item.group, []).append(item)
+    out = {}
+    for group, items in by_group.items():
+        first = next((d for d in items if d.reason in BROKEN_REASONS), items[0])
+        count = sum(1 for d in items if d.reason is first.reason)
+        out[group] = (first.reason.value, first.message, count)
     return out
 
 

@@ -2,6 +2,13 @@
 
 The decision is a function of the group spec, the group's pods and a few switches; it never
 looks at another group's pods, so nothing outside the group can be deleted by it.
+
+Where this differs from KubeRay, on purpose: every broken replica goes in one pass (KubeRay:
+one incomplete replica per pass), oversized and duplicate-host replicas are broken (KubeRay
+keeps them), a terminating host breaks its replica (KubeRay ignores it), unlabelled pods are
+replaced (KubeRay leaks them), surplus goes from the highest index (KubeRay: map order), and
+with autoscaling off a new replica waits for its old index to be released instead of taking a
+higher one, so indices stay dense without moving a healthy slice later.
 """
 
 from __future__ import annotations
@@ -20,6 +27,9 @@ from raycluster_operator.planning.replicas import Replica, sort_into_replicas
 
 #: How often a colliding replica name is redrawn before the group waits for the next pass.
 NAME_ATTEMPTS = 20
+#: At most this many pods are planned for creation per group and pass (whole replicas only):
+#: a safety valve against a mistaken ``replicas`` of millions, well above real slice counts.
+MAX_NEW_PODS_PER_PASS = 20_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +79,9 @@ class GroupSwitches:
     dense: bool
     #: Feature gate RayMultiHostIndexing.
     multi_host_indexing: bool = True
+    #: Terminating pods whose deletion deadline is before this time (RFC 3339) are stuck, as
+    #: on a lost node; a dense group stops waiting for the indices they hold. "" = never.
+    stuck_before: str = ""
 
 
 class _Deletions:
@@ -153,10 +166,9 @@ def plan_group(
                 )
 
     valid = [r for r in found.replicas if r.complete and r.key not in out.replica_keys]
-    valid = _drop_duplicate_indices(valid, out)
-    replaced += sum(
-        1 for d in out.items.values() if d.reason is DeleteReason.DUPLICATE_REPLICA_INDEX
-    )
+    kept = _drop_duplicate_indices(valid, out)
+    replaced += len(valid) - len(kept)
+    valid = kept
 
     # Rule 5: surplus goes from the top, so live indices stay dense.
     surplus = len(valid) - desired
@@ -174,7 +186,18 @@ def plan_group(
     # Rule 4: lowest free indices, not reused while any pod still carries them.
     taken = {i for i in (p.replica_index for p in pods) if i is not None}
     need = desired - len(valid)
-    targets = free_below(taken, desired) if switches.dense else lowest_free(taken, need)
+    room = max(MAX_NEW_PODS_PER_PASS // n, 1)
+    if switches.dense:
+        targets = free_below(taken, desired, room)
+        short = min(need, room) - len(targets)
+        if short > 0:
+            short = min(short, len(_stuck_indices(pods, desired, switches.stuck_before)))
+        # A dense group waits for an index its old, terminating pods still hold (seconds,
+        # normally). Pods stuck terminating on a lost node would make it wait forever, so the
+        # replacement then goes above ``desired`` and is compacted down once they are gone.
+        targets += lowest_free(taken, short, start=desired)
+    else:
+        targets = lowest_free(taken, min(need, room))
     names = {r.name for r in found.replicas if r.name is not None}
     events: list[PlannedEvent] = []
     made: list[NewReplica] = []
@@ -203,6 +226,24 @@ def plan_group(
     return GroupPlan(tuple(out.items.values()), tuple(made), tally, tuple(events))
 
 
+def _stuck_indices(pods: Sequence[PodView], desired: int, stuck_before: str) -> set[int]:
+    """Indices below ``desired`` held only by pods stuck terminating."""
+    if not stuck_before:
+        return set()
+    stuck: set[int] = set()
+    held_otherwise: set[int] = set()
+    for pod in pods:
+        index = pod.replica_index
+        if index is None or index >= desired:
+            continue
+        deadline = pod.deletion_deadline
+        if deadline is not None and deadline < stuck_before:
+            stuck.add(index)
+        else:
+            held_otherwise.add(index)
+    return stuck - held_otherwise
+
+
 def _drop_duplicate_indices(valid: list[Replica], out: _Deletions) -> list[Replica]:
     """Two complete replicas with one index: the older keeps it (its hostnames came first)."""
     by_index: dict[int | None, list[Replica]] = {}
@@ -210,6 +251,9 @@ def _drop_duplicate_indices(valid: list[Replica], out: _Deletions) -> list[Repli
         by_index.setdefault(replica.index, []).append(replica)
     kept: list[Replica] = []
     for index, members in by_index.items():
+        if len(members) == 1:
+            kept.append(members[0])
+            continue
         members.sort(key=lambda r: r.age_key)
         kept.append(members[0])
         for replica in members[1:]:

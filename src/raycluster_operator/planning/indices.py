@@ -4,34 +4,28 @@ DESIGN.md §4 rule 4: the lowest free index, where an index stays taken while *a
 carries it still exists (even terminating), so hostnames ``<group>-<r>-<h>`` and ``TPU_NAME``
 never name two slices at once. KubeRay reuses an index as soon as the old pods are
 terminating, which lets DNS and TPU_NAME briefly point at two slices.
+
+Every function here is lazy in the number of indices it returns, so that a mistaken
+``replicas: 2147483647`` costs one bounded pass, not a list of two billion numbers.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator
+from itertools import count as counting
+from itertools import islice
 
 
-def free_indices(taken: Collection[int]) -> Iterator[int]:
-    """Every index not in ``taken``, lowest first."""
-    index = 0
-    while True:
-        if index not in taken:
-            yield index
-        index += 1
+def free_indices(taken: Collection[int], start: int = 0) -> Iterator[int]:
+    """Every index from ``start`` up that is not in ``taken``, lowest first."""
+    return (i for i in counting(start) if i not in taken)
 
 
-def lowest_free(taken: Collection[int], count: int) -> list[int]:
-    """The ``count`` lowest indices not in ``taken``."""
-    out: list[int] = []
-    if count <= 0:
-        return out
-    for index in free_indices(taken):
-        out.append(index)
-        if len(out) == count:
-            break
-    return out
+def lowest_free(taken: Collection[int], count: int, start: int = 0) -> list[int]:
+    """The ``count`` lowest indices from ``start`` up that are not in ``taken``."""
+    return list(islice(free_indices(taken, start), max(count, 0)))
 
 
-def free_below(taken: Collection[int], limit: int) -> list[int]:
-    """Free indices in ``0..limit-1``: where a dense group still has holes to fill."""
-    return [i for i in range(limit) if i not in taken]
+def free_below(taken: Collection[int], limit: int, count: int) -> list[int]:
+    """Up to ``count`` free indices in ``0..limit-1``: holes a dense group still has to fill."""
+    return list(islice((i for i in range(limit) if i not in taken), max(count, 0)))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cache
 
 from raycluster_operator.planning.pods import PodView
 from raycluster_operator.planning.reasons import DeleteReason
@@ -83,10 +84,22 @@ def _judge_single(pod: PodView) -> Replica:
 
 
 def _judge_multi(name: str, pods: list[PodView], num_of_hosts: int) -> Replica:
-    indices = {p.replica_index for p in pods}
-    index = next(iter(indices)) if len(indices) == 1 else None
+    first = pods[0].replica_index
+    index = first if all(p.replica_index == first for p in pods) else None
+    if (
+        index is not None
+        and len(pods) == num_of_hosts > 1
+        and all(p.live for p in pods)
+        and {p.host_index for p in pods} == _all_hosts(num_of_hosts)
+    ):
+        return Replica(name, name, index, tuple(pods))  # the common case, checked cheaply
     broken, detail = _why_broken(name, pods, num_of_hosts, index)
     return Replica(name, name, index, tuple(pods), broken, detail)
+
+
+@cache
+def _all_hosts(num_of_hosts: int) -> frozenset[int | None]:
+    return frozenset(range(num_of_hosts))
 
 
 def _why_broken(

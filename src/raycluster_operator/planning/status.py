@@ -57,6 +57,8 @@ class Observed:
     failures: Mapping[str, int] = field(default_factory=dict)
     #: Pods of the cluster that still exist at all (terminating ones included).
     pods_remaining: int = 0
+    #: Group -> (delete reason, message, pods) of what this pass deletes there, if anything.
+    deletions: Mapping[str, tuple[str, str, int]] = field(default_factory=dict)
 
 
 def timestamp(now: datetime) -> str:
@@ -95,18 +97,7 @@ def build_status(cluster: RayCluster, seen: Observed, *, now: datetime) -> dict[
         **desired_resources(cluster),
         "desiredWorkerSlices": sum(t.desired_slices for t in tallies),
         "readyWorkerSlices": sum(t.ready_slices for t in tallies),
-        "workerGroups": [
-            {
-                "groupName": t.group,
-                "numOfHosts": t.num_of_hosts,
-                "desiredSlices": t.desired_slices,
-                "readySlices": t.ready_slices,
-                "brokenSlices": t.broken_slices,
-                "desiredPods": t.desired_pods,
-                "readyPods": t.ready_pods,
-            }
-            for t in tallies
-        ],
+        "workerGroups": [_group_entry(t, before, seen, now) for t in tallies],
     }
     if cluster.metadata.generation is not None:
         status["observedGeneration"] = cluster.metadata.generation
@@ -132,6 +123,38 @@ def build_status(cluster: RayCluster, seen: Observed, *, now: datetime) -> dict[
         before["lastUpdateTime"] if unchanged and "lastUpdateTime" in before else timestamp(now)
     )
     return status
+
+
+def _group_entry(
+    tally: GroupTally, before: Mapping[str, Any], seen: Observed, now: datetime
+) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "groupName": tally.group,
+        "numOfHosts": tally.num_of_hosts,
+        "desiredSlices": tally.desired_slices,
+        "readySlices": tally.ready_slices,
+        "brokenSlices": tally.broken_slices,
+        "desiredPods": tally.desired_pods,
+        "readyPods": tally.ready_pods,
+    }
+    # "Why did my slice go away?" stays answerable after the Event has expired: the latest
+    # deletion in the group, kept from the previous status until a newer one replaces it.
+    deletion = seen.deletions.get(tally.group)
+    if deletion is not None:
+        reason, message, pods = deletion
+        entry["lastDeletion"] = {
+            "reason": reason,
+            "message": message,
+            "pods": pods,
+            "time": timestamp(now),
+        }
+    else:
+        for old in before.get("workerGroups") or ():
+            if isinstance(old, Mapping) and old.get("groupName") == tally.group:
+                if "lastDeletion" in old:
+                    entry["lastDeletion"] = old["lastDeletion"]
+                break
+    return entry
 
 
 def _state(
