@@ -62,3 +62,11 @@ def test_clusters_are_independent() -> None:
     assert not exp.satisfied("ns/a", lookup_in({}))
     exp.forget("ns/a")
     assert exp.satisfied("ns/a", lookup_in({}))
+
+
+def test_a_pod_created_and_deleted_between_two_passes_still_counts() -> None:
+    exp = Expectations(clock=FakeClock())
+    exp.expect("ns/c", creates=["p1"], deletes=["p2"])
+    exp.observe("ns/c", "p1", terminating_or_gone=False)  # ADDED, then removed by a user
+    exp.observe("ns/c", "p2", terminating_or_gone=True)
+    assert exp.satisfied("ns/c", lookup_in({}))

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 
-ApiServer = pytest.importorskip("raycluster_operator.devcluster.server").ApiServer
-
 from raycluster_operator.controller.leader import LeaderElector, LeaseTiming
+from raycluster_operator.devcluster.server import ApiServer
 from raycluster_operator.kube import KubeClient
 
 FAST = LeaseTiming(lease_duration=1.0, renew_deadline=0.6, retry_period=0.1)
@@ -30,12 +29,12 @@ def elector(client: KubeClient, identity: str) -> LeaderElector:
     return LeaderElector(client, namespace="default", name="op", identity=identity, timing=FAST)
 
 
-async def wait_for(cond: object, timeout: float = 10.0) -> None:
-    async def poll() -> None:
-        while not cond():  # type: ignore[operator]
-            await asyncio.sleep(0.02)
-
-    await asyncio.wait_for(poll(), timeout)
+async def wait_for(cond: Callable[[], bool], within: float = 10.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while not cond():
+        assert loop.time() < deadline, "condition not reached"
+        await asyncio.sleep(0.02)
 
 
 async def test_only_one_candidate_leads_and_a_successor_takes_over_on_release(
@@ -44,7 +43,7 @@ async def test_only_one_candidate_leads_and_a_successor_takes_over_on_release(
     _, ca, cb = clients
     leading: list[str] = []
 
-    def lead_as(name: str):  # noqa: ANN202
+    def lead_as(name: str):
         async def lead() -> None:
             leading.append(name)
             await asyncio.Event().wait()
@@ -61,7 +60,7 @@ async def test_only_one_candidate_leads_and_a_successor_takes_over_on_release(
     ta.cancel()  # a stops cleanly and releases the Lease
     with contextlib.suppress(asyncio.CancelledError):
         await ta
-    await wait_for(lambda: b.is_leader, timeout=FAST.lease_duration * 3)
+    await wait_for(lambda: b.is_leader, within=FAST.lease_duration * 3)
     assert leading == ["a", "b"]
     lease = await cb.get_lease("default", "op")
     assert lease["spec"]["holderIdentity"] == "b"
@@ -79,7 +78,7 @@ async def test_a_crashed_leader_is_replaced_after_the_lease_expires(
     assert await a.try_acquire_or_renew()  # a leads, then vanishes without releasing
     assert not await b.try_acquire_or_renew()
     tb = asyncio.create_task(b.run(lambda: asyncio.Event().wait()))
-    await wait_for(lambda: b.is_leader, timeout=FAST.lease_duration * 4)
+    await wait_for(lambda: b.is_leader, within=FAST.lease_duration * 4)
     tb.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await tb

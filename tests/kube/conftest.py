@@ -5,13 +5,8 @@ from typing import Any
 
 import pytest
 
-
+from raycluster_operator.devcluster.server import ApiServer
 from raycluster_operator.kube import KubeClient
-
-try:
-    from raycluster_operator.devcluster.server import ApiServer
-except ImportError:  # the dev cluster is not merged on this branch yet
-    ApiServer = None
 
 #: Enough of a RayCluster CRD for the adapter's tests: any fields, a status subresource.
 RAYCLUSTER_CRD: dict[str, Any] = {
@@ -47,8 +42,6 @@ RAYCLUSTER_CRD: dict[str, Any] = {
 
 @pytest.fixture
 async def api_server() -> AsyncIterator[ApiServer]:
-    if ApiServer is None:
-        pytest.skip("no dev API server")
     async with ApiServer() as server:
         yield server
 

@@ -7,10 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-ApiServer = pytest.importorskip("raycluster_operator.devcluster.server").ApiServer
 import yaml
 
+from raycluster_operator.devcluster.server import ApiServer
 from raycluster_operator.kube import (
     LEASES,
     PODS,

@@ -14,14 +14,11 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("raycluster_operator.planning.cluster_plan")
-
+from raycluster_operator.api.crd import crd_manifest
 from raycluster_operator.controller.leader import LeaseTiming
 from raycluster_operator.controller.manager import Manager, ManagerOptions
+from raycluster_operator.devcluster import DevCluster
 from raycluster_operator.kube import PODS, RAYCLUSTERS, KubeClient
-
-DevCluster = pytest.importorskip("raycluster_operator.devcluster").DevCluster
-crd_manifest = pytest.importorskip("raycluster_operator.api.crd").crd_manifest
 
 Obj = dict[str, Any]
 FAST_LEASE = LeaseTiming(lease_duration=1.0, renew_deadline=0.6, retry_period=0.1)

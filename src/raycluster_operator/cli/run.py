@@ -1,11 +1,125 @@
-"""`raycluster-operator run`."""
+"""`raycluster-operator run`: the operator against a real cluster (in-cluster or kubeconfig)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+
 import click
+
+from raycluster_operator.controller.leader import LeaseTiming
+from raycluster_operator.controller.logs import configure_logging
+from raycluster_operator.controller.manager import (
+    Manager,
+    ManagerOptions,
+    default_identity,
+    in_cluster_namespace,
+)
+from raycluster_operator.controller.ratelimit import TokenBucket
+from raycluster_operator.kube import KubeClient
+
+log = logging.getLogger(__name__)
+
+KNOWN_GATES = {"RayMultiHostIndexing": True}
+
+
+def parse_feature_gates(text: str) -> dict[str, bool]:
+    """``A=true,B=false`` -> {"A": True, "B": False}, starting from the defaults."""
+    gates = dict(KNOWN_GATES)
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, sep, value = item.partition("=")
+        if not sep or value.lower() not in ("true", "false"):
+            raise click.BadParameter(
+                f"{item!r}: expected Name=true|false", param_hint="--feature-gates"
+            )
+        if name not in KNOWN_GATES:
+            raise click.BadParameter(f"unknown feature gate {name!r}", param_hint="--feature-gates")
+        gates[name] = value.lower() == "true"
+    return gates
 
 
 @click.command(name="run")
-def run() -> None:
-    """Not available yet."""
-    raise click.ClickException("'run' is not available yet")
+@click.option(
+    "--kubeconfig", type=click.Path(dir_okay=False), help="Default: in-cluster, then $KUBECONFIG."
+)
+@click.option("--context", default=None, help="kubeconfig context to use.")
+@click.option("--namespace", "namespaces", multiple=True, help="Watch only these (repeatable).")
+@click.option("--metrics-addr", default=":8080", show_default=True)
+@click.option("--health-addr", default=":8082", show_default=True)
+@click.option("--leader-elect/--no-leader-elect", default=True, show_default=True)
+@click.option("--lease-namespace", default=None, help="Default: the pod's namespace, or default.")
+@click.option("--lease-name", default="raycluster-operator-leader", show_default=True)
+@click.option("--reconcile-concurrency", default=4, show_default=True, type=click.IntRange(1, 256))
+@click.option("--qps", default=100.0, show_default=True, help="Client-side API request rate.")
+@click.option("--burst", default=200, show_default=True, type=click.IntRange(1))
+@click.option("--feature-gates", default="", help="e.g. RayMultiHostIndexing=true")
+@click.option(
+    "--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
+@click.option(
+    "--insecure-skip-tls-verify", is_flag=True, help="Do not verify the server's certificate."
+)
+@click.option(
+    "--resync-period", default=300.0, show_default=True, help="Seconds between full resyncs."
+)
+def run(
+    kubeconfig: str | None,
+    context: str | None,
+    namespaces: tuple[str, ...],
+    metrics_addr: str,
+    health_addr: str,
+    leader_elect: bool,
+    lease_namespace: str | None,
+    lease_name: str,
+    reconcile_concurrency: int,
+    qps: float,
+    burst: int,
+    feature_gates: str,
+    log_format: str,
+    insecure_skip_tls_verify: bool,
+    resync_period: float,
+) -> None:
+    """Run the operator until SIGINT/SIGTERM."""
+    configure_logging(log_format)
+    gates = parse_feature_gates(feature_gates)
+    options = ManagerOptions(
+        namespaces=namespaces,
+        reconcile_concurrency=reconcile_concurrency,
+        metrics_addr=metrics_addr or None,
+        health_addr=health_addr or None,
+        leader_elect=leader_elect,
+        lease_namespace=lease_namespace or in_cluster_namespace(),
+        lease_name=lease_name,
+        lease_timing=LeaseTiming(),
+        identity=os.environ.get("POD_NAME") or default_identity(),
+        resync_period=resync_period,
+        multi_host_indexing=gates["RayMultiHostIndexing"],
+        random_pod_delete=os.environ.get("ENABLE_RANDOM_POD_DELETE", "").lower() == "true",
+    )
+    try:
+        client = KubeClient.from_kubeconfig(
+            kubeconfig,
+            context=context,
+            insecure=insecure_skip_tls_verify,
+            throttle=TokenBucket(qps, burst),
+        )
+    except Exception as exc:  # configuration errors of every kind end here
+        raise click.ClickException(f"cannot configure the Kubernetes client: {exc}") from exc
+    asyncio.run(_serve(client, options))
+
+
+async def _serve(client: KubeClient, options: ManagerOptions) -> None:
+    manager = Manager(client, options)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, manager.stop)
+    log.info("raycluster-operator starting as %s", options.identity)
+    try:
+        await manager.run()
+    finally:
+        await client.close()
+        log.info("raycluster-operator stopped")

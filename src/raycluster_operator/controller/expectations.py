@@ -3,9 +3,10 @@
 The informer lags the API server. Planning from a cache that does not yet show the pods we
 just created would create them again (and a delete not yet seen would be repeated), so a
 cluster is not re-planned until every expected name has been observed: a created name present
-in the cache, a deleted name absent or terminating. Names, not counts, so an event seen
-before the write returned still counts. A deadline makes sure a lost watch event can only
-delay a cluster, never wedge it.
+in the cache, a deleted name absent or terminating. Names, not counts: the event handler
+reports every sighting (``observe``), and the caller registers only names the cache does not
+already show, so an event seen before the write returned still counts. A deadline makes
+sure a lost watch event can only delay a cluster, never wedge it.
 """
 
 from __future__ import annotations
@@ -37,6 +38,17 @@ class Expectations:
         entry.creates.update(creates)
         entry.deletes.update(deletes)
         entry.deadline = self._clock() + self.timeout
+
+    def observe(self, key: str, name: str, *, terminating_or_gone: bool) -> None:
+        """The informer saw pod ``name`` of cluster ``key``: any sighting proves a create, a
+        deletion timestamp or a DELETED event proves a delete. Called from the event handler,
+        so a pod created and removed between two reconciles still counts."""
+        entry = self._pending.get(key)
+        if entry is None:
+            return
+        entry.creates.discard(name)
+        if terminating_or_gone:
+            entry.deletes.discard(name)
 
     def satisfied(self, key: str, lookup: Lookup) -> bool:
         """Drop what the cache already shows; True when nothing is outstanding (or expired)."""

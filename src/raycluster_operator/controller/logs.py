@@ -29,3 +29,6 @@ def configure_logging(fmt: str = "text", level: int = logging.INFO) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    # One line per HTTP request drowns the operator's own story; failures surface as errors.
+    logging.getLogger("httpx2").setLevel(logging.WARNING)
+    logging.getLogger("httpx").setLevel(logging.WARNING)

@@ -125,6 +125,7 @@ class Manager:
                 timing=opts.lease_timing,
             )
         self.queue: WorkQueue | None = None
+        self.expectations: Expectations | None = None
         self.reconciler: Reconciler | None = None
         self.metrics_server: HttpServer | None = None
         self.health_server: HttpServer | None = None
@@ -143,14 +144,22 @@ class Manager:
         if obj is not None:
             self._enqueue(object_key(obj))
 
-    def _on_pod(self, _etype: str, old: Obj | None, new: Obj | None) -> None:
+    def _on_pod(self, etype: str, old: Obj | None, new: Obj | None) -> None:
         for obj in (old, new):
             if obj is None:
                 continue
             meta = obj.get("metadata") or {}
             cluster = (meta.get("labels") or {}).get(CLUSTER_LABEL)
-            if cluster:
-                self._enqueue(f"{meta.get('namespace', '')}/{cluster}")
+            if not cluster:
+                continue
+            key = f"{meta.get('namespace', '')}/{cluster}"
+            if self.expectations is not None and obj is (new or old):
+                self.expectations.observe(
+                    key,
+                    str(meta.get("name", "")),
+                    terminating_or_gone=etype == "DELETED" or bool(meta.get("deletionTimestamp")),
+                )
+            self._enqueue(key)
 
     def _on_service(self, _etype: str, old: Obj | None, new: Obj | None) -> None:
         obj = new or old
@@ -220,12 +229,13 @@ class Manager:
         """One leadership term: workers plus a periodic resync, until cancelled."""
         opts = self.options
         queue = WorkQueue(base_delay=opts.retry_base_delay, max_delay=opts.retry_max_delay)
+        self.expectations = Expectations(timeout=opts.expectations_timeout)
         self.reconciler = Reconciler(
             self.client,
             clusters=self.clusters,
             pods=self.pods,
             services=self.services,
-            expectations=Expectations(timeout=opts.expectations_timeout),
+            expectations=self.expectations,
             writer=self.writer,
             recorder=self.recorder,
             metrics=self.metrics,

@@ -250,7 +250,9 @@ class Reconciler:
             created.append((c, pod_name))
             outcome.created.append(pod_name)
             self.metrics.pods_created.labels(str(c.reason)).inc()
-        self.expectations.expect(key, creates=[n for _, n in created])
+        # A pod the watch already delivered (before the POST returned) needs no waiting for.
+        unseen = [n for _, n in created if self.pods.get(f"{ns}/{n}") is None]
+        self.expectations.expect(key, creates=unseen)
         if created:
             log.info(
                 "created %d pods for %s: %s", len(created), key, ", ".join(n for _, n in created)
