@@ -5,7 +5,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ray.autoscaler.tags import TAG_RAY_NODE_STATUS, TAG_RAY_USER_NODE_TYPE
+from ray.autoscaler.tags import (
+    TAG_RAY_NODE_STATUS,
+    TAG_RAY_REPLICA_INDEX,
+    TAG_RAY_USER_NODE_TYPE,
+)
 
 
 def _group(world: Any, ns: str, name: str) -> dict[str, Any]:
@@ -80,6 +84,8 @@ def test_v1_single_host(operated: Any, ns: str, kit: Any) -> None:
     nodes = _v1_iteration(provider)
     assert three <= set(nodes)
     assert all(provider.node_tags(n)[TAG_RAY_NODE_STATUS] == "up-to-date" for n in three)
+    # Single-host pods carry no replicaIndex: v1 terminates exactly the pod it names.
+    assert not any(TAG_RAY_REPLICA_INDEX in provider.node_tags(n) for n in three)
     victim = sorted(three)[1]
     provider.terminate_node(victim)
     provider.post_process()
