@@ -141,7 +141,7 @@ async def _start_cluster(port: int) -> Any:
     # kubelet and termination delays keep the scenarios quick.
     cluster = DevCluster(
         port=port,
-        nodes=["tpu:v6e:4x4:12", "cpu:6"],
+        nodes=["tpu:v6e:4x4:12", "gpu:gb200:4:3", "cpu:6"],
         kubelet_delay=0.02,
         termination_cap=0.2,
     )
@@ -451,6 +451,25 @@ def tpu_group(
     }
 
 
+def gpu_group(
+    name: str = "nvl", *, replicas: int = 0, max_replicas: int = 2, hosts: int = 4
+) -> dict[str, Any]:
+    """A GB200 NVLink group: one slice = `hosts` pods of 4 GPUs sharing one clique."""
+    return {
+        "groupName": name,
+        "replicas": replicas,
+        "minReplicas": 0,
+        "maxReplicas": max_replicas,
+        "numOfHosts": hosts,
+        "rayStartParams": {},
+        "template": {
+            "spec": {
+                "containers": [ray_container({"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "4"})]
+            }
+        },
+    }
+
+
 def cpu_group(
     name: str = "cpu", *, replicas: int = 0, min_replicas: int = 0, max_replicas: int = 4
 ) -> dict[str, Any]:
@@ -556,6 +575,7 @@ class Kit:
     raycluster = staticmethod(raycluster)
     tpu_group = staticmethod(tpu_group)
     cpu_group = staticmethod(cpu_group)
+    gpu_group = staticmethod(gpu_group)
     labels = staticmethod(labels)
     is_terminating = staticmethod(is_terminating)
     is_running = staticmethod(is_running)
