@@ -1,11 +1,11 @@
 """Harness: Ray's own KubeRay autoscaler clients, unmodified, against the dev cluster.
 
 Ray's clients are synchronous (`requests`) and read their endpoint from the environment once,
-when `ray.autoscaler._private.kuberay.node_provider` is imported. So the dev cluster (and the
-operator, when it can be attached) runs in a background thread with its own event loop, on a
-port chosen before Ray's module is imported; the tests themselves are plain synchronous code
-that drive Ray's providers exactly as Ray's autoscalers do, and inspect the cluster over plain
-HTTPS.
+when `ray.autoscaler._private.kuberay.node_provider` is imported. So the dev cluster and the
+operator (its `Manager`, as `raycluster-operator run` builds it) run in a background thread
+with their own event loop, on a port chosen before Ray's module is imported; the tests
+themselves are plain synchronous code that drive Ray's providers exactly as Ray's autoscalers
+do, and inspect the cluster over plain HTTPS.
 
 Only configuration crosses into Ray: `KUBERNETES_SERVICE_HOST`,
 `KUBERNETES_SERVICE_PORT_HTTPS`, `RAY_KUBERAY_CA_CERT_PATH`, a service-account token file and
@@ -78,65 +78,14 @@ def free_port() -> int:
 
 
 def _crd() -> dict[str, Any]:
-    """Our CRD; until `api.crd` exists, the part of KubeRay's CRD that Ray depends on."""
-    try:
-        from raycluster_operator.api.crd import crd_manifest
-    except ImportError:
-        pass
-    else:
-        return crd_manifest()
-    group_defaults = {
-        "type": "object",
-        "x-kubernetes-preserve-unknown-fields": True,
-        "properties": {
-            "replicas": {"type": "integer", "default": 0},
-            "minReplicas": {"type": "integer", "default": 0},
-            "maxReplicas": {"type": "integer", "default": 2**31 - 1},
-            "numOfHosts": {"type": "integer", "default": 1},
-        },
-    }
-    schema = {
-        "type": "object",
-        "properties": {
-            "spec": {
-                "type": "object",
-                "x-kubernetes-preserve-unknown-fields": True,
-                "properties": {"workerGroupSpecs": {"type": "array", "items": group_defaults}},
-            },
-            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-        },
-    }
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "rayclusters.ray.io"},
-        "spec": {
-            "group": "ray.io",
-            "scope": "Namespaced",
-            "names": {"plural": "rayclusters", "singular": "raycluster", "kind": "RayCluster"},
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {"openAPIV3Schema": schema},
-                    "subresources": {"status": {}},
-                }
-            ],
-        },
-    }
+    from raycluster_operator.api.crd import crd_manifest
+
+    return crd_manifest()
 
 
 async def _start_cluster(port: int) -> Any:
-    """The dev cluster with a fast simulated kubelet (the API server alone before it exists)."""
-    try:
-        from raycluster_operator.devcluster.cluster import DevCluster
-    except ImportError:
-        from raycluster_operator.devcluster.server import ApiServer
+    from raycluster_operator.devcluster.cluster import DevCluster
 
-        server = ApiServer(port=port)
-        await server.start()
-        return server
     # Enough TPU pools for a few clusters at once (one v6e 4x4 slice fills one pool); short
     # kubelet and termination delays keep the scenarios quick.
     cluster = DevCluster(
@@ -151,15 +100,6 @@ async def _start_cluster(port: int) -> Any:
 
 async def _stop_cluster(cluster: Any) -> None:
     await cluster.stop()
-
-
-def operator_available() -> bool:
-    try:
-        importlib.import_module("raycluster_operator.controller.manager")
-        importlib.import_module("raycluster_operator.kube.client")
-    except ImportError:
-        return False
-    return True
 
 
 @contextlib.asynccontextmanager
@@ -196,21 +136,20 @@ async def running_operator(kubeconfig: dict[str, Any]) -> AsyncIterator[Any]:
 
 @dataclass
 class World:
-    """One dev cluster (+ operator when available) shared by the Ray tests of a session."""
+    """One dev cluster with the operator attached, shared by the Ray tests of a session."""
 
     loop: LoopThread
     cluster: Any
     kubeconfig: Path
     ca_path: Path
     token_path: Path
-    has_operator: bool
     http: Any  # requests.Session with the CA and the bearer token
     url: str
     _names: Iterator[int] = field(default_factory=lambda: itertools.count())
 
     # ---- objects, over plain HTTPS (the same `requests` transport Ray uses)
 
-    def _call(
+    def call(
         self, method: str, path: str, body: Any = None, content_type: str | None = None
     ) -> Any:
         headers = {"Content-Type": content_type or "application/json"}
@@ -229,38 +168,24 @@ class World:
 
     def new_namespace(self) -> str:
         name = f"ray-{next(self._names)}-{os.getpid() % 1000}"
-        self._call("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
+        self.call("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
         return name
 
     def create_cluster(self, ns: str, obj: dict[str, Any]) -> dict[str, Any]:
-        return self._call("POST", f"/apis/ray.io/v1/namespaces/{ns}/rayclusters", obj)  # type: ignore[no-any-return]
+        return self.call("POST", f"/apis/ray.io/v1/namespaces/{ns}/rayclusters", obj)
 
     def get_cluster(self, ns: str, name: str) -> dict[str, Any]:
-        return self._call("GET", f"/apis/ray.io/v1/namespaces/{ns}/rayclusters/{name}")  # type: ignore[no-any-return]
+        return self.call("GET", f"/apis/ray.io/v1/namespaces/{ns}/rayclusters/{name}")
 
     def patch_cluster(self, ns: str, name: str, patch: Any, kind: str = "merge") -> dict[str, Any]:
         ctype = {"merge": "application/merge-patch+json", "json": "application/json-patch+json"}
-        return self._call(  # type: ignore[no-any-return]
+        return self.call(
             "PATCH", f"/apis/ray.io/v1/namespaces/{ns}/rayclusters/{name}", patch, ctype[kind]
         )
 
     def pods(self, ns: str, cluster: str) -> list[dict[str, Any]]:
         sel = f"ray.io/cluster%3D{cluster}"
-        return self._call("GET", f"/api/v1/namespaces/{ns}/pods?labelSelector={sel}")["items"]  # type: ignore[no-any-return]
-
-    def create_pod(self, ns: str, pod: dict[str, Any]) -> dict[str, Any]:
-        return self._call("POST", f"/api/v1/namespaces/{ns}/pods", pod)  # type: ignore[no-any-return]
-
-    def patch_pod_status(self, ns: str, name: str, status: dict[str, Any]) -> dict[str, Any]:
-        return self._call(  # type: ignore[no-any-return]
-            "PATCH",
-            f"/api/v1/namespaces/{ns}/pods/{name}/status",
-            {"status": status},
-            "application/merge-patch+json",
-        )
-
-    def delete_pod(self, ns: str, name: str) -> None:
-        self._call("DELETE", f"/api/v1/namespaces/{ns}/pods/{name}")
+        return self.call("GET", f"/api/v1/namespaces/{ns}/pods?labelSelector={sel}")["items"]
 
     def wait(self, what: str, check: Callable[[], T | None], timeout: float = SETTLE_S) -> T:
         """Poll `check` until it returns something truthy; fail with `what` otherwise."""
@@ -314,7 +239,7 @@ class World:
 
     def autoscaling_config(self, ns: str, name: str) -> dict[str, Any]:
         producer_mod = importlib.import_module(CONFIG_PRODUCER)
-        return producer_mod.AutoscalingConfigProducer(name, ns)()  # type: ignore[no-any-return]
+        return producer_mod.AutoscalingConfigProducer(name, ns)()
 
     def v2_provider(self, ns: str, name: str, gcs_client: Any = None) -> Any:
         """`KubeRayProvider` as `ray.autoscaler.v2.autoscaler.Autoscaler` constructs it.
@@ -377,12 +302,10 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         token_path.write_text(cluster.token)
         http = requests.Session()
         http.headers["Authorization"] = f"Bearer {cluster.token}"
-        w = World(loop, cluster, kubeconfig, ca_path, token_path, False, http, cluster.url)
-        w._call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", _crd())
-        if operator_available():
-            operator_cm = running_operator(cluster.kubeconfig_dict())
-            loop.run(operator_cm.__aenter__())
-            w.has_operator = True
+        w = World(loop, cluster, kubeconfig, ca_path, token_path, http, cluster.url)
+        w.call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", _crd())
+        operator_cm = running_operator(cluster.kubeconfig_dict())
+        loop.run(operator_cm.__aenter__())
         _configure_ray(port, ca_path, token_path, mp)
         yield w
     finally:
@@ -395,19 +318,12 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 
 
 @pytest.fixture
-def operated(world: World) -> World:
-    if not world.has_operator:
-        pytest.skip("the operator cannot be attached to the dev cluster on this branch yet")
-    return world
-
-
-@pytest.fixture
 def ns(world: World) -> Iterator[str]:
     name = world.new_namespace()
     yield name
     # Free the simulated TPU pools for the next scenario.
     with contextlib.suppress(Exception):
-        world._call("DELETE", f"/api/v1/namespaces/{name}")
+        world.call("DELETE", f"/api/v1/namespaces/{name}")
 
 
 # ---------------------------------------------------------------- manifests

@@ -97,8 +97,7 @@ def _autoscaler(world: Any, ns: str, name: str, gcs: PodGcs) -> Any:
     return autoscaler_mod.Autoscaler("session", reader, gcs)
 
 
-def test_ray_autoscaler_scales_a_tpu_slice_up_and_down(operated: Any, ns: str, kit: Any) -> None:
-    world = operated
+def test_ray_autoscaler_scales_a_tpu_slice_up_and_down(world: Any, ns: str, kit: Any) -> None:
     group = kit.tpu_group("tpu", max_replicas=2)
     group["idleTimeoutSeconds"] = 1
     world.create_cluster(ns, kit.raycluster("loop", group))
@@ -134,10 +133,9 @@ def test_ray_autoscaler_scales_a_tpu_slice_up_and_down(operated: Any, ns: str, k
     assert world.get_cluster(ns, "loop")["spec"]["workerGroupSpecs"][0]["replicas"] == 0
 
 
-def test_ray_autoscaler_idle_hosts_of_a_busy_slice(operated: Any, ns: str, kit: Any) -> None:
+def test_ray_autoscaler_idle_hosts_of_a_busy_slice(world: Any, ns: str, kit: Any) -> None:
     """Ray's scheduler knows nodes, not slices: with one host busy and three idle it terminates
     the three, asking for 3 // 4 = 0 slices, and the slice can only go whole, busy host too."""
-    world = operated
     group = kit.tpu_group("tpu", replicas=1, max_replicas=2)
     group["idleTimeoutSeconds"] = 1
     world.create_cluster(ns, kit.raycluster("busy", group))

@@ -64,8 +64,7 @@ def test_delete_policy_adds_the_finalizer_and_deletes(world: Any, ns: str, kit: 
     reason="the operator never releases ray.io/idle-termination-cleanup-finalizer, which Ray "
     "adds for the operator to clean up and remove: the RayCluster stays Terminating with its pods",
 )
-def test_delete_policy_removes_the_cluster(operated: Any, ns: str, kit: Any) -> None:
-    world = operated
+def test_delete_policy_removes_the_cluster(world: Any, ns: str, kit: Any) -> None:
     world.create_cluster(ns, _cluster_with(kit, "gone", "Delete"))
     world.wait_workers(ns, "gone", "cpu", 1)
 
@@ -79,8 +78,7 @@ def test_delete_policy_removes_the_cluster(operated: Any, ns: str, kit: Any) -> 
     reason="the operator ignores spec.idleSuspend, which Ray's Suspend policy sets expecting "
     "the cluster to be suspended",
 )
-def test_suspend_policy_removes_the_workers(operated: Any, ns: str, kit: Any) -> None:
-    world = operated
+def test_suspend_policy_removes_the_workers(world: Any, ns: str, kit: Any) -> None:
     world.create_cluster(ns, _cluster_with(kit, "nap", "Suspend"))
     world.wait_workers(ns, "nap", "cpu", 1)
 

@@ -14,9 +14,8 @@ def _reconciled(world: Any, ns: str, name: str) -> bool:
 
 
 def test_lowering_replicas_without_workers_to_delete_deletes_nothing(
-    operated: Any, ns: str, kit: Any
+    world: Any, ns: str, kit: Any
 ) -> None:
-    world = operated
     world.create_cluster(
         ns,
         kit.raycluster(
@@ -56,8 +55,7 @@ def test_lowering_replicas_without_workers_to_delete_deletes_nothing(
     assert (groups[0]["replicas"], groups[1]["replicas"]) == (2, 3)
 
 
-def test_suspending_a_group_removes_its_slices(operated: Any, ns: str, kit: Any) -> None:
-    world = operated
+def test_suspending_a_group_removes_its_slices(world: Any, ns: str, kit: Any) -> None:
     tpu, cpu = kit.tpu_group(replicas=2, max_replicas=2), kit.cpu_group(replicas=1)
     world.create_cluster(ns, kit.raycluster("susp", tpu, cpu))
     world.wait(

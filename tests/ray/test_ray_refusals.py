@@ -13,8 +13,7 @@ from typing import Any
 HOSTS = 4
 
 
-def test_v2_waits_for_named_pods_then_resumes(operated: Any, ns: str, kit: Any) -> None:
-    world = operated
+def test_v2_waits_for_named_pods_then_resumes(world: Any, ns: str, kit: Any) -> None:
     cpu, tpu = kit.cpu_group(replicas=2), kit.tpu_group(replicas=1, max_replicas=2)
     world.create_cluster(ns, kit.raycluster("wait", cpu, tpu))
     world.wait_slices(ns, "wait", "tpu", HOSTS, 1)

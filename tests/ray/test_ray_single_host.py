@@ -27,8 +27,7 @@ def _running(world: Any, ns: str, name: str, kit: Any, count: int) -> set[str] |
     return None
 
 
-def test_v2_single_host(operated: Any, ns: str, kit: Any) -> None:
-    world = operated
+def test_v2_single_host(world: Any, ns: str, kit: Any) -> None:
     world.create_cluster(ns, kit.raycluster("v2", kit.cpu_group("cpu", max_replicas=4)))
     provider = world.v2_provider(ns, "v2")
 
@@ -69,8 +68,7 @@ def _v1_iteration(provider: Any) -> list[str]:
     return nodes
 
 
-def test_v1_single_host(operated: Any, ns: str, kit: Any) -> None:
-    world = operated
+def test_v1_single_host(world: Any, ns: str, kit: Any) -> None:
     world.create_cluster(ns, kit.raycluster("v1", kit.cpu_group("cpu", max_replicas=4)))
     provider = world.v1_provider(ns, "v1")
     world.wait("the head pod", lambda: world.pods(ns, "v1"))

@@ -18,8 +18,7 @@ def _group(world: Any, ns: str, name: str) -> dict[str, Any]:
     return world.get_cluster(ns, name)["spec"]["workerGroupSpecs"][0]  # type: ignore[no-any-return]
 
 
-def test_v1_expands_a_termination_to_the_slice(operated: Any, ns: str, kit: Any) -> None:
-    world = operated
+def test_v1_expands_a_termination_to_the_slice(world: Any, ns: str, kit: Any) -> None:
     world.create_cluster(ns, kit.raycluster("v1tpu", kit.tpu_group(replicas=2, max_replicas=2)))
     before = world.wait_slices(ns, "v1tpu", "tpu", HOSTS, 2, running=True)
     provider = world.v1_provider(ns, "v1tpu")
@@ -47,8 +46,7 @@ def test_v1_expands_a_termination_to_the_slice(operated: Any, ns: str, kit: Any)
     assert _group(world, ns, "v1tpu")["scaleStrategy"]["workersToDelete"] == []
 
 
-def test_v1_launch_writes_pods_into_slice_replicas(operated: Any, ns: str, kit: Any) -> None:
-    world = operated
+def test_v1_launch_writes_pods_into_slice_replicas(world: Any, ns: str, kit: Any) -> None:
     world.create_cluster(ns, kit.raycluster("v1up", kit.tpu_group(replicas=0, max_replicas=2)))
     world.wait("the head pod", lambda: world.pods(ns, "v1up"))
     provider = world.v1_provider(ns, "v1up")

@@ -8,8 +8,7 @@ HOSTS = 4
 CLIQUE = "nvidia.com/gpu.clique"
 
 
-def test_gpu_domain_launch_and_terminate(operated: Any, ns: str, kit: Any) -> None:
-    world = operated
+def test_gpu_domain_launch_and_terminate(world: Any, ns: str, kit: Any) -> None:
     world.create_cluster(ns, kit.raycluster("nvl", kit.gpu_group("nvl", max_replicas=2)))
     types = world.autoscaling_config(ns, "nvl")["available_node_types"]
     assert types["nvl"]["resources"]["GPU"] == 4
@@ -21,7 +20,7 @@ def test_gpu_domain_launch_and_terminate(operated: Any, ns: str, kit: Any) -> No
     slices = world.wait_slices(ns, "nvl", "nvl", HOSTS, 1, running=True)
     members = slices[0]
     cliques = {
-        world._call("GET", f"/api/v1/nodes/{p['spec']['nodeName']}")["metadata"]["labels"][CLIQUE]
+        world.call("GET", f"/api/v1/nodes/{p['spec']['nodeName']}")["metadata"]["labels"][CLIQUE]
         for p in members
     }
     assert len(cliques) == 1, f"one slice spread over NVLink domains {cliques}"

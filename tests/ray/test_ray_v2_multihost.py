@@ -33,8 +33,7 @@ def _slice_gone(world: Any, ns: str, name: str, pod_names: set[str]) -> bool:
     return not world.live_names(ns, name) & pod_names
 
 
-def test_launch_terminate_and_relaunch_tpu_slices(operated: Any, ns: str, kit: Any) -> None:
-    world = operated
+def test_launch_terminate_and_relaunch_tpu_slices(world: Any, ns: str, kit: Any) -> None:
     world.create_cluster(ns, kit.raycluster("tpu", kit.tpu_group("tpu", max_replicas=2)))
     provider = world.v2_provider(ns, "tpu")
     world.wait("the head pod", lambda: world.live_names(ns, "tpu", "headgroup"))
@@ -88,8 +87,7 @@ def test_launch_terminate_and_relaunch_tpu_slices(operated: Any, ns: str, kit: A
     assert {p["metadata"]["name"] for p in again[1]} == {p["metadata"]["name"] for p in two[1]}
 
 
-def test_terminating_hosts_of_two_slices_at_once(operated: Any, ns: str, kit: Any) -> None:
-    world = operated
+def test_terminating_hosts_of_two_slices_at_once(world: Any, ns: str, kit: Any) -> None:
     world.create_cluster(ns, kit.raycluster("two", kit.tpu_group(replicas=2, max_replicas=2)))
     provider = world.v2_provider(ns, "two")
     before = world.wait_slices(ns, "two", "tpu", HOSTS, 2)
@@ -118,8 +116,7 @@ def test_terminating_hosts_of_two_slices_at_once(operated: Any, ns: str, kit: An
     assert _errors(provider) == []
 
 
-def test_min_and_max_replicas(operated: Any, ns: str, kit: Any) -> None:
-    world = operated
+def test_min_and_max_replicas(world: Any, ns: str, kit: Any) -> None:
     group = kit.tpu_group("tpu", replicas=0, min_replicas=1, max_replicas=2)
     world.create_cluster(ns, kit.raycluster("bounds", group))
     provider = world.v2_provider(ns, "bounds")

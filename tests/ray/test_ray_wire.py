@@ -23,11 +23,10 @@ def _sidecar_env(world: Any, ns: str, name: str) -> dict[str, Any]:
 
 
 def test_listing_at_the_head_pods_resource_version(
-    operated: Any, ns: str, kit: Any, monkeypatch: pytest.MonkeyPatch
+    world: Any, ns: str, kit: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Our sidecar sets RAY_HEAD_POD_NAME, which makes Ray list pods with
     `resourceVersion=<head's>&resourceVersionMatch=NotOlderThan`."""
-    world = operated
     world.create_cluster(ns, kit.raycluster("rv", kit.cpu_group(replicas=2)))
     env = _sidecar_env(world, ns, "rv")
     assert env["RAY_HEAD_POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
