@@ -192,3 +192,29 @@ async def test_controllers_resume_after_dropped_watches(
         assert names == ["before"]
 
     await eventually(gone)
+
+
+async def test_kubectl_logs_show_the_simulated_lifecycle(
+    dev_cluster: DevCluster, eventually: Any, kubectl: Any
+) -> None:
+    await dev_cluster.client.create(PODS, pod("chatty"))
+    await eventually(lambda: running_and_ready(dev_cluster, "chatty"))
+    await dev_cluster.fail_pod("default", "chatty", exit_code=7, container="c1")
+
+    async def restarted() -> None:
+        got = await running_and_ready(dev_cluster, "chatty")
+        assert got["status"]["containerStatuses"][1]["restartCount"] == 1
+
+    await eventually(restarted)
+    first = await kubectl("logs", "chatty")
+    assert first.returncode == 0, first.stderr
+    assert "container c0 (busybox) started on" in first.stdout
+    second = await kubectl("logs", "chatty", "-c", "c1")
+    lines = second.stdout.splitlines()
+    assert [line.split("] ", 1)[1].split(" on ")[0] for line in lines] == [
+        "container c1 (busybox) started",
+        "container c1 exited with code 7",
+        "container c1 (busybox) started",
+    ]
+    tail = await kubectl("logs", "chatty", "-c", "c1", "--tail=1")
+    assert "restart 1" in tail.stdout and len(tail.stdout.splitlines()) == 1

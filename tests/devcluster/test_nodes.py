@@ -49,6 +49,9 @@ def test_each_tpu_pool_is_one_slice_of_hosts_with_gke_labels() -> None:
     assert labels["kubernetes.io/hostname"] == first["metadata"]["name"]
     assert "topology.kubernetes.io/zone" in labels
     assert first["status"]["allocatable"]["google.com/tpu"] == "4"
+    assert first["spec"]["taints"] == [
+        {"key": "google.com/tpu", "value": "present", "effect": "NoSchedule"}
+    ]
     assert first["status"]["conditions"][0] == {
         "type": "Ready",
         "status": "True",
@@ -63,6 +66,8 @@ def test_gpu_domain_hosts_share_a_clique() -> None:
     cliques = [n["metadata"]["labels"][CLIQUE_LABEL] for n in nodes]
     assert len(set(cliques)) == 2 and cliques.count(cliques[0]) == 18
     assert nodes[0]["status"]["capacity"]["nvidia.com/gpu"] == "4"
+    assert nodes[0]["spec"]["taints"][0]["key"] == "nvidia.com/gpu"
+    assert "taints" not in build_nodes(parse_spec(["cpu:1"]))[0]["spec"]
 
 
 def test_default_mix_and_unique_names_and_ips() -> None:

@@ -95,7 +95,10 @@ def test_existing_pods_anti_affinity_repels_a_newcomer() -> None:
     guard["spec"]["nodeName"] = "tpu-v6e-4x4-0-h0"
     newcomer = {
         "metadata": {"name": "n", "namespace": "default", "labels": {"replica": "other"}},
-        "spec": {"nodeSelector": {NODEPOOL_LABEL: "tpu-v6e-4x4-0"}, "containers": [{}]},
+        "spec": {
+            "nodeSelector": {NODEPOOL_LABEL: "tpu-v6e-4x4-0"},
+            "containers": [{"resources": {"limits": {"google.com/tpu": "1"}}}],
+        },
     }
     result = place(newcomer, NODES, [guard])
     assert result.node is None
@@ -118,7 +121,10 @@ def test_a_third_slice_with_only_two_pools_stays_pending_with_a_reason() -> None
 def test_oversubscribed_cpu_request_stays_pending() -> None:
     pod = {
         "metadata": {"name": "big", "namespace": "default"},
-        "spec": {"containers": [{"resources": {"requests": {"cpu": "1000", "memory": "1Gi"}}}]},
+        "spec": {
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [{"resources": {"requests": {"cpu": "1000", "memory": "1Gi"}}}],
+        },
     }
     result = place(pod, NODES, [])
     assert result.node is None
@@ -166,6 +172,7 @@ def test_node_selector_and_node_affinity_operators() -> None:
     )
     assert place(not_tpu, NODES, []).node == "cpu-0-n0"
     tpu = with_affinity({"key": "cloud.google.com/gke-tpu-topology", "operator": "Exists"})
+    tpu["spec"]["tolerations"] = [{"key": "google.com/tpu", "operator": "Exists"}]
     assert (place(tpu, NODES, []).node or "").startswith("tpu-v6e-4x4-0")
     nobody = with_affinity({"key": "kubernetes.io/hostname", "operator": "Gt", "values": ["3"]})
     result = place(nobody, NODES, [])
@@ -180,7 +187,7 @@ def test_node_selector_and_node_affinity_operators() -> None:
 def test_gt_and_lt_compare_integers() -> None:
     nodes = [
         {**n, "metadata": {**n["metadata"], "labels": {**n["metadata"]["labels"], "rank": str(i)}}}
-        for i, n in enumerate(NODES[:3])
+        for i, n in enumerate(NODES[-3:])
     ]
     pod = {
         "metadata": {"name": "p", "namespace": "default"},
@@ -235,3 +242,12 @@ def test_gang_prefers_a_domain_that_holds_every_pending_host() -> None:
     placed = schedule_all(pods, bound=[squatter])
     assert all(node is not None for node in placed.values())
     assert {pool_of(node) for node in placed.values()} == {"tpu-v6e-4x4-1"}
+
+
+def test_accelerator_nodes_only_take_pods_that_ask_for_the_accelerator() -> None:
+    plain = {"metadata": {"name": "head"}, "spec": {"containers": [{}]}}
+    only_tpu = [n for n in NODES if "google.com/tpu" in n["status"]["allocatable"]]
+    result = place(plain, only_tpu, [])
+    assert result.node is None and "8 node(s) had untolerated taint" in result.message
+    assert place(plain, NODES, []).node == "cpu-0-n0"
+    assert place(tpu_pod("w", "s0"), only_tpu, []).node is not None

@@ -382,6 +382,8 @@ async def test_namespace_deletion_removes_its_content(http: Http) -> None:
     assert status == 200
     assert (await http.call("GET", "/api/v1/namespaces/tmp/configmaps/c"))[0] == 404
     assert (await http.call("GET", "/api/v1/namespaces/tmp"))[0] == 404
+    status, body = await http.call("DELETE", "/api/v1/namespaces/default")
+    assert (status, body["reason"]) == (403, "Forbidden")
 
 
 async def test_services_get_a_cluster_ip(http: Http) -> None:
@@ -424,3 +426,12 @@ async def test_validation_catches_generated_name_and_owner_bugs(http: Http) -> N
     ok = pod("e", {"ray.io/cluster": "rc", "empty": ""})
     ok["spec"]["hostname"] = "rc-g-0-0"
     assert (await http.call("POST", PODS, ok))[0] == 201
+
+
+async def test_subresources_accept_only_their_verbs(http: Http) -> None:
+    await http.call("POST", PODS, pod("a"))
+    status, body = await http.call("DELETE", f"{PODS}/a/status")
+    assert (status, body["reason"]) == (405, "MethodNotAllowed")
+    assert (await http.call("PUT", f"{PODS}/a/binding", {"target": {"name": "n"}}))[0] == 405
+    assert (await http.call("GET", f"{PODS}/a/binding"))[0] == 405
+    assert (await http.call("GET", f"{PODS}/a"))[0] == 200  # nothing was deleted

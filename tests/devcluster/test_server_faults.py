@@ -95,6 +95,17 @@ async def test_http_switchboard_round_trips_and_drops_watches(
     async with session.get(server.url + "/devcluster/faults", ssl=ssl) as resp:
         state = await resp.json()
     assert state["seed"] == 9 and state["rules"][0]["resource"] == "pods/status"
+    async with session.post(server.url + CMS, json={"metadata": {"name": "c"}}, ssl=ssl) as resp:
+        old_rv = (await resp.json())["metadata"]["resourceVersion"]
+    async with session.post(server.url + CMS, json={"metadata": {"name": "d"}}, ssl=ssl) as resp:
+        assert resp.status == 201
+    expire = {"expireHistoryNow": True, "rules": state["rules"], "seed": 9}
+    async with session.put(server.url + "/devcluster/faults", json=expire, ssl=ssl) as resp:
+        assert resp.status == 200
+    params = {"watch": "1", "resourceVersion": old_rv}
+    async with session.get(server.url + CMS, params=params, ssl=ssl) as resp:
+        line = await resp.content.readline()
+    assert json.loads(line)["object"]["code"] == 410
     decided = server.faults.decide("patch", "pods/status")[1]
     assert decided is not None and decided.code == 409 and decided.reason == "Conflict"
 

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import jsonpatch
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from raycluster_operator.devcluster.server.errors import ApiError
 from raycluster_operator.devcluster.server.patches import json_patch, merge_patch, strategic_merge
@@ -109,3 +114,32 @@ def test_json_patch_replace_of_missing_member_adds_it_like_kubernetes() -> None:
     with pytest.raises(ApiError) as missing_parent:
         json_patch(doc, [{"op": "replace", "path": "/status/x", "value": 1}])
     assert missing_parent.value.code == 422
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 5) | st.text("ab", max_size=2),
+    lambda children: (
+        st.lists(children, max_size=3)
+        | st.dictionaries(st.text("abc", min_size=1, max_size=2), children, max_size=3)
+    ),
+    max_leaves=8,
+)
+json_objects = st.dictionaries(st.text("abc", min_size=1, max_size=2), json_values, max_size=4)
+
+
+@settings(max_examples=40, deadline=None)
+@given(json_objects, json_objects)
+def test_json_patch_between_two_documents_reaches_the_second(
+    a: dict[str, Any], b: dict[str, Any]
+) -> None:
+    ops = jsonpatch.make_patch(a, b).patch
+    assert json_patch(a, ops) == b
+
+
+@settings(max_examples=40, deadline=None)
+@given(json_objects, json_objects)
+def test_merge_patches_are_idempotent(a: dict[str, Any], b: dict[str, Any]) -> None:
+    assert merge_patch(a, {}) == a
+    merged = merge_patch(a, b)
+    assert merge_patch(merged, b) == merged  # merge patches are idempotent
+    assert strategic_merge(a, {}) == a

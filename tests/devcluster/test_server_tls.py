@@ -19,7 +19,7 @@ async def test_certificate_covers_extra_sans_and_nothing_else() -> None:
         assert server.kubeconfig_dict("x")["users"][0]["user"]["token"] == "fixed"
         ctx = client_ssl_context(server)
         async with aiohttp.ClientSession() as session:
-            for name in ("apiserver.devcluster.local", "localhost"):
+            for name in ("apiserver.devcluster.local", "localhost", "kubernetes.default.svc"):
                 async with session.get(
                     server.url + "/healthz", ssl=ctx, server_hostname=name
                 ) as resp:

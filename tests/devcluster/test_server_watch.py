@@ -12,6 +12,8 @@ import aiohttp
 import pytest
 
 from raycluster_operator.devcluster.server import ApiServer
+from raycluster_operator.devcluster.server.selectors import Selection
+from raycluster_operator.devcluster.server.store import Watcher
 from raycluster_operator.devcluster.server.testing import client_ssl_context
 
 CMS = "/api/v1/namespaces/default/configmaps"
@@ -112,6 +114,20 @@ async def test_too_old_resource_version_answers_410(api: Api) -> None:
     assert events[0]["object"]["code"] == 410 and events[0]["object"]["reason"] == "Expired"
 
 
+async def test_expired_history_answers_410_to_lagging_resumes_only(
+    server: ApiServer, api: Api
+) -> None:
+    first = await api.send("POST", CMS, cm("a"))
+    await api.send("POST", CMS, cm("b"))
+    server.faults.expire_watch_history()
+    lagging = await collect(api.watch(CMS, resourceVersion=first["metadata"]["resourceVersion"]), 1)
+    assert lagging[0]["type"] == "ERROR" and lagging[0]["object"]["code"] == 410
+    current = str(server.store.rv)
+    await api.send("POST", CMS, cm("c"))
+    caught_up = await collect(api.watch(CMS, resourceVersion=current), 1)
+    assert caught_up[0]["type"] == "ADDED" and caught_up[0]["object"]["metadata"]["name"] == "c"
+
+
 async def test_bookmarks_on_resume_and_periodically(api: Api) -> None:
     a = await api.send("POST", CMS, cm("a"))
     stream = api.watch(
@@ -205,3 +221,18 @@ async def test_a_watch_whose_client_left_is_unregistered(server: ApiServer, api:
             break
         await asyncio.sleep(0.02)
     assert not server.hub.open
+
+
+async def test_initial_state_does_not_count_against_the_backlog_bound() -> None:
+    watcher = Watcher("configmaps", Selection(None), max_queue=3)
+    for i in range(6):
+        watcher.push("ADDED", i, force=True)
+    for i in range(3):
+        watcher.push("ADDED", 10 + i)
+    assert not watcher.overflowed
+    assert len(await watcher.next_batch()) == 9
+    for i in range(3):
+        watcher.push("MODIFIED", i)
+    assert not watcher.overflowed
+    watcher.push("MODIFIED", 3)  # the fourth undrained change is one too many
+    assert watcher.overflowed

@@ -96,6 +96,7 @@ class DevCluster:
         self._gc = GarbageCollector(
             self._client, self._discovery, shared={i.path: i for i in self._shared}
         )
+        self.server.log_source = self._kubelet.log_source
         await self._kubelet.start()  # starts the shared informers, nodes first
         await asyncio.gather(self._scheduler.start(), self._gc.start())
         log.info("dev cluster up at %s with %d nodes", self.url, len(self.node_manifests))

@@ -14,10 +14,11 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from raycluster_operator.devcluster.client import ApiClient, ApiError, WatchEvent, resource_path
+from raycluster_operator.devcluster.containerlogs import ContainerLogs
 from raycluster_operator.devcluster.informer import Informer
 from raycluster_operator.devcluster.placement import TERMINAL_PHASES, node_is_ready
 from raycluster_operator.devcluster.podstatus import (
@@ -27,6 +28,7 @@ from raycluster_operator.devcluster.podstatus import (
     render_status,
 )
 from raycluster_operator.devcluster.runtime import Runtime
+from raycluster_operator.devcluster.server import LogRequest
 from raycluster_operator.devcluster.timestamps import now_rfc3339
 
 log = logging.getLogger(__name__)
@@ -90,6 +92,7 @@ class Kubelet:
         self._last_write: dict[str, asyncio.Task[None]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._writes = asyncio.Semaphore(concurrency)
+        self.logs = ContainerLogs()
         # Informers passed in are shared and started/stopped by their owner.
         self.nodes = nodes or Informer(client, "/api/v1/nodes")
         self.pods = pods or Informer(client, "/api/v1/pods")
@@ -141,6 +144,7 @@ class Kubelet:
         self._ready_since.pop(uid, None)
         self._locks.pop(uid, None)
         self._last_write.pop(uid, None)
+        self.logs.forget(uid)
         if record is not None:
             self._ip_pools[record.node].give(record.pod_ip)
             if pod is not None:
@@ -270,6 +274,12 @@ class Kubelet:
         for c in record.container(container):
             c.state, c.reason, c.ready = "running", "", ready
             c.started_at = now_rfc3339()
+            self.logs.write(
+                uid,
+                c.name,
+                f"container {c.name} ({c.image}) started on {record.node}, pod IP {record.pod_ip}"
+                + (f", restart {c.restart_count}" if c.restart_count else ""),
+            )
         self._publish(uid)
 
     def container_ready(self, uid: str, container: str, ready: bool) -> None:
@@ -293,6 +303,7 @@ class Kubelet:
             c.state, c.ready, c.exit_code = "terminated", False, exit_code
             c.reason = reason or ("Error" if exit_code else "Completed")
             c.finished_at = now_rfc3339()
+            self.logs.write(uid, c.name, f"container {c.name} exited with code {exit_code}")
             if restart:
                 c.last_terminated = c.terminated()
                 c.restart_count += 1
@@ -302,6 +313,33 @@ class Kubelet:
                 if pod is not None:
                     self.runtime.restart_container(pod, c.name, self)
         self._publish(uid)
+
+    # --- logs ----------------------------------------------------------------------------
+
+    def log_source(self, request: LogRequest) -> AsyncIterator[bytes]:
+        """pods/log for the API server: the runtime's own logs when it has them (a `logs`
+        method taking the LogRequest), else the simulated lifecycle lines."""
+        runtime_logs = getattr(self.runtime, "logs", None)
+        if runtime_logs is not None:
+            stream: AsyncIterator[bytes] = runtime_logs(request)
+            return stream
+        return self._lifecycle_lines(request)
+
+    async def _lifecycle_lines(self, request: LogRequest) -> AsyncIterator[bytes]:
+        try:
+            record = self._record(request.namespace, request.pod)
+        except LookupError:
+            return
+        names = [c.name for c in record.containers]
+        container = request.container or (names[0] if names else "")
+        async for chunk in self.logs.stream(
+            record.uid,
+            container,
+            follow=request.follow,
+            tail_lines=request.tail_lines,
+            alive=lambda: record.uid in self.records,
+        ):
+            yield chunk
 
     # --- faults --------------------------------------------------------------------------
 

@@ -150,8 +150,18 @@ def parse_spec(entries: Iterable[str] | None) -> list[NodeGroup]:
     return [parse_entry(e) for e in (flat or DEFAULT_SPEC)]
 
 
+def accelerator_taint(resource: str) -> dict[str, str]:
+    """GKE taints TPU and GPU nodes so that only pods asking for the accelerator land there
+    (such pods get the toleration from the ExtendedResourceToleration admission plugin)."""
+    return {"key": resource, "value": "present", "effect": "NoSchedule"}
+
+
 def _node(
-    name: str, index: int, labels: dict[str, str], resources: dict[str, str]
+    name: str,
+    index: int,
+    labels: dict[str, str],
+    resources: dict[str, str],
+    taints: list[dict[str, str]] | None = None,
 ) -> dict[str, Any]:
     """A Ready node; `index` picks its InternalIP and pod range, unique in the cluster."""
     capacity = {"pods": "110", **resources}
@@ -169,7 +179,7 @@ def _node(
                 **labels,
             },
         },
-        "spec": {"podCIDR": pod_cidr(index)},
+        "spec": {"podCIDR": pod_cidr(index), **({"taints": taints} if taints else {})},
         "status": {
             "capacity": dict(capacity),
             "allocatable": dict(capacity),
@@ -236,7 +246,8 @@ def build_nodes(groups: Sequence[NodeGroup]) -> list[dict[str, Any]]:
                 }
                 resources = {"cpu": info.cpu, "memory": info.memory, TPU_RESOURCE: str(chips)}
                 for h in range(hosts):
-                    nodes.append(_node(f"{pool}-h{h}", len(nodes), labels, resources))
+                    taints = [accelerator_taint(TPU_RESOURCE)]
+                    nodes.append(_node(f"{pool}-h{h}", len(nodes), labels, resources, taints))
         elif isinstance(group, GpuDomains):
             gpus, product = GPU_MODELS[group.model]
             for _ in range(group.domains):
@@ -249,7 +260,8 @@ def build_nodes(groups: Sequence[NodeGroup]) -> list[dict[str, Any]]:
                 }
                 resources = {"cpu": "144", "memory": "880Gi", GPU_RESOURCE: str(gpus)}
                 for h in range(group.hosts):
-                    nodes.append(_node(f"{pool}-n{h}", len(nodes), labels, resources))
+                    taints = [accelerator_taint(GPU_RESOURCE)]
+                    nodes.append(_node(f"{pool}-n{h}", len(nodes), labels, resources, taints))
         else:
             pool = pool_name("cpu")
             for h in range(group.count):
@@ -265,4 +277,5 @@ Simulated nodes, repeatable (default: tpu:v6e:4x4:2 gpu:gb200:18:1 cpu:4).
 v6e, tpu7x; e.g. tpu:v6e:4x4:2 = 2 pools of 4 hosts with 4 chips; tpu:v5p:2x2x4 = 1 pool
 of 4 hosts); `gpu:<model>:<hosts>[:<domains>]` adds NVLink domains whose hosts share an
 nvidia.com/gpu.clique label (gb200, gb300: 4 GPUs per host; h100, h200, a100: 8);
-`cpu:<count>` adds plain nodes."""
+`cpu:<count>` adds plain nodes. TPU and GPU nodes are tainted
+<resource>=present:NoSchedule as on GKE; pods requesting the resource tolerate it."""

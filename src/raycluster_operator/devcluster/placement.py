@@ -76,8 +76,14 @@ def node_is_ready(node: Obj) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
-def _tolerates(pod: Obj, node: Obj) -> bool:
-    tolerations = (pod.get("spec") or {}).get("tolerations") or []
+def _tolerates(pod: Obj, node: Obj, requests: Mapping[str, Fraction]) -> bool:
+    tolerations = list((pod.get("spec") or {}).get("tolerations") or [])
+    # ExtendedResourceToleration: asking for an extended resource tolerates its taint.
+    tolerations += [
+        {"key": name, "operator": "Exists", "effect": "NoSchedule"}
+        for name, amount in requests.items()
+        if "/" in name and amount > 0
+    ]
     for taint in (node.get("spec") or {}).get("taints") or []:
         if taint.get("effect") not in ("NoSchedule", "NoExecute"):
             continue
@@ -230,7 +236,7 @@ class _World:
             return "node(s) were not ready"
         if (node.get("spec") or {}).get("unschedulable"):
             return "node(s) were unschedulable"
-        if not _tolerates(pod, node):
+        if not _tolerates(pod, node, requests):
             return "node(s) had untolerated taint"
         if not _node_affinity_ok(pod, node):
             return "node(s) didn't match Pod's node affinity/selector"

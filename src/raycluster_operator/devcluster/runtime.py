@@ -39,6 +39,9 @@ class PodEvents(Protocol):
 
 
 class Runtime(Protocol):
+    """A runtime that has real output may also define `logs(request: server.LogRequest) ->
+    AsyncIterator[bytes]`; the kubelet then serves `kubectl logs` from it."""
+
     def start_pod(self, pod: Mapping[str, Any], pod_ip: str, events: PodEvents) -> None:
         """Start every container of the pod (init containers have completed); returns at once."""
 

@@ -54,6 +54,7 @@ class ApiServer:
         self.objects = Objects(self.store, self.registry, rng=random.Random(seed))
         self.hub = WatchHub(self.store, bookmark_interval)
         self.faults.on_drop(self.hub.drop_all)
+        self.faults.on_expire(self.store.expire_history)
         self._handlers = Handlers(self.objects, self.hub, self.faults)
         self.ca_pem = b""
         self._runner: web.AppRunner | None = None

@@ -46,8 +46,15 @@ class Faults:
     rules: list[FaultRule] = field(default_factory=list)
     latency: float = 0.0
     drop_watches_every: float | None = None
+    # Drops end streams cleanly (as a server timeout does) instead of breaking the connection.
+    drop_gracefully: bool = False
     rng: random.Random = field(init=False, repr=False)
-    _drop_listeners: list[Callable[[], int]] = field(default_factory=list, init=False, repr=False)
+    _drop_listeners: list[Callable[[bool], int]] = field(
+        default_factory=list, init=False, repr=False
+    )
+    _expire_listeners: list[Callable[[], None]] = field(
+        default_factory=list, init=False, repr=False
+    )
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -74,6 +81,7 @@ class Faults:
         self.rules.clear()
         self.latency = 0.0
         self.drop_watches_every = None
+        self.drop_gracefully = False
 
     def decide(self, verb: str, resource: str) -> tuple[float, ApiError | None]:
         """The latency to add and the error to answer (if any) for one request."""
@@ -100,12 +108,21 @@ class Faults:
                 return delay, error
         return delay, None
 
-    def on_drop(self, listener: Callable[[], int]) -> None:
+    def on_drop(self, listener: Callable[[bool], int]) -> None:
         self._drop_listeners.append(listener)
 
-    def drop_watches(self) -> int:
+    def on_expire(self, listener: Callable[[], None]) -> None:
+        self._expire_listeners.append(listener)
+
+    def expire_watch_history(self) -> None:
+        """Forget all retained watch history: every resume from before now gets 410."""
+        for listener in self._expire_listeners:
+            listener()
+
+    def drop_watches(self, graceful: bool | None = None) -> int:
         """Cut every open watch stream now; returns how many were cut."""
-        return sum(listener() for listener in self._drop_listeners)
+        clean = self.drop_gracefully if graceful is None else graceful
+        return sum(listener(clean) for listener in self._drop_listeners)
 
     # JSON form for the HTTP endpoint -----------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
@@ -113,17 +130,20 @@ class Faults:
             "seed": self.seed,
             "latency": self.latency,
             "dropWatchesEvery": self.drop_watches_every,
+            "dropGracefully": self.drop_gracefully,
             "rules": [asdict(rule) for rule in self.rules],
         }
 
     def load_json(self, doc: dict[str, Any]) -> None:
-        """Replace the configuration; `dropWatchesNow: true` also cuts watches immediately."""
+        """Replace the configuration; `expireHistoryNow: true` forgets watch history and
+        `dropWatchesNow: true` cuts watches immediately (in that order)."""
         if "seed" in doc and doc["seed"] != self.seed:
             self.seed = int(doc["seed"])
             self.rng = random.Random(self.seed)
         self.latency = float(doc.get("latency", 0.0))
         every = doc.get("dropWatchesEvery")
         self.drop_watches_every = None if every is None else float(every)
+        self.drop_gracefully = bool(doc.get("dropGracefully", False))
         rules = []
         for raw in doc.get("rules") or []:
             retry = raw.get("retry_after", raw.get("retryAfter"))
@@ -138,5 +158,7 @@ class Faults:
                 )
             )
         self.rules = rules
+        if doc.get("expireHistoryNow"):
+            self.expire_watch_history()
         if doc.get("dropWatchesNow"):
             self.drop_watches()

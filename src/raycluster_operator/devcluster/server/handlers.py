@@ -22,6 +22,16 @@ from .store import Stored, encode
 from .watch import WatchHub, WatchParams
 
 DEFAULT_WATCH_TIMEOUT = 1800.0
+SUBRESOURCE_VERBS: dict[str, frozenset[str]] = {
+    "": frozenset(
+        {"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}
+    ),
+    "status": frozenset({"get", "update", "patch"}),
+    "scale": frozenset({"get", "update", "patch"}),
+    "binding": frozenset({"create"}),
+    "eviction": frozenset({"create"}),
+    "log": frozenset({"get"}),
+}
 
 
 @dataclass(frozen=True)
@@ -125,8 +135,9 @@ class Handlers:
             await asyncio.sleep(delay)
         if error is not None:
             raise error
-        if verb not in target.rt.verbs:
-            raise method_not_allowed(f"{verb} is not supported on {target.rt.plural}")
+        if verb not in target.rt.verbs or verb not in SUBRESOURCE_VERBS[target.subresource]:
+            what = target.rt.plural + (f"/{target.subresource}" if target.subresource else "")
+            raise method_not_allowed(f"{verb} is not supported on {what}")
         dry_run = q.get("dryRun") == "All"
         strict = q.get("fieldValidation") == "Strict"
         rt, ns, name, sub = target.rt, target.namespace, target.name, target.subresource

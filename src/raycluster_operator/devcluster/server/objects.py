@@ -13,14 +13,15 @@ import random
 import re
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
-from . import crds, events, patches, validation
+from . import crds, defaults, deletion, events, patches, validation
 from .errors import ApiError, already_exists, bad_request, conflict, invalid, not_found
 from .resources import Registry, ResourceType
 from .selectors import Selection
 from .store import Obj, Store, Stored, encode
+from .timefmt import rfc3339
 
 GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
@@ -28,6 +29,7 @@ DNS_SUBDOMAIN = re.compile(rf"^{_DNS_LABEL}(\.{_DNS_LABEL})*$")
 DNS_LABEL = re.compile(rf"^{_DNS_LABEL}$")
 DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+UNDELETABLE_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})
 CRD_KEY = "customresourcedefinitions.apiextensions.k8s.io"
 NS_KEY = "namespaces"
 STALE = (
@@ -38,10 +40,6 @@ POD_UPDATE_FORBIDDEN = (
     "`spec.initContainers[*].image`, `spec.activeDeadlineSeconds`, `spec.tolerations` (only "
     "additions to existing tolerations), `spec.terminationGracePeriodSeconds`"
 )
-
-
-def rfc3339(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def thaw(obj: Any) -> Any:
@@ -64,7 +62,7 @@ class Objects:
         self.registry = registry
         self.rng = rng or random.Random()
         self.clock = clock
-        self._next_cluster_ip = 10
+        self._cluster_ips = defaults.ClusterIPs()
         for ns in SYSTEM_NAMESPACES:
             self.create(self._type("", "namespaces"), None, {"metadata": {"name": ns}})
 
@@ -234,9 +232,9 @@ class Objects:
     def _prepare_create(self, rt: ResourceType, obj: Obj) -> None:
         if rt.builtin and rt.group == "":
             if rt.plural == "pods":
-                _default_pod(obj)
+                defaults.pod(obj)
             elif rt.plural == "services":
-                self._default_service(obj)
+                self._cluster_ips.default_service(obj)
             elif rt.plural == "namespaces":
                 obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
                 obj["status"] = {"phase": "Active"}
@@ -249,25 +247,6 @@ class Objects:
             if found:
                 raise invalid(rt.kind, rt.group, obj["metadata"]["name"], found)
             obj["status"] = crds.accepted_status(obj, self.now())
-
-    def _default_service(self, obj: Obj) -> None:
-        spec = obj.setdefault("spec", {})
-        spec.setdefault("type", "ClusterIP")
-        spec.setdefault("sessionAffinity", "None")
-        if spec.get("type") != "ExternalName":
-            if not spec.get("clusterIP"):
-                n = self._next_cluster_ip
-                self._next_cluster_ip += 1
-                spec["clusterIP"] = f"10.96.{n // 256}.{n % 256}"
-            spec.setdefault("clusterIPs", [spec["clusterIP"]])
-            spec.setdefault("ipFamilies", ["IPv4"])
-            spec.setdefault("ipFamilyPolicy", "SingleStack")
-            spec.setdefault("internalTrafficPolicy", "Cluster")
-        for port in spec.get("ports") or []:
-            port.setdefault("protocol", "TCP")
-            if "targetPort" not in port and "port" in port:
-                port["targetPort"] = port["port"]
-        obj["status"] = {"loadBalancer": {}}
 
     # update ----------------------------------------------------------------------------------
     def update(
@@ -405,8 +384,8 @@ class Objects:
         if rt.storage_key == "pods":
             name = old["metadata"]["name"]
             before, after = (
-                _mutable_pod_spec(old.get("spec") or {}),
-                _mutable_pod_spec(new.get("spec") or {}),
+                defaults.mutable_pod_spec(old.get("spec") or {}),
+                defaults.mutable_pod_spec(new.get("spec") or {}),
             )
             if before != after:
                 raise invalid(
@@ -439,6 +418,8 @@ class Objects:
         force: bool = False,
         strict: bool = False,
     ) -> Stored:
+        """Apply one of the four patch types; `force` (server-side apply) is accepted and has
+        no effect, since this server tracks no field ownership and so raises no conflicts."""
         if content_type == patches.STRATEGIC_PATCH and not rt.builtin:
             raise ApiError(
                 415,
@@ -498,51 +479,32 @@ class Objects:
         """Delete or start deleting; returns the final object and whether it is gone now."""
         options = options or {}
         current = self.get(rt, ns, name)
-        meta = current.obj["metadata"]
-        pre = options.get("preconditions") or {}
-        if pre.get("uid") and pre["uid"] != meta.get("uid"):
-            raise conflict(
-                rt.plural,
-                rt.group,
-                name,
-                f"Precondition failed: UID in precondition: {pre['uid']}, "
-                f"UID in object meta: {meta.get('uid')}",
+        failure = deletion.precondition_failure(current.obj["metadata"], options)
+        if failure:
+            raise conflict(rt.plural, rt.group, name, failure)
+        if rt.storage_key == NS_KEY and name in UNDELETABLE_NAMESPACES:
+            raise ApiError(
+                403,
+                "Forbidden",
+                f'namespaces "{name}" is forbidden: this namespace may not be deleted',
+                details={"name": name, "kind": "namespaces"},
             )
-        if pre.get("resourceVersion") and pre["resourceVersion"] != meta.get("resourceVersion"):
-            raise conflict(
-                rt.plural,
-                rt.group,
-                name,
-                f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, "
-                f"ResourceVersion in object meta: {meta.get('resourceVersion')}",
-            )
-        policy = options.get("propagationPolicy")
-        if options.get("orphanDependents") is True:
-            policy = "Orphan"
-        obj = thaw(current.obj)
-        m = obj["metadata"]
-        finalizers = list(m.get("finalizers") or [])
-        gc_finalizer = {"Foreground": "foregroundDeletion", "Orphan": "orphan"}.get(policy or "")
-        if gc_finalizer and gc_finalizer not in finalizers and not m.get("deletionTimestamp"):
-            finalizers.append(gc_finalizer)
-        grace = self._grace(rt, obj, options)
-        if m.get("deletionTimestamp"):
-            remaining = int(m.get("deletionGracePeriodSeconds") or 0)
-            if grace >= remaining:
-                return current, False  # already terminating; a longer grace never extends it
-            if grace == 0 and not finalizers:
-                return self._remove(rt, current, dry_run), True
-        elif not finalizers and grace == 0 and rt.storage_key != NS_KEY:
+        decision = deletion.decide(
+            current.obj,
+            options,
+            self.clock(),
+            is_pod=rt.storage_key == "pods",
+            is_namespace=rt.storage_key == NS_KEY,
+        )
+        if decision.outcome is deletion.Outcome.KEEP:
+            return current, False
+        if decision.outcome is deletion.Outcome.REMOVE:
             return self._remove(rt, current, dry_run), True
-        if rt.storage_key == NS_KEY:
-            obj.setdefault("status", {})["phase"] = "Terminating"
-        if finalizers:
-            m["finalizers"] = finalizers
-        m["deletionTimestamp"] = rfc3339(self.clock() + timedelta(seconds=grace))
-        m["deletionGracePeriodSeconds"] = grace
+        obj = decision.marked
+        assert obj is not None
         if dry_run:
             return Stored(obj, current.rv), False
-        m["resourceVersion"] = str(self.store.next_rv())
+        obj["metadata"]["resourceVersion"] = str(self.store.next_rv())
         stored = self.store.put(rt.storage_key, obj)
         self._after_write(rt, stored)
         return stored, False
@@ -557,17 +519,6 @@ class Objects:
         assert gone is not None
         self._after_remove(rt, gone)
         return gone
-
-    def _grace(self, rt: ResourceType, obj: Obj, options: dict[str, Any]) -> int:
-        if rt.storage_key != "pods":
-            return 0
-        spec, status = obj.get("spec") or {}, obj.get("status") or {}
-        if not spec.get("nodeName") or status.get("phase") in ("Succeeded", "Failed"):
-            return 0  # nothing is running it: the real server deletes such pods at once
-        grace = options.get("gracePeriodSeconds")
-        if grace is None:
-            grace = spec.get("terminationGracePeriodSeconds", 30)
-        return max(int(grace), 0)
 
     # consequences ----------------------------------------------------------------------------
     def _after_write(self, rt: ResourceType, stored: Stored) -> None:
@@ -658,17 +609,6 @@ def _spec_of(rt: ResourceType, obj: Obj) -> Obj:
     return {k: v for k, v in obj.items() if k not in skip}
 
 
-def _mutable_pod_spec(spec: dict[str, Any]) -> dict[str, Any]:
-    """The pod spec with the fields a pod update may change blanked out."""
-    frozen: dict[str, Any] = thaw(spec)
-    for key in ("activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds"):
-        frozen.pop(key, None)
-    for group in ("containers", "initContainers"):
-        for container in frozen.get(group) or []:
-            container.pop("image", None)
-    return frozen
-
-
 def _patched_rv(body: Any, content_type: str) -> str | None:
     if content_type == patches.JSON_PATCH:
         for op in body if isinstance(body, list) else []:
@@ -683,46 +623,3 @@ def _patched_rv(body: Any, content_type: str) -> str | None:
         rv = (body.get("metadata") or {}).get("resourceVersion")
         return None if rv in (None, "") else str(rv)
     return None
-
-
-def _qos(pod: Obj) -> str:
-    containers = [
-        *(pod["spec"].get("containers") or []),
-        *(pod["spec"].get("initContainers") or []),
-    ]
-    requests_any, guaranteed = False, True
-    for c in containers:
-        res = c.get("resources") or {}
-        req, lim = res.get("requests") or {}, res.get("limits") or {}
-        if req or lim:
-            requests_any = True
-        for kind in ("cpu", "memory"):
-            if kind not in lim or req.get(kind, lim[kind]) != lim[kind]:
-                guaranteed = False
-    if not requests_any:
-        return "BestEffort"
-    return "Guaranteed" if guaranteed else "Burstable"
-
-
-def _default_pod(obj: Obj) -> None:
-    spec = obj.setdefault("spec", {})
-    spec.setdefault("restartPolicy", "Always")
-    spec.setdefault("terminationGracePeriodSeconds", 30)
-    spec.setdefault("dnsPolicy", "ClusterFirst")
-    spec.setdefault("schedulerName", "default-scheduler")
-    spec.setdefault("serviceAccountName", spec.get("serviceAccount", "default"))
-    spec.setdefault("serviceAccount", spec["serviceAccountName"])
-    spec.setdefault("securityContext", {})
-    spec.setdefault("enableServiceLinks", True)
-    spec.setdefault("priority", 0)
-    for container in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
-        image = str(container.get("image", ""))
-        tagless = ":" not in image.rsplit("/", 1)[-1] and "@" not in image
-        latest = tagless or image.endswith(":latest")
-        container.setdefault("imagePullPolicy", "Always" if latest else "IfNotPresent")
-        container.setdefault("terminationMessagePath", "/dev/termination-log")
-        container.setdefault("terminationMessagePolicy", "File")
-        container.setdefault("resources", {})
-        for port in container.get("ports") or []:
-            port.setdefault("protocol", "TCP")
-    obj["status"] = {"phase": "Pending", "qosClass": _qos(obj)}

@@ -104,6 +104,11 @@ MERGE_KEYS: dict[str, str] = {
     "containerStatuses": "name",
     "initContainerStatuses": "name",
     "secrets": "name",
+    "podIPs": "ip",
+    "hostIPs": "ip",
+    "ephemeralContainerStatuses": "name",
+    "resourceClaimStatuses": "name",
+    "volumesAttached": "name",
 }
 SET_LISTS = frozenset({"finalizers"})
 _DELETE_PRIMITIVE = "$deleteFromPrimitiveList/"

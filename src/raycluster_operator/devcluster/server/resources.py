@@ -112,7 +112,7 @@ BUILTIN: tuple[ResourceType, ...] = (
         "events",
         "Event",
         True,
-        short_names=("ev",),
+        # no "ev" short name: kubectl would warn that it is ambiguous with core Events
         tracks_generation=False,
         storage="events",
     ),

@@ -64,16 +64,21 @@ class Watcher:
         self.wakeup = asyncio.Event()
         self.overflowed = False
         self.dropped = False
+        self.graceful = False
+        self.limit = max_queue
 
     def push(self, kind: str, payload: Any, *, force: bool = False) -> None:
         """Queue one event; `force` bypasses the bound (initial state and replay)."""
         if self.overflowed or self.dropped:
             return
-        if len(self.items) >= self.max_queue and not force:
+        if force:
+            self.limit += 1  # initial state and replay do not count against the backlog bound
+        elif len(self.items) >= self.limit:
             self.items.clear()
             self.overflowed = True
-        else:
-            self.items.append((kind, payload))
+            self.wakeup.set()
+            return
+        self.items.append((kind, payload))
         self.wakeup.set()
 
     def offer(self, change: Change, *, force: bool = False) -> None:
@@ -95,8 +100,10 @@ class Watcher:
             gone["metadata"] = {**gone["metadata"], "resourceVersion": str(change.new.rv)}
             self.push("DELETED", Stored(gone, change.new.rv), force=force)
 
-    def drop(self) -> None:
+    def drop(self, *, graceful: bool = False) -> None:
+        """End the stream: abruptly like a broken connection, or cleanly like a server timeout."""
         self.dropped = True
+        self.graceful = graceful
         self.wakeup.set()
 
     async def next_batch(self) -> list[tuple[str, Any]]:
@@ -105,6 +112,7 @@ class Watcher:
             await self.wakeup.wait()
         batch = list(self.items)
         self.items.clear()
+        self.limit = self.max_queue
         return batch
 
 
@@ -205,7 +213,7 @@ class Store:
         if table is None:
             return []
         for watcher in table.watchers:
-            watcher.drop()
+            watcher.drop(graceful=True)
         return [s for bucket in table.by_ns.values() for s in bucket.values()]
 
     def _publish(self, table: _Table, change: Change) -> None:
@@ -242,8 +250,11 @@ class Store:
     def all_watchers(self) -> list[Watcher]:
         return [w for t in self._tables.values() for w in t.watchers]
 
-    def expire_history(self, key: str) -> None:
-        """Forget retained changes so that resuming any older watch answers 410 (for tests)."""
-        table = self._table(key)
-        table.history.clear()
-        table.floor = self.rv
+    def expire_history(self, key: str | None = None) -> None:
+        """Forget retained changes of one resource (or all) so that resuming a watch from
+        before now answers 410, as after a real server's compaction."""
+        keys = [key] if key is not None else list(self._tables)
+        for name in keys:
+            table = self._table(name)
+            table.history.clear()
+            table.floor = self.rv

@@ -12,7 +12,17 @@ from dataclasses import dataclass
 
 import trustme
 
-DEFAULT_SANS = ("127.0.0.1", "localhost", "::1")
+# The loopback names plus the in-cluster names a real apiserver certificate carries, so pods run
+# by a local kubelet runtime can reach it as `kubernetes.default.svc` through their hosts file.
+DEFAULT_SANS = (
+    "127.0.0.1",
+    "localhost",
+    "::1",
+    "kubernetes",
+    "kubernetes.default",
+    "kubernetes.default.svc",
+    "kubernetes.default.svc.cluster.local",
+)
 
 
 @dataclass(frozen=True)

@@ -35,10 +35,10 @@ class WatchHub:
         self.bookmark_interval = bookmark_interval
         self.open: set[Watcher] = set()
 
-    def drop_all(self) -> int:
+    def drop_all(self, graceful: bool = False) -> int:
         watchers = list(self.open)
         for watcher in watchers:
-            watcher.drop()
+            watcher.drop(graceful=graceful)
         return len(watchers)
 
     async def serve(
@@ -104,6 +104,8 @@ class WatchHub:
                     await response.write(_event("ERROR", error.status()))
                     break
                 if watcher.dropped:
+                    if watcher.graceful:
+                        break
                     if request.transport is not None:
                         request.transport.abort()  # like a broken connection, no clean end
                     return response

@@ -1,0 +1,88 @@
+"""Defaults the real server fills in on create, which clients read back and rely on."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+Obj = dict[str, Any]
+
+
+class ClusterIPs:
+    """Allocates service cluster IPs from 10.96.0.0/16, like a default cluster's range."""
+
+    def __init__(self) -> None:
+        self._next = 10
+
+    def default_service(self, obj: Obj) -> None:
+        spec = obj.setdefault("spec", {})
+        spec.setdefault("type", "ClusterIP")
+        spec.setdefault("sessionAffinity", "None")
+        if spec.get("type") != "ExternalName":
+            if not spec.get("clusterIP"):
+                n = self._next
+                self._next += 1
+                spec["clusterIP"] = f"10.96.{n // 256}.{n % 256}"
+            spec.setdefault("clusterIPs", [spec["clusterIP"]])
+            spec.setdefault("ipFamilies", ["IPv4"])
+            spec.setdefault("ipFamilyPolicy", "SingleStack")
+            spec.setdefault("internalTrafficPolicy", "Cluster")
+        for port in spec.get("ports") or []:
+            port.setdefault("protocol", "TCP")
+            if "targetPort" not in port and "port" in port:
+                port["targetPort"] = port["port"]
+        obj["status"] = {"loadBalancer": {}}
+
+
+def mutable_pod_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    """The pod spec with the fields a pod update may change blanked out."""
+    frozen: dict[str, Any] = json.loads(json.dumps(spec))
+    for key in ("activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds"):
+        frozen.pop(key, None)
+    for group in ("containers", "initContainers"):
+        for container in frozen.get(group) or []:
+            container.pop("image", None)
+    return frozen
+
+
+def qos_class(pod: Obj) -> str:
+    containers = [
+        *(pod["spec"].get("containers") or []),
+        *(pod["spec"].get("initContainers") or []),
+    ]
+    requests_any, guaranteed = False, True
+    for c in containers:
+        res = c.get("resources") or {}
+        req, lim = res.get("requests") or {}, res.get("limits") or {}
+        if req or lim:
+            requests_any = True
+        for kind in ("cpu", "memory"):
+            if kind not in lim or req.get(kind, lim[kind]) != lim[kind]:
+                guaranteed = False
+    if not requests_any:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+def pod(obj: Obj) -> None:
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("serviceAccountName", spec.get("serviceAccount", "default"))
+    spec.setdefault("serviceAccount", spec["serviceAccountName"])
+    spec.setdefault("securityContext", {})
+    spec.setdefault("enableServiceLinks", True)
+    spec.setdefault("priority", 0)
+    for container in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+        image = str(container.get("image", ""))
+        tagless = ":" not in image.rsplit("/", 1)[-1] and "@" not in image
+        latest = tagless or image.endswith(":latest")
+        container.setdefault("imagePullPolicy", "Always" if latest else "IfNotPresent")
+        container.setdefault("terminationMessagePath", "/dev/termination-log")
+        container.setdefault("terminationMessagePolicy", "File")
+        container.setdefault("resources", {})
+        for port in container.get("ports") or []:
+            port.setdefault("protocol", "TCP")
+    obj["status"] = {"phase": "Pending", "qosClass": qos_class(obj)}
