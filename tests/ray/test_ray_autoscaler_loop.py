@@ -5,13 +5,16 @@ resource-demand scheduler, the instance manager and its reconciler, the Ray stop
 `KubeRayProvider`. The GCS is the one piece a dev cluster without real Ray processes cannot
 give, so `PodGcs` answers its few calls from the pods themselves: every Running pod is a Ray
 node with its node type's resources, idle unless the test says otherwise, and pending demand
-is whatever the test asks for.
+is whatever the test asks for. A raylet learns its instance id and node type from the env vars
+RAY_CLOUD_INSTANCE_ID and RAY_NODE_TYPE_NAME of its container; `PodGcs` reads them from the
+pods the operator built, so Ray can only match nodes to pods if our pods set them right.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib
+import re
 from typing import Any
 
 from ray.core.generated import autoscaler_pb2
@@ -48,13 +51,13 @@ class PodGcs:
             labels = pod["metadata"]["labels"]
             if "deletionTimestamp" in pod["metadata"] or not _running(pod):
                 continue
-            node_type = labels["ray.io/group"]
+            node_type = _env(pod, "RAY_NODE_TYPE_NAME")
             total = {k: float(v) for k, v in types[node_type]["resources"].items()}
             if labels["ray.io/node-type"] == "head":
                 total["node:__internal_head__"] = 1.0  # how Ray tells the head apart
             node = state.node_states.add()
             node.node_id = self.node_id(name)
-            node.instance_id = name
+            node.instance_id = _env(pod, "RAY_CLOUD_INSTANCE_ID")
             node.ray_node_type_name = node_type
             node.node_ip_address = pod["status"].get("podIP", "")
             node.total_resources.update(total)
@@ -81,6 +84,20 @@ class PodGcs:
 
     def drain_nodes(self, node_ids: list[bytes], **_: Any) -> list[bytes]:
         return list(node_ids)
+
+
+def _env(pod: dict[str, Any], name: str) -> str:
+    """The value a container would see for `name` (plain or a metadata fieldRef)."""
+    env = {e["name"]: e for e in pod["spec"]["containers"][0].get("env", [])}
+    entry = env[name]
+    if "value" in entry:
+        return str(entry["value"])
+    path = entry["valueFrom"]["fieldRef"]["fieldPath"]
+    if path == "metadata.name":
+        return str(pod["metadata"]["name"])
+    match = re.fullmatch(r"metadata\.labels\['(.+)'\]", path)
+    assert match, f"unexpected fieldPath {path}"
+    return str(pod["metadata"]["labels"][match.group(1)])
 
 
 def _running(pod: dict[str, Any]) -> bool:
