@@ -33,6 +33,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+import requests
+
+from raycluster_operator.api.crd import crd_manifest
+from raycluster_operator.controller.manager import Manager, ManagerOptions
+from raycluster_operator.devcluster.cluster import DevCluster
+from raycluster_operator.kube.client import KubeClient
 
 T = TypeVar("T")
 
@@ -77,15 +83,7 @@ def free_port() -> int:
 # ---------------------------------------------------------------- cluster + operator
 
 
-def _crd() -> dict[str, Any]:
-    from raycluster_operator.api.crd import crd_manifest
-
-    return crd_manifest()
-
-
-async def _start_cluster(port: int) -> Any:
-    from raycluster_operator.devcluster.cluster import DevCluster
-
+async def _start_cluster(port: int) -> DevCluster:
     # Enough TPU pools for a few clusters at once (one v6e 4x4 slice fills one pool); short
     # kubelet and termination delays keep the scenarios quick.
     cluster = DevCluster(
@@ -98,17 +96,10 @@ async def _start_cluster(port: int) -> Any:
     return cluster
 
 
-async def _stop_cluster(cluster: Any) -> None:
-    await cluster.stop()
-
-
 @contextlib.asynccontextmanager
-async def running_operator(kubeconfig: dict[str, Any]) -> AsyncIterator[Any]:
+async def running_operator(kubeconfig: dict[str, Any]) -> AsyncIterator[Manager]:
     """The operator in-process, as `raycluster-operator run` starts it, minus the HTTP
     endpoints and leader election (one replica, no ports to collide on)."""
-    from raycluster_operator.controller.manager import Manager, ManagerOptions
-    from raycluster_operator.kube.client import KubeClient
-
     async with KubeClient.from_kubeconfig(kubeconfig) as client:
         manager = Manager(
             client,
@@ -139,7 +130,7 @@ class World:
     """One dev cluster with the operator attached, shared by the Ray tests of a session."""
 
     loop: LoopThread
-    cluster: Any
+    cluster: DevCluster
     kubeconfig: Path
     ca_path: Path
     token_path: Path
@@ -285,8 +276,6 @@ def _configure_ray(port: int, ca_path: Path, token_path: Path, mp: pytest.Monkey
 
 @pytest.fixture(scope="session")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    import requests
-
     tmp = tmp_path_factory.mktemp("ray-world")
     loop = LoopThread()
     port = free_port()
@@ -303,7 +292,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         http = requests.Session()
         http.headers["Authorization"] = f"Bearer {cluster.token}"
         w = World(loop, cluster, kubeconfig, ca_path, token_path, http, cluster.url)
-        w.call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", _crd())
+        w.call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd_manifest())
         operator_cm = running_operator(cluster.kubeconfig_dict())
         loop.run(operator_cm.__aenter__())
         _configure_ray(port, ca_path, token_path, mp)
@@ -313,7 +302,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         if operator_cm is not None:
             with contextlib.suppress(Exception):
                 loop.run(operator_cm.__aexit__(None, None, None))
-        loop.run(_stop_cluster(cluster))
+        loop.run(cluster.stop())
         loop.close()
 
 
