@@ -3,8 +3,9 @@
 The schema types only the fields the operator reads, and preserves everything else, so any
 RayCluster KubeRay accepts is accepted here too and nothing a user wrote is pruned. Bounds and
 defaults match KubeRay's: counts are int32 and non-negative, ``numOfHosts`` defaults to 1 and
-must be at least 1, ``minReplicas``/``maxReplicas`` default to 0 and 2^31-1. Status is a
-subresource (the operator writes only status) and keeps our extra slice counts.
+must be at least 1, ``replicas``/``minReplicas`` default to 0 (Ray's autoscalers read both
+unconditionally) and ``maxReplicas`` to 2^31-1. Status is a subresource (the operator writes
+only status) and keeps our extra slice counts.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ _HEAD_GROUP = _open_object(
 _WORKER_GROUP = _open_object(
     {
         "groupName": {"type": "string"},
-        "replicas": _int32(minimum=0),
+        "replicas": _int32(minimum=0, default=0),
         "minReplicas": _int32(minimum=0, default=0),
         "maxReplicas": _int32(minimum=0, default=INT32_MAX),
         "numOfHosts": _int32(minimum=1, default=1),

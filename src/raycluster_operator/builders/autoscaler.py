@@ -124,10 +124,12 @@ def build_autoscaler_rbac(cluster: RayCluster) -> list[dict[str, Any]]:
             "kind": "Role",
             "metadata": meta(),
             "rules": [
+                # patch: Ray's in-place resize records its progress in the pod annotation
+                # ray.io/ippr-status (a strategic-merge PATCH of the pod itself).
                 {
                     "apiGroups": [""],
                     "resources": ["pods"],
-                    "verbs": ["get", "list", "watch"],
+                    "verbs": ["get", "list", "watch", "patch"],
                 },
                 {"apiGroups": [""], "resources": ["pods/resize"], "verbs": ["patch"]},
                 {

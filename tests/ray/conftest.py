@@ -1,0 +1,497 @@
+"""Harness: Ray's own KubeRay autoscaler clients, unmodified, against the dev cluster.
+
+Ray's clients are synchronous (`requests`) and read their endpoint from the environment once,
+when `ray.autoscaler._private.kuberay.node_provider` is imported. So the dev cluster and the
+operator (its `Manager`, as `raycluster-operator run` builds it) run in a background thread
+with their own event loop, on a port chosen before Ray's module is imported; the tests
+themselves are plain synchronous code that drive Ray's providers exactly as Ray's autoscalers
+do, and inspect the cluster over plain HTTPS.
+
+Only configuration crosses into Ray: `KUBERNETES_SERVICE_HOST`,
+`KUBERNETES_SERVICE_PORT_HTTPS`, `RAY_KUBERAY_CA_CERT_PATH`, a service-account token file and
+the module global `IN_CLUSTER_TOKEN_PATH` pointing at it. No Ray function is replaced.
+
+No `__init__.py` here on purpose: a package named `ray` under tests/ would shadow Ray.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import importlib
+import itertools
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import requests
+
+from raycluster_operator.api.crd import crd_manifest
+from raycluster_operator.controller.manager import Manager, ManagerOptions
+from raycluster_operator.devcluster.cluster import DevCluster
+from raycluster_operator.kube.client import KubeClient
+
+T = TypeVar("T")
+
+NODE_PROVIDER = "ray.autoscaler._private.kuberay.node_provider"
+CLOUD_PROVIDER = "ray.autoscaler.v2.instance_manager.cloud_providers.kuberay.cloud_provider"
+CONFIG_PRODUCER = "ray.autoscaler._private.kuberay.autoscaling_config"
+
+TPU_ACCELERATOR = "cloud.google.com/gke-tpu-accelerator"
+TPU_TOPOLOGY = "cloud.google.com/gke-tpu-topology"
+
+# How long a scenario may wait for the operator/kubelet to reach a state. Generous because the
+# machine is shared; the tests assert on the state reached, never on how long it took.
+SETTLE_S = 20.0
+
+
+# ---------------------------------------------------------------- background event loop
+
+
+class LoopThread:
+    """An asyncio loop in a daemon thread, so blocking Ray code never stalls the server."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self._thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float = 60.0) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(5)
+        self.loop.close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# ---------------------------------------------------------------- cluster + operator
+
+
+async def _start_cluster(port: int) -> DevCluster:
+    # Enough TPU pools for a few clusters at once (one v6e 4x4 slice fills one pool); short
+    # kubelet and termination delays keep the scenarios quick.
+    cluster = DevCluster(
+        port=port,
+        nodes=["tpu:v6e:4x4:12", "gpu:gb200:4:3", "cpu:6"],
+        kubelet_delay=0.02,
+        termination_cap=0.2,
+    )
+    await cluster.start()
+    return cluster
+
+
+@contextlib.asynccontextmanager
+async def running_operator(kubeconfig: dict[str, Any]) -> AsyncIterator[Manager]:
+    """The operator in-process, as `raycluster-operator run` starts it, minus the HTTP
+    endpoints and leader election (one replica, no ports to collide on)."""
+    async with KubeClient.from_kubeconfig(kubeconfig) as client:
+        manager = Manager(
+            client,
+            ManagerOptions(
+                metrics_addr=None,
+                health_addr=None,
+                leader_elect=False,
+                retry_base_delay=0.02,
+                retry_max_delay=1.0,
+                expectations_timeout=10.0,
+            ),
+        )
+        task = asyncio.create_task(manager.run(), name="operator")
+        try:
+            while not manager.synced():
+                if task.done():
+                    task.result()
+                await asyncio.sleep(0.01)
+            yield manager
+        finally:
+            manager.stop()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait_for(task, 15)
+
+
+@dataclass
+class World:
+    """One dev cluster with the operator attached, shared by the Ray tests of a session."""
+
+    loop: LoopThread
+    cluster: DevCluster
+    kubeconfig: Path
+    ca_path: Path
+    token_path: Path
+    http: Any  # requests.Session with the CA and the bearer token
+    url: str
+    _names: Iterator[int] = field(default_factory=lambda: itertools.count())
+
+    # ---- objects, over plain HTTPS (the same `requests` transport Ray uses)
+
+    def call(
+        self, method: str, path: str, body: Any = None, content_type: str | None = None
+    ) -> Any:
+        headers = {"Content-Type": content_type or "application/json"}
+        data = None if body is None else json.dumps(body)
+        # verify per request: a session-wide setting loses to $REQUESTS_CA_BUNDLE.
+        resp = self.http.request(
+            method,
+            self.url + path,
+            data=data,
+            headers=headers,
+            verify=str(self.ca_path),
+        )
+        if resp.status_code >= 400:
+            raise AssertionError(f"{method} {path} -> {resp.status_code}: {resp.text}")
+        return resp.json() if resp.content else None
+
+    def new_namespace(self) -> str:
+        name = f"ray-{next(self._names)}-{os.getpid() % 1000}"
+        self.call("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
+        return name
+
+    def create_cluster(self, ns: str, obj: dict[str, Any]) -> dict[str, Any]:
+        return self.call("POST", f"/apis/ray.io/v1/namespaces/{ns}/rayclusters", obj)
+
+    def get_cluster(self, ns: str, name: str) -> dict[str, Any]:
+        return self.call("GET", f"/apis/ray.io/v1/namespaces/{ns}/rayclusters/{name}")
+
+    def patch_cluster(self, ns: str, name: str, patch: Any, kind: str = "merge") -> dict[str, Any]:
+        ctype = {"merge": "application/merge-patch+json", "json": "application/json-patch+json"}
+        return self.call(
+            "PATCH", f"/apis/ray.io/v1/namespaces/{ns}/rayclusters/{name}", patch, ctype[kind]
+        )
+
+    def pods(self, ns: str, cluster: str) -> list[dict[str, Any]]:
+        sel = f"ray.io/cluster%3D{cluster}"
+        return self.call("GET", f"/api/v1/namespaces/{ns}/pods?labelSelector={sel}")["items"]
+
+    def wait(self, what: str, check: Callable[[], T | None], timeout: float = SETTLE_S) -> T:
+        """Poll `check` until it returns something truthy; fail with `what` otherwise."""
+        deadline = time.monotonic() + timeout
+        last: T | None = None
+        while time.monotonic() < deadline:
+            last = check()
+            if last:
+                return last
+            time.sleep(0.01)
+        raise AssertionError(f"timed out waiting for {what}; last seen: {last!r}")
+
+    def live_names(self, ns: str, cluster: str, group: str | None = None) -> set[str]:
+        """Names of the cluster's pods without deletionTimestamp (of one group if given)."""
+        return {
+            p["metadata"]["name"]
+            for p in self.pods(ns, cluster)
+            if not is_terminating(p) and (group is None or labels(p).get("ray.io/group") == group)
+        }
+
+    def wait_workers(self, ns: str, cluster: str, group: str, count: int) -> set[str]:
+        """Wait until the group has exactly `count` live pods; return their names."""
+
+        def check() -> set[str] | None:
+            names = self.live_names(ns, cluster, group)
+            return names if len(names) == count else None
+
+        return self.wait(f"{count} live pods of {group}", check)
+
+    def wait_slices(
+        self,
+        ns: str,
+        cluster: str,
+        group: str,
+        hosts: int,
+        count: int,
+        *,
+        running: bool = False,
+        timeout: float = SETTLE_S,
+    ) -> dict[int, list[dict[str, Any]]]:
+        """Wait until the group has exactly `count` complete slices; return them by index."""
+
+        def check() -> dict[int, list[dict[str, Any]]] | None:
+            found = complete_slices(self.pods(ns, cluster), group, hosts, running=running)
+            return found if len(found) == count else None
+
+        state = "running " if running else ""
+        return self.wait(f"{count} complete {state}slices of {group}", check, timeout)
+
+    # ---- Ray's own clients, built the way Ray builds them
+
+    def autoscaling_config(self, ns: str, name: str) -> dict[str, Any]:
+        producer_mod = importlib.import_module(CONFIG_PRODUCER)
+        return producer_mod.AutoscalingConfigProducer(name, ns)()
+
+    def v2_provider(self, ns: str, name: str, gcs_client: Any = None) -> Any:
+        """`KubeRayProvider` as `ray.autoscaler.v2.autoscaler.Autoscaler` constructs it.
+
+        The GCS client only serves in-place pod resize and idle termination; clusters that
+        enable neither need none.
+        """
+        config = self.autoscaling_config(ns, name)
+        provider_config = dict(config["provider"])
+        provider_config["head_node_type"] = config["head_node_type"]
+        mod = importlib.import_module(CLOUD_PROVIDER)
+        return mod.KubeRayProvider(config["cluster_name"], provider_config, gcs_client=gcs_client)
+
+    def v1_provider(self, ns: str, name: str) -> Any:
+        """`KubeRayNodeProvider` as `_get_node_provider` constructs it for type `kuberay`."""
+        config = self.autoscaling_config(ns, name)
+        mod = importlib.import_module(NODE_PROVIDER)
+        return mod.KubeRayNodeProvider(config["provider"], config["cluster_name"])
+
+
+def _configure_ray(port: int, ca_path: Path, token_path: Path, mp: pytest.MonkeyPatch) -> None:
+    """Point Ray's in-cluster configuration at the dev cluster, from outside only.
+
+    Ray reads its environment once, at import; the variables are set only around that import
+    so that the rest of the session does not look as if it ran inside a pod.
+    """
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+        env.setenv("KUBERNETES_SERVICE_PORT_HTTPS", str(port))
+        env.setenv("RAY_KUBERAY_CA_CERT_PATH", str(ca_path))
+        env.delenv("RAY_HEAD_POD_NAME", raising=False)
+        if NODE_PROVIDER in sys.modules:
+            # Imported earlier in this process: re-run its import so it reads them again.
+            importlib.reload(sys.modules[NODE_PROVIDER])
+        node_provider = importlib.import_module(NODE_PROVIDER)
+    endpoint = node_provider.KUBERNETES_HOST
+    assert endpoint == f"127.0.0.1:{port}", f"Ray's endpoint is frozen at {endpoint}"
+    assert str(ca_path) == node_provider.KUBERAY_CA_CERT_PATH
+    mp.setattr(node_provider, "IN_CLUSTER_TOKEN_PATH", str(token_path))
+    importlib.import_module(CLOUD_PROVIDER)
+    importlib.import_module(CONFIG_PRODUCER)
+
+
+@pytest.fixture(scope="session")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    tmp = tmp_path_factory.mktemp("ray-world")
+    loop = LoopThread()
+    port = free_port()
+    cluster = loop.run(_start_cluster(port))
+    mp = pytest.MonkeyPatch()
+    operator_cm: Any = None
+    try:
+        kubeconfig = tmp / "kubeconfig"
+        kubeconfig.write_text(json.dumps(cluster.kubeconfig_dict()))
+        ca_path = tmp / "ca.crt"
+        ca_path.write_bytes(cluster.ca_pem)
+        token_path = tmp / "token"
+        token_path.write_text(cluster.token)
+        http = requests.Session()
+        http.headers["Authorization"] = f"Bearer {cluster.token}"
+        w = World(loop, cluster, kubeconfig, ca_path, token_path, http, cluster.url)
+        w.call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd_manifest())
+        operator_cm = running_operator(cluster.kubeconfig_dict())
+        loop.run(operator_cm.__aenter__())
+        _configure_ray(port, ca_path, token_path, mp)
+        yield w
+    finally:
+        mp.undo()
+        if operator_cm is not None:
+            with contextlib.suppress(Exception):
+                loop.run(operator_cm.__aexit__(None, None, None))
+        loop.run(cluster.stop())
+        loop.close()
+
+
+@pytest.fixture
+def ns(world: World) -> Iterator[str]:
+    name = world.new_namespace()
+    yield name
+    # Free the simulated TPU pools for the next scenario.
+    with contextlib.suppress(Exception):
+        world.call("DELETE", f"/api/v1/namespaces/{name}")
+
+
+# ---------------------------------------------------------------- manifests
+
+
+def ray_container(limits: dict[str, str]) -> dict[str, Any]:
+    return {
+        "name": "ray-worker",
+        "image": "rayproject/ray:2.60.0",
+        "resources": {"limits": dict(limits), "requests": dict(limits)},
+    }
+
+
+def tpu_group(
+    name: str = "tpu",
+    *,
+    replicas: int = 0,
+    min_replicas: int = 0,
+    max_replicas: int = 2,
+    hosts: int = 4,
+    topology: str = "4x4",
+    accelerator: str = "tpu-v6e-slice",
+    chips: int = 4,
+) -> dict[str, Any]:
+    """A GKE TPU worker group: one slice = `hosts` pods, `chips` chips per pod."""
+    return {
+        "groupName": name,
+        "replicas": replicas,
+        "minReplicas": min_replicas,
+        "maxReplicas": max_replicas,
+        "numOfHosts": hosts,
+        "rayStartParams": {},
+        "template": {
+            "spec": {
+                "nodeSelector": {TPU_ACCELERATOR: accelerator, TPU_TOPOLOGY: topology},
+                "containers": [
+                    ray_container({"cpu": "1", "memory": "1Gi", "google.com/tpu": str(chips)})
+                ],
+            }
+        },
+    }
+
+
+def gpu_group(
+    name: str = "nvl", *, replicas: int = 0, max_replicas: int = 2, hosts: int = 4
+) -> dict[str, Any]:
+    """A GB200 NVLink group: one slice = `hosts` pods of 4 GPUs sharing one clique."""
+    return {
+        "groupName": name,
+        "replicas": replicas,
+        "minReplicas": 0,
+        "maxReplicas": max_replicas,
+        "numOfHosts": hosts,
+        "rayStartParams": {},
+        "template": {
+            "spec": {
+                "containers": [ray_container({"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "4"})]
+            }
+        },
+    }
+
+
+def cpu_group(
+    name: str = "cpu", *, replicas: int = 0, min_replicas: int = 0, max_replicas: int = 4
+) -> dict[str, Any]:
+    return {
+        "groupName": name,
+        "replicas": replicas,
+        "minReplicas": min_replicas,
+        "maxReplicas": max_replicas,
+        "rayStartParams": {},
+        "template": {"spec": {"containers": [ray_container({"cpu": "1", "memory": "1Gi"})]}},
+    }
+
+
+def raycluster(name: str, *groups: dict[str, Any], autoscaling: bool = True) -> dict[str, Any]:
+    head = {
+        "rayStartParams": {"dashboard-host": "0.0.0.0"},
+        "template": {
+            "spec": {
+                "containers": [dict(ray_container({"cpu": "1", "memory": "2Gi"}), name="ray-head")]
+            }
+        },
+    }
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {"name": name},
+        "spec": {
+            "rayVersion": "2.60.0",
+            "enableInTreeAutoscaling": autoscaling,
+            "headGroupSpec": head,
+            "workerGroupSpecs": [copy.deepcopy(g) for g in groups],
+        },
+    }
+
+
+# ---------------------------------------------------------------- pod views
+
+
+def labels(pod: dict[str, Any]) -> dict[str, str]:
+    return dict(pod["metadata"].get("labels") or {})
+
+
+def is_terminating(pod: dict[str, Any]) -> bool:
+    return "deletionTimestamp" in pod["metadata"]
+
+
+def is_running(pod: dict[str, Any]) -> bool:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    return bool(statuses) and "running" in statuses[0].get("state", {})
+
+
+REPLICA_NAME = "ray.io/worker-group-replica-name"
+REPLICA_INDEX = "ray.io/worker-group-replica-index"
+HOST_INDEX = "ray.io/replica-host-index"
+
+
+def workers(pods: list[dict[str, Any]], group: str) -> list[dict[str, Any]]:
+    """Live (not terminating) worker pods of a group."""
+    return [
+        p
+        for p in pods
+        if labels(p).get("ray.io/group") == group
+        and labels(p).get("ray.io/node-type") == "worker"
+        and not is_terminating(p)
+    ]
+
+
+def slices(pods: list[dict[str, Any]], group: str) -> dict[str, list[dict[str, Any]]]:
+    """Live worker pods of a group by replica name, each list in host order."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for pod in workers(pods, group):
+        out.setdefault(labels(pod).get(REPLICA_NAME, ""), []).append(pod)
+    for members in out.values():
+        members.sort(key=lambda p: int(labels(p).get(HOST_INDEX, "0")))
+    return out
+
+
+def complete_slices(
+    pods: list[dict[str, Any]], group: str, hosts: int, *, running: bool = False
+) -> dict[int, list[dict[str, Any]]]:
+    """Slices with exactly one live pod per host index, keyed by replica index.
+
+    Raises if a replica name is shared by two indices (that would be a labelling bug).
+    """
+    out: dict[int, list[dict[str, Any]]] = {}
+    for name, members in slices(pods, group).items():
+        hosts_seen = [labels(p).get(HOST_INDEX) for p in members]
+        if not name or hosts_seen != [str(h) for h in range(hosts)]:
+            continue
+        if running and not all(is_running(p) for p in members):
+            continue
+        indices = {labels(p)[REPLICA_INDEX] for p in members}
+        assert len(indices) == 1, f"slice {name} spans replica indices {indices}"
+        index = int(indices.pop())
+        assert index not in out, f"two live slices share replica index {index}"
+        out[index] = members
+    return out
+
+
+class Kit:
+    """Manifest builders and pod views for the tests (this directory is not a package)."""
+
+    raycluster = staticmethod(raycluster)
+    tpu_group = staticmethod(tpu_group)
+    cpu_group = staticmethod(cpu_group)
+    gpu_group = staticmethod(gpu_group)
+    labels = staticmethod(labels)
+    is_terminating = staticmethod(is_terminating)
+    is_running = staticmethod(is_running)
+    workers = staticmethod(workers)
+    slices = staticmethod(slices)
+    complete_slices = staticmethod(complete_slices)
+    REPLICA_NAME = REPLICA_NAME
+    REPLICA_INDEX = REPLICA_INDEX
+    HOST_INDEX = HOST_INDEX
+
+
+@pytest.fixture
+def kit() -> type[Kit]:
+    return Kit
