@@ -169,9 +169,8 @@ class LeaderElector:
             if done:
                 return
             try:
-                ok = await asyncio.wait_for(
-                    self.try_acquire_or_renew(), timeout=self.timing.renew_deadline
-                )
+                async with asyncio.timeout(self.timing.renew_deadline):
+                    ok = await self.try_acquire_or_renew()
             except (KubeError, TimeoutError) as exc:
                 log.warning("leader election: renew failed: %s", exc)
                 ok = False

@@ -51,6 +51,7 @@ class ContainerLogs:
                 return
             written = self._written
             try:
-                await asyncio.wait_for(written.wait(), 1.0)
+                async with asyncio.timeout(1.0):
+                    await written.wait()
             except TimeoutError:
                 continue

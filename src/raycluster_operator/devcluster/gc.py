@@ -117,15 +117,17 @@ class GarbageCollector:
                 informer.start()
                 self._informers[key] = (info, informer)
                 started.append(informer)
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(
-                asyncio.gather(*(i.synced.wait() for i in started)), self._rediscover_every * 5
-            )
+        # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that
+        # races with completion, and then stop() would wait for this loop forever.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self._rediscover_every * 5):
+                await asyncio.gather(*(i.synced.wait() for i in started))
 
     async def _loop(self) -> None:
         while True:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._dirty.wait(), self._rediscover_every)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._rediscover_every):
+                    await self._dirty.wait()
             await asyncio.sleep(self._debounce)
             self._dirty.clear()
             try:

@@ -84,7 +84,8 @@ class WatchHub:
                     break
                 wait = min(remaining, self.bookmark_interval) if params.bookmarks else remaining
                 try:
-                    batch = await asyncio.wait_for(watcher.next_batch(), timeout=wait)
+                    async with asyncio.timeout(wait):
+                        batch = await watcher.next_batch()
                 except TimeoutError:
                     if params.bookmarks and deadline - time.monotonic() > 0:
                         # The queue was empty, so every change up to store.rv has been sent.
