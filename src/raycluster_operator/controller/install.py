@@ -3,8 +3,9 @@
 Least privilege, derived from what the controller does (DESIGN.md §5): read RayClusters and
 write only their status; create/delete pods; create services and the autoscaler's service
 account, role and binding; write Events and its Lease. Kubernetes lets a subject create a Role
-only with permissions it holds itself, so the operator also holds the two the Ray autoscaler's
-Role grants beyond that (patch pods/resize, patch rayclusters); it never uses them.
+only with permissions it holds itself, so the operator also holds the ones the Ray autoscaler's
+Role grants beyond that (patch pods and pods/resize for in-place resize, patch rayclusters);
+it never uses them.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ def operator_rules() -> list[Obj]:
     return [
         _rule(["ray.io"], ["rayclusters"], ["get", "list", "watch"]),
         _rule(["ray.io"], ["rayclusters/status"], ["get", "patch", "update"]),
-        _rule([""], ["pods"], ["get", "list", "watch", "create", "delete"]),
+        _rule([""], ["pods"], ["get", "list", "watch", "create", "delete", "patch"]),
         _rule([""], ["services"], ["get", "list", "watch", "create"]),
         _rule([""], ["serviceaccounts"], ["create"]),
         _rule(["rbac.authorization.k8s.io"], ["roles", "rolebindings"], ["create"]),
