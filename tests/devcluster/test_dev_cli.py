@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from click.testing import CliRunner
 
@@ -100,36 +101,44 @@ def test_help_documents_the_node_grammar() -> None:
         assert piece in result.output
 
 
-def test_pod_table_shows_slice_labels_sorted() -> None:
+def _pod(name: str, replica: str | None, host: str | None, **extra: Any) -> dict[str, Any]:
+    labels = {"ray.io/group": "tpu"}
+    if replica is not None:
+        labels["ray.io/worker-group-replica-index"] = replica
+    if host is not None:
+        labels["ray.io/replica-host-index"] = host
+    return {
+        "metadata": {"namespace": "default", "name": name, "labels": labels, **extra},
+        "spec": {"nodeName": "n1", "containers": [{}, {}]},
+        "status": {"phase": "Running", "containerStatuses": [{"ready": True}, {"ready": False}]},
+    }
+
+
+def test_pod_table_orders_rows_as_slices_with_numeric_indices() -> None:
     pods = [
-        {
-            "metadata": {
-                "namespace": "default",
-                "name": "b",
-                "labels": {
-                    "ray.io/group": "tpu",
-                    "ray.io/worker-group-replica-index": "1",
-                    "ray.io/replica-host-index": "3",
-                },
-            },
-            "spec": {"nodeName": "n1", "containers": [{}, {}]},
-            "status": {
-                "phase": "Running",
-                "containerStatuses": [{"ready": True}, {"ready": False}],
-            },
-        },
-        {"metadata": {"namespace": "default", "name": "a", "deletionTimestamp": "x"}, "spec": {}},
+        _pod("z", "10", "0"),
+        _pod("y", "2", "1"),
+        _pod("x", "2", "0"),
+        _pod("w", "1", "10"),
+        _pod("v", "1", "9"),
+        _pod("gone", "1", "0", deletionTimestamp="x"),
     ]
     lines = pod_table(pods).splitlines()
-    assert lines[0].split() == [
-        "NAMESPACE",
-        "NAME",
-        "NODE",
-        "PHASE",
-        "READY",
-        "GROUP",
-        "REPLICA",
-        "HOST",
+    header = ["NAMESPACE", "GROUP", "REPLICA", "HOST", "POD", "NODE", "PHASE", "READY"]
+    assert lines[0].split() == header
+    order = [(line.split()[2], line.split()[3], line.split()[4]) for line in lines[1:]]
+    assert order == [
+        ("1", "0", "gone"),
+        ("1", "9", "v"),
+        ("1", "10", "w"),
+        ("2", "0", "x"),
+        ("2", "1", "y"),
+        ("10", "0", "z"),
     ]
-    assert lines[1].split() == ["default", "a", "<none>", "Terminating", "0/0"]
-    assert lines[2].split() == ["default", "b", "n1", "Running", "1/2", "tpu", "1", "3"]
+    assert lines[1].split()[-2:] == ["Terminating", "1/2"]
+
+
+def test_pod_table_shows_pods_without_slice_labels() -> None:
+    head = {"metadata": {"namespace": "default", "name": "head"}, "spec": {}}
+    lines = pod_table([head]).splitlines()
+    assert lines[1].split() == ["default", "head", "<none>", "Pending", "0/0"]

@@ -237,27 +237,41 @@ def _ready(pod: Mapping[str, Any]) -> str:
     return f"{sum(1 for s in statuses if s.get('ready'))}/{total}"
 
 
+def _index(value: str) -> tuple[int, int | str]:
+    """Numeric labels sort as numbers (10 after 9); absent ones sort last."""
+    if value.isdigit():
+        return (0, int(value))
+    return (1, value)
+
+
 def pod_table(pods: Iterable[Mapping[str, Any]]) -> str:
-    """The --watch table: one row per pod, sorted, Ray's slice labels where present."""
-    header = ("NAMESPACE", "NAME", "NODE", "PHASE", "READY", *(t for t, _ in TABLE_LABELS))
-    rows = [header]
+    """The --watch table: one row per pod, ordered as slices (group, replica, host).
+
+    The dev cluster itself knows no Ray; it only shows the labels the operator sets, so the
+    hosts of one slice stand together and a replaced slice is seen coming back at its index.
+    """
+    header = ("NAMESPACE", *(t for t, _ in TABLE_LABELS), "POD", "NODE", "PHASE", "READY")
+    keyed: list[tuple[tuple[Any, ...], tuple[str, ...]]] = []
     for pod in pods:
         meta = pod.get("metadata") or {}
         labels = meta.get("labels") or {}
         phase = str((pod.get("status") or {}).get("phase") or "Pending")
         if meta.get("deletionTimestamp"):
             phase = "Terminating"
-        rows.append(
-            (
-                str(meta.get("namespace", "")),
-                str(meta.get("name", "")),
-                str((pod.get("spec") or {}).get("nodeName") or "<none>"),
-                phase,
-                _ready(pod),
-                *(str(labels.get(key, "")) for _, key in TABLE_LABELS),
-            )
+        group, replica, host = (str(labels.get(key, "")) for _, key in TABLE_LABELS)
+        namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
+        row = (
+            namespace,
+            group,
+            replica,
+            host,
+            name,
+            str((pod.get("spec") or {}).get("nodeName") or "<none>"),
+            phase,
+            _ready(pod),
         )
-    rows[1:] = sorted(rows[1:])
+        keyed.append(((namespace, group, _index(replica), _index(host), name), row))
+    rows = [header, *(row for _, row in sorted(keyed))]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     return "\n".join(
         "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
