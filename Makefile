@@ -16,7 +16,7 @@ install: $(STAMP)
 
 ## Start the embedded dev cluster with the operator and an example RayCluster.
 run: $(STAMP)
-	$(BIN)/raycluster-operator dev --watch --apply examples/tpu-v6e-4x4.yaml
+	$(BIN)/raycluster-operator dev --watch --nodes tpu:v5p:2x2x2:2 --nodes cpu:1 --apply examples/tpu-v5p-2x2x2-local.yaml
 
 ## Lint, type-check, check the layers, then run every test.
 test: lint unit

@@ -271,7 +271,8 @@ def test_worker_ray_start_matches_kuberay() -> None:
     assert container["command"] == ["/bin/bash", "-c", "--"]
     assert container["args"] == [
         "ulimit -n 65536; ray start --address=demo-head-svc.ml.svc.cluster.local:6379 --block "
-        "--dashboard-agent-listen-port=52365 --metrics-export-port=8080 --num-cpus=1"
+        "--dashboard-agent-listen-port=52365 --metrics-export-port=8080 "
+        "--node-ip-address=$MY_POD_IP --num-cpus=1"
     ]
     env = env_of(pod)
     assert env["FQ_RAY_IP"] == "demo-head-svc.ml.svc.cluster.local"
@@ -354,7 +355,8 @@ def test_head_ray_start_and_ports() -> None:
     container = pod["spec"]["containers"][0]
     assert container["args"] == [
         "ulimit -n 65536; ray start --head --block --dashboard-agent-listen-port=52365 "
-        f"--dashboard-host=0.0.0.0 --memory={4 * 2**30} --metrics-export-port=8080 --num-cpus=2"
+        f"--dashboard-host=0.0.0.0 --memory={4 * 2**30} --metrics-export-port=8080 "
+        "--node-ip-address=$MY_POD_IP --num-cpus=2"
     ]
     assert container["ports"] == [{"name": "metrics", "containerPort": 8080}]
     assert {"name": "shared-mem", "mountPath": "/dev/shm"} in container["volumeMounts"]

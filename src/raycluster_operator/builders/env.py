@@ -13,6 +13,10 @@ from raycluster_operator.accelerators import HostIdentity
 from raycluster_operator.api import labels
 from raycluster_operator.builders.fields import ensure_list
 
+#: The pod IP from the downward API; ``ray start --node-ip-address`` reads it (the name older
+#: KubeRay releases and their sample manifests use, so ``$MY_POD_IP`` in rayStartParams works).
+POD_IP_ENV = "MY_POD_IP"
+
 
 def field_ref(path: str) -> dict[str, Any]:
     return {"valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": path}}}
@@ -40,6 +44,7 @@ def add_env(container: dict[str, Any], items: Iterable[tuple[str, str | dict[str
 
 def common_env(namespace: str, start_command: str) -> list[tuple[str, str | dict[str, Any]]]:
     return [
+        (POD_IP_ENV, field_ref("status.podIP")),
         ("RAY_CLUSTER_NAME", field_ref(f"metadata.labels['{labels.CLUSTER}']")),
         ("RAY_CLUSTER_NAMESPACE", namespace),
         ("RAY_CLOUD_INSTANCE_ID", field_ref("metadata.name")),

@@ -29,14 +29,20 @@ OVERWRITE_CMD_ANNOTATION = "ray.io/overwrite-container-cmd"
 SHM_VOLUME = "shared-mem"
 SHM_PATH = "/dev/shm"
 
+# The node's address is the pod IP (downward API), not what Ray would guess by routing: the
+# same answer in a pod network, and the only right one where pods share a network (the dev
+# cluster's process runtime, hostNetwork pods on a multi-homed node). A user value wins.
+_NODE_IP = {"node-ip-address": f"${env.POD_IP_ENV}"}
 _HEAD_DEFAULTS = {
     "dashboard-host": "0.0.0.0",
     "metrics-export-port": str(ray_start.METRICS_PORT),
     "dashboard-agent-listen-port": str(ray_start.DASHBOARD_AGENT_PORT),
+    **_NODE_IP,
 }
 _WORKER_DEFAULTS = {
     "metrics-export-port": str(ray_start.METRICS_PORT),
     "dashboard-agent-listen-port": str(ray_start.DASHBOARD_AGENT_PORT),
+    **_NODE_IP,
 }
 
 

@@ -13,7 +13,7 @@ import importlib
 import logging
 import signal
 import sys
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("raycluster_operator.dev")
 
 DEFAULT_KUBECONFIG = Path(".devcluster") / "kubeconfig"
+AUTO = "auto"
+#: What `ray start` prints once the node is up (head and workers alike).
+RAY_STARTED = b"Ray runtime started"
 TABLE_LABELS = (
     ("GROUP", "ray.io/group"),
     ("REPLICA", "ray.io/worker-group-replica-index"),
@@ -60,7 +63,14 @@ def _nodes_help() -> str:
     help="YAML file (multi-document) to apply after start; namespace defaults to 'default'.",
 )
 @click.option("--no-operator", is_flag=True, help="Run the cluster without the operator.")
-@click.option("--runtime", default="simulated", show_default=True, help="Kubelet runtime.")
+@click.option(
+    "--runtime",
+    default="auto",
+    show_default=True,
+    help="Kubelet runtime: 'process' runs pods as real local processes (a RayCluster becomes "
+    "a real Ray cluster; needs Linux and root), 'simulated' only pretends; 'auto' takes "
+    "'process' where the machine allows it, else 'simulated'.",
+)
 @click.option(
     "--kubelet-delay", type=float, default=0.2, show_default=True, help="Seconds to start a pod."
 )
@@ -79,7 +89,9 @@ def dev(
 ) -> None:
     """Run an in-process Kubernetes API server with simulated TPU/GPU nodes (and the operator).
 
-    Stop it with Ctrl-C or SIGTERM. kubectl works against the written kubeconfig.
+    Where the machine allows it (Linux, root), pods run as real local processes, so a
+    RayCluster becomes a real Ray cluster. Stop it with Ctrl-C or SIGTERM. kubectl works
+    against the written kubeconfig.
     """
     from raycluster_operator.devcluster import RUNTIMES, NodeSpecError, parse_spec
 
@@ -93,10 +105,13 @@ def dev(
         parse_spec(nodes)
     except NodeSpecError as error:
         raise click.BadParameter(str(error), param_hint="--nodes") from None
-    if runtime not in RUNTIMES:
+    if runtime != AUTO and runtime not in RUNTIMES:
+        known = ", ".join([AUTO, *RUNTIMES])
         raise click.BadParameter(
-            f"unknown runtime {runtime!r} (known: {', '.join(RUNTIMES)})", param_hint="--runtime"
+            f"unknown runtime {runtime!r} (known: {known})", param_hint="--runtime"
         )
+    runtime, why = resolve_runtime(runtime)
+    log.info("kubelet runtime: %s (%s)", runtime, why)
     documents = [doc for path in apply_files for doc in _load_documents(path)]
     kubeconfig.unlink(missing_ok=True)  # a script waiting for it must not see the old one
     try:
@@ -115,6 +130,19 @@ def dev(
     finally:
         kubeconfig.unlink(missing_ok=True)
     sys.exit(code)
+
+
+def resolve_runtime(requested: str) -> tuple[str, str]:
+    """The runtime to use and why: `auto` is the process runtime where this machine can run
+    pods as processes (Linux, root, unshare), else the simulated one."""
+    if requested != AUTO:
+        return requested, "as asked"
+    from raycluster_operator.devcluster.process import process_runtime_available
+
+    ok, why = process_runtime_available()
+    if ok:
+        return "process", "pods run as real local processes; a RayCluster is a real Ray cluster"
+    return "simulated", f"pods are simulated, no Ray runs: {why}"
 
 
 def _load_documents(path: Path) -> list[dict[str, Any]]:
@@ -244,13 +272,26 @@ def _index(value: str) -> tuple[int, int | str]:
     return (1, value)
 
 
-def pod_table(pods: Iterable[Mapping[str, Any]]) -> str:
+def ray_state(log: bytes | None, phase: str) -> str:
+    """The RAY column: whether the pod's `ray start` is up, from its first container's output
+    (None: the pod runs nowhere here, so there is nothing to tell)."""
+    if log is None or phase not in ("Pending", "Running"):
+        return ""
+    return "up" if RAY_STARTED in log else "starting"
+
+
+def pod_table(
+    pods: Iterable[Mapping[str, Any]],
+    ray: Callable[[Mapping[str, Any], str], str] | None = None,
+) -> str:
     """The --watch table: one row per pod, ordered as slices (group, replica, host).
 
-    The dev cluster itself knows no Ray; it only shows the labels the operator sets, so the
+    The dev cluster itself knows no Ray; the table shows the labels the operator sets, so the
     hosts of one slice stand together and a replaced slice is seen coming back at its index.
+    With ``ray`` (pod, phase -> text) a RAY column tells whether each pod's Ray node is up.
     """
-    header = ("NAMESPACE", *(t for t, _ in TABLE_LABELS), "POD", "NODE", "PHASE", "READY")
+    header: tuple[str, ...] = ("NAMESPACE", *(t for t, _ in TABLE_LABELS), "POD", "NODE")
+    header += ("PHASE", "READY") + (("RAY",) if ray else ())
     keyed: list[tuple[tuple[Any, ...], tuple[str, ...]]] = []
     for pod in pods:
         meta = pod.get("metadata") or {}
@@ -269,6 +310,7 @@ def pod_table(pods: Iterable[Mapping[str, Any]]) -> str:
             str((pod.get("spec") or {}).get("nodeName") or "<none>"),
             phase,
             _ready(pod),
+            *((ray(pod, phase),) if ray else ()),
         )
         keyed.append(((namespace, group, _index(replica), _index(host), name), row))
     rows = [header, *(row for _, row in sorted(keyed))]
@@ -279,8 +321,25 @@ def pod_table(pods: Iterable[Mapping[str, Any]]) -> str:
     )
 
 
+def _ray_column(cluster: DevCluster) -> Callable[[Mapping[str, Any], str], str] | None:
+    """A RAY column when pods really run here (a runtime that keeps their output)."""
+    read_log = getattr(cluster.kubelet.runtime, "read_log", None)
+    if read_log is None:
+        return None
+
+    def column(pod: Mapping[str, Any], phase: str) -> str:
+        meta = pod.get("metadata") or {}
+        if (meta.get("labels") or {}).get("ray.io/is-ray-node") != "yes":
+            return ""
+        log = read_log(str(meta.get("namespace", "default")), str(meta.get("name", "")))
+        return ray_state(log, phase)
+
+    return column
+
+
 async def _watch_pods(cluster: DevCluster) -> None:
     pods: dict[tuple[str, str], dict[str, Any]] = {}
+    ray = _ray_column(cluster)
     shown = ""
     events = cluster.client.list_and_watch("/api/v1/pods")
     changed = asyncio.Event()
@@ -304,10 +363,12 @@ async def _watch_pods(cluster: DevCluster) -> None:
     follower = asyncio.create_task(follow())
     try:
         while True:
-            await changed.wait()
+            # Ray comes up without any pod changing: with a RAY column, look again each second.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), 1.0 if ray else None)
             await asyncio.sleep(0.2)  # one table per burst of changes
             changed.clear()
-            table = pod_table(pods.values())
+            table = pod_table(pods.values(), ray)
             if table != shown:
                 shown = table
                 if sys.stdout.isatty():

@@ -1,0 +1,87 @@
+"""The whole loop with Ray's own autoscaler: demand -> slice -> placement group -> idle -> gone.
+
+The head pod runs the real `ray kuberay-autoscaler` sidecar (autoscaler v2), which reaches the
+dev API server with the service-account token and CA mounted where in-cluster clients look. A
+driver asks for one whole slice (two bundles of 4 TPU chips on distinct hosts); the autoscaler
+raises `replicas`, the operator creates both hosts together, their raylets join, the placement
+group is placed on the slice. Once the driver is gone and the idle timeout passes, the slice
+is removed whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+
+from raycluster_operator.kube import RAYCLUSTERS
+
+from .ray_world import RESULT_MARK, RayWorld, eventually, labels_of, raycluster, start_world
+from .ray_world import stop_world as _stop
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+NAME = "scaled"
+
+DEMAND = f"""
+from ray.util.placement_group import placement_group, placement_group_table
+ray.init(address="auto", logging_level="ERROR")
+pg = placement_group([{{"TPU": 4}}, {{"TPU": 4}}], strategy="STRICT_SPREAD")
+ray.get(pg.ready(), timeout=300)
+placed = set(placement_group_table(pg)["bundles_to_node_id"].values())
+print("{RESULT_MARK}" + json.dumps([
+    {{"id": n["NodeID"], "labels": n.get("Labels", {{}})}}
+    for n in ray.nodes() if n["Alive"] and n["NodeID"] in placed
+]))
+"""
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def world() -> AsyncIterator[RayWorld]:
+    w = await start_world()
+    try:
+        yield w
+    finally:
+        await _stop(w)
+
+
+async def test_the_autoscaler_brings_a_whole_slice_for_a_placement_group_and_removes_it(
+    world: RayWorld,
+) -> None:
+    await world.cluster.apply(raycluster(NAME, replicas=0, autoscaling=True, idle_timeout=10))
+
+    async def head_up() -> str:
+        head = await world.head(NAME)
+        name: str = head["metadata"]["name"]
+        assert world.runtime.find("default", name)
+        assert world.ray_started(name)
+        assert not await world.workers(NAME)
+        return name
+
+    head = await eventually(head_up, within=180)
+
+    # The driver blocks until the autoscaler, the operator and both raylets have done their
+    # part; its placement group is on the two hosts of one new slice.
+    placed = await world.driver(head, DEMAND, seconds=420)
+    slice_names = {n["labels"].get("ray.io/tpu-slice-name") for n in placed}
+    assert len(placed) == 2
+    assert slice_names == {"tpu-0"}
+    assert sorted(n["labels"]["ray.io/tpu-worker-id"] for n in placed) == ["0", "1"]
+    workers = await world.workers(NAME)
+    assert len(workers) == 2
+    assert {labels_of(p)["ray.io/worker-group-replica-index"] for p in workers} == {"0"}
+    # Nobody but Ray's autoscaler writes the spec: it asked for one slice.
+    group = (await world.kube.get(RAYCLUSTERS, "default", NAME))["spec"]["workerGroupSpecs"][0]
+    assert group["replicas"] == 1
+    assert "Starting the autoscaler" in world.log_of(head, "autoscaler")
+
+    # The driver has exited: its placement group is gone, the slice idles, and goes whole.
+    async def slice_gone() -> None:
+        pods = await world.pods(NAME, live=False)
+        assert [labels_of(p)["ray.io/node-type"] for p in pods] == ["head"]
+        assert [p.name for p in world.runtime.pods.values()] == [head]  # no worker process left
+
+    await eventually(slice_gone, within=240)
+    group = (await world.kube.get(RAYCLUSTERS, "default", NAME))["spec"]["workerGroupSpecs"][0]
+    assert group["replicas"] == 0

@@ -1,0 +1,84 @@
+"""A 2-host GB200 NVLink domain becomes Ray nodes that a placement group can pin to the domain.
+
+GPUs are pretend (Ray takes `--num-gpus` from the `nvidia.com/gpu` limit when no
+CUDA_VISIBLE_DEVICES says otherwise); what is real is Ray's view: both hosts carry the
+`ray.io/gpu-domain` label the operator passes, and a placement group selecting that label
+spreads over exactly the domain's hosts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from .ray_world import RESULT_MARK, RayWorld, eventually, raycluster, start_world
+from .ray_world import stop_world as _stop
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+NAME = "nvl"
+
+PIN = f"""
+from ray.util.placement_group import placement_group, placement_group_table
+ray.init(address="auto", logging_level="ERROR")
+nodes = [n for n in ray.nodes() if n["Alive"]]
+domain = {{n["NodeID"]: n["Labels"].get("ray.io/gpu-domain") for n in nodes}}
+pg = placement_group([{{"GPU": 4}}, {{"GPU": 4}}], strategy="STRICT_SPREAD",
+                     bundle_label_selector=[{{"ray.io/gpu-domain": "nvl-0"}}] * 2)
+ray.get(pg.ready(), timeout=120)
+placed = list(placement_group_table(pg)["bundles_to_node_id"].values())
+print("{RESULT_MARK}" + json.dumps({{
+    "gpus": sorted(n["Resources"].get("GPU", 0) for n in nodes),
+    "domains": sorted(str(d) for d in domain.values()),
+    "placed": sorted(str(domain[n]) for n in placed),
+    "distinct": len(set(placed)),
+}}))
+"""
+
+
+def gpu_cluster() -> dict[str, Any]:
+    cluster = raycluster(NAME)
+    group = cluster["spec"]["workerGroupSpecs"][0]
+    group["groupName"] = "nvl"
+    spec = group["template"]["spec"]
+    spec.pop("nodeSelector")
+    limits = {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "4"}
+    spec["containers"][0]["resources"] = {"limits": limits}
+    return cluster
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def world() -> AsyncIterator[RayWorld]:
+    w = await start_world(["gpu:gb200:2:1", "cpu:1"])
+    try:
+        yield w
+    finally:
+        await _stop(w)
+
+
+async def test_the_domain_hosts_are_gpu_ray_nodes_a_placement_group_can_select(
+    world: RayWorld,
+) -> None:
+    await world.cluster.apply(gpu_cluster())
+
+    async def started() -> str:
+        pods = await world.pods(NAME)
+        assert len(pods) == 3
+        assert all(world.runtime.find("default", p["metadata"]["name"]) for p in pods)
+        assert all(world.ray_started(p["metadata"]["name"]) for p in pods)
+        return str((await world.head(NAME))["metadata"]["name"])
+
+    head = await eventually(started, within=180)
+
+    async def pinned() -> dict[str, object]:
+        result: dict[str, object] = await world.driver(head, PIN)
+        assert result["domains"] == ["None", "nvl-0", "nvl-0"], result  # the head has none
+        return result
+
+    result = await eventually(pinned, within=180)
+    assert result["gpus"] == [0, 4.0, 4.0]
+    assert result["placed"] == ["nvl-0", "nvl-0"]
+    assert result["distinct"] == 2
