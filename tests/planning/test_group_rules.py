@@ -71,11 +71,26 @@ def test_a_failed_host_deletes_its_whole_replica_and_a_new_one_is_made() -> None
     assert deleted(p) == {f"workers-aaaaa-h{h}": DeleteReason.HOST_FAILED for h in range(4)}
     # Index 0 is still held by the old pods, so autoscaling-off waits for it (dense indices).
     assert p.replicas == ()
-    # With autoscaling on, the replacement takes the lowest index nobody holds.
+    # With autoscaling on too: a broken slice comes back at its own index, not another one.
     p = plan(group(), pods, AUTOSCALED)
-    assert [(r.index, r.hosts, r.reason) for r in p.replicas] == [
-        (2, (0, 1, 2, 3), CreateReason.REPLACE_REPLICA)
-    ]
+    assert deleted(p) == {f"workers-aaaaa-h{h}": DeleteReason.HOST_FAILED for h in range(4)}
+    assert p.replicas == ()
+
+
+def test_a_broken_slice_comes_back_at_its_own_index_once_its_old_pods_are_gone() -> None:
+    survivors = slice_pods(1, "workers-bbbbb")
+    going = slice_pods(0, "workers-aaaaa", states={h: "terminating" for h in range(4)})
+    for switches in (STATIC, AUTOSCALED):
+        assert plan(group(), going + survivors, switches).replicas == ()
+        p = plan(group(), survivors, switches)
+        assert [r.index for r in p.replicas] == [0]
+
+
+def test_a_slice_removed_by_workers_to_delete_does_not_hold_its_index() -> None:
+    going = slice_pods(0, "workers-aaaaa", states={h: "terminating" for h in range(4)})
+    spec = group(replicas=2, scaleStrategy={"workersToDelete": ["workers-aaaaa-h0"]})
+    p = plan(spec, going + slice_pods(1, "workers-bbbbb"), AUTOSCALED)
+    assert [r.index for r in p.replicas] == [2]
 
 
 def test_crashed_ray_container_with_restart_never_counts_as_failed() -> None:
@@ -180,7 +195,10 @@ def test_scale_up_fills_lowest_free_indices_with_all_hosts() -> None:
 def test_an_index_is_not_reused_while_an_older_replica_still_has_pods() -> None:
     pods = slice_pods(0, "workers-aaaaa", states={h: "terminating" for h in range(4)})
     p = plan(group(replicas=1), pods, AUTOSCALED)
-    assert [r.index for r in p.replicas] == [1]
+    # Index 0 is not reused while its old pods exist; a broken slice's replacement waits for
+    # it rather than take index 1 (it comes back at its own index).
+    assert all(r.index != 0 for r in p.replicas)
+    assert p.replicas == ()
     assert not p.deletes
 
 

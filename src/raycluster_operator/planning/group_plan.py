@@ -7,8 +7,9 @@ Where this differs from KubeRay, on purpose: every broken replica goes in one pa
 one incomplete replica per pass), oversized and duplicate-host replicas are broken (KubeRay
 keeps them), a terminating host breaks its replica (KubeRay ignores it), unlabelled pods are
 replaced (KubeRay leaks them), surplus goes from the highest index (KubeRay: map order), and
-with autoscaling off a new replica waits for its old index to be released instead of taking a
-higher one, so indices stay dense without moving a healthy slice later.
+a broken replica's replacement waits for its old index to be released instead of taking a
+higher one (autoscaling on or off), so a slice comes back with its own index, hostnames and
+TPU_NAME, and indices stay dense without moving a healthy slice later.
 """
 
 from __future__ import annotations
@@ -197,7 +198,14 @@ def plan_group(
         # replacement then goes above ``desired`` and is compacted down once they are gone.
         targets += lowest_free(taken, short, start=desired)
     else:
-        targets = lowest_free(taken, min(need, room))
+        # A slice that broke comes back at its own index, so the job restarting on it finds
+        # the same hostnames and TPU_NAME: while the old pods still hold that index, the
+        # replacement waits (seconds, normally) rather than take another. A slice removed on
+        # purpose (workersToDelete) frees its index for anyone.
+        awaited = _indices_awaiting_replacement(
+            found.replicas, {r.index for r in valid}, wanted, switches.stuck_before
+        )
+        targets = lowest_free(taken, min(need - min(len(awaited), need), room))
     names = {r.name for r in found.replicas if r.name is not None}
     events: list[PlannedEvent] = []
     made: list[NewReplica] = []
@@ -224,6 +232,30 @@ def plan_group(
             break
         made.append(NewReplica(index, name, tuple(range(n)), reason))
     return GroupPlan(tuple(out.items.values()), tuple(made), tally, tuple(events))
+
+
+def _indices_awaiting_replacement(
+    replicas: Sequence[Replica], live: set[int | None], wanted: set[str], stuck_before: str
+) -> set[int]:
+    """Indices of broken replicas whose pods still exist, that a replacement should wait for.
+
+    Not awaited: indices a healthy replica holds, replicas named in workersToDelete (their
+    removal was asked for), and pods stuck terminating past their deadline (a lost node).
+    """
+    awaited: set[int] = set()
+    for replica in replicas:
+        index = replica.index
+        if replica.broken is None or index is None or index in live:
+            continue
+        if any(p.name in wanted for p in replica.pods):
+            continue
+        if stuck_before and all(
+            p.deletion_deadline is not None and p.deletion_deadline < stuck_before
+            for p in replica.pods
+        ):
+            continue
+        awaited.add(index)
+    return awaited
 
 
 def _stuck_indices(pods: Sequence[PodView], desired: int, stuck_before: str) -> set[int]:
