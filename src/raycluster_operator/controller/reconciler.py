@@ -42,12 +42,14 @@ from raycluster_operator.kube import (
     kind_of,
 )
 from raycluster_operator.planning import (
+    IDLE_TERMINATION_FINALIZER,
     ClusterPlan,
     CreateReason,
     DeleteReason,
     PodCreate,
     PodDelete,
     plan_cluster,
+    plan_deletion,
 )
 
 log = logging.getLogger(__name__)
@@ -128,7 +130,7 @@ class Reconciler:
             return Outcome(skipped="gone")
         meta = obj.get("metadata") or {}
         if meta.get("deletionTimestamp"):
-            return Outcome(skipped="deleting")
+            return await self._finish_deletion(key, obj)
         managed_by = (obj.get("spec") or {}).get("managedBy")
         if managed_by and managed_by not in self.options.controller_names:
             return Outcome(skipped=f"managed by {managed_by}")
@@ -161,6 +163,41 @@ class Reconciler:
             random_pod_delete=self.options.random_pod_delete,
         )
         return await self._execute(key, obj, plan, pods)
+
+    async def _finish_deletion(self, key: str, obj: Obj) -> Outcome:
+        """Carry out ``plan_deletion``: the pods first, then Ray's finalizer (metadata only)."""
+        pods = self.pods.by_index("cluster", key)
+        cached = {p["metadata"]["name"]: bool(p["metadata"].get("deletionTimestamp")) for p in pods}
+        if not self.expectations.satisfied(key, cached.get):
+            return Outcome(
+                skipped="waiting for cache", requeue_after=self.expectations.remaining(key)
+            )
+        plan = plan_deletion(obj, pods)
+        if plan is None:
+            return Outcome(skipped="deleting")
+        ns, name = split_key(key)
+        outcome = Outcome(skipped="deleting")
+        failures: list[str] = []
+        if plan.deletes:
+            await self._delete(key, obj, plan.deletes, pods, outcome, failures)
+            await self.recorder.emit(
+                obj,
+                "Normal",
+                DeleteReason.CLUSTER_DELETING.value,
+                f"RayCluster is being deleted: removing {len(plan.deletes)} pods",
+                action="DeletePod",
+            )
+        if plan.release_finalizer:
+            try:
+                await self.client.json_patch(RAYCLUSTERS, ns, name, plan.release_finalizer)
+                log.info("released finalizer %s of %s", IDLE_TERMINATION_FINALIZER, key)
+            except NotFound:
+                pass
+            except KubeError as exc:
+                failures.append(f"release finalizer: {exc}")
+        if failures:
+            raise ReconcileError("; ".join(failures))
+        return outcome
 
     async def _execute(self, key: str, obj: Obj, plan: ClusterPlan, pods: Sequence[Obj]) -> Outcome:
         ns, name = split_key(key)
