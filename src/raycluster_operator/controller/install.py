@@ -32,8 +32,11 @@ def operator_rules() -> list[Obj]:
         _rule(["ray.io"], ["rayclusters/status"], ["get", "patch", "update"]),
         _rule([""], ["pods"], ["get", "list", "watch", "create", "delete", "patch"]),
         _rule([""], ["services"], ["get", "list", "watch", "create"]),
-        _rule([""], ["serviceaccounts"], ["create"]),
-        _rule(["rbac.authorization.k8s.io"], ["roles", "rolebindings"], ["create"]),
+        # list/watch: a deleted autoscaler ServiceAccount/Role/RoleBinding is recreated.
+        _rule([""], ["serviceaccounts"], ["list", "watch", "create"]),
+        _rule(
+            ["rbac.authorization.k8s.io"], ["roles", "rolebindings"], ["list", "watch", "create"]
+        ),
         _rule(["events.k8s.io"], ["events"], ["create", "patch"]),
         # Held only so the operator may grant them to the Ray autoscaler's Role.
         _rule([""], ["pods/resize"], ["patch"]),

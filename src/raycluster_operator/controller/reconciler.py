@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -101,6 +101,7 @@ class Reconciler:
         recorder: EventRecorder,
         metrics: Metrics,
         options: ReconcilerOptions = ReconcilerOptions(),
+        extras: Mapping[str, StoreView] | None = None,
     ) -> None:
         self.client = client
         self.clusters = clusters
@@ -111,6 +112,12 @@ class Reconciler:
         self.recorder = recorder
         self.metrics = metrics
         self.options = options
+        #: Caches of the autoscaler's ServiceAccount/Role/RoleBinding, by kind. Without one
+        #: for a kind, an object is created once per operator run and never re-checked.
+        self.extras = dict(extras or {})
+        #: Extra objects created (or found existing) but not yet in the cache: not created
+        #: again while the cache catches up, or ever if the cache never shows them (a
+        #: same-named object without our label, which is not ours to replace).
         self._known_extras: set[tuple[str, str, str]] = set()
         #: Status we wrote, by cluster, with the resourceVersion of the object it was
         #: computed from: until the cache moves past that version, the same status is not
@@ -118,6 +125,11 @@ class Reconciler:
         self._written: dict[str, tuple[str, dict[str, Any]]] = {}
         #: Generation of clusters already reported as unreadable (one Warning per change).
         self._unreadable: dict[str, object] = {}
+
+    def extra_deleted(self, kind: str, namespace: str, name: str) -> None:
+        """An autoscaler object left the cache: the next pass creates it again, even if it
+        went before a pass ever saw it there."""
+        self._known_extras.discard((kind, namespace, name))
 
     async def reconcile(self, key: str) -> Outcome:
         ns, name = split_key(key)
@@ -248,6 +260,11 @@ class Reconciler:
     async def _ensure_extras(self, ns: str, plan: ClusterPlan, failures: list[str]) -> None:
         for extra in plan.extra_objects:
             ident = (str(extra.get("kind")), ns, str(extra["metadata"]["name"]))
+            cache = self.extras.get(ident[0])
+            if cache is not None and cache.get(f"{ns}/{ident[2]}") is not None:
+                # Seen in the cache: from now on its absence there means it was deleted.
+                self._known_extras.discard(ident)
+                continue
             if ident in self._known_extras:
                 continue
             try:
