@@ -73,6 +73,10 @@ def _variants() -> Iterator[tuple[str, dict[str, Any]]]:
     overwrite = cluster_dict()
     overwrite["metadata"]["annotations"] = {"ray.io/overwrite-container-cmd": "true"}
     yield "overwrite-cmd", overwrite
+    own_start = cluster_dict()
+    own = own_start["spec"]["workerGroupSpecs"][1]["template"]["spec"]["containers"][0]
+    own["command"] = ["sh", "-c", "ray start --address=x --block"]
+    yield "user-ray-start", own_start
     single_tpu = cluster_dict(
         workerGroupSpecs=[tpu_worker_group(groupName="one", numOfHosts=1, replicas=3)]
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from raycluster_operator.accelerators import (
     AcceleratorKind,
@@ -231,6 +231,14 @@ def build_worker_pod(
     )
 
 
+class _Start(NamedTuple):
+    params: dict[str, str]
+    #: The ray start command line.
+    start: str
+    #: The container's command and args, or None when the user's are kept.
+    command: tuple[list[str], list[str]] | None
+
+
 class WorkerPods:
     """The worker pods of one group, with what every pod shares computed once.
 
@@ -267,7 +275,7 @@ class WorkerPods:
         self._generate_name = names.worker_generate_name(name, group.group_name)
         #: ray start flags and command by the pod's extra Ray labels (one entry for most
         #: groups; one per slice for NVLink groups, whose slice name is a Ray label).
-        self._starts: dict[tuple[tuple[str, str], ...], tuple[dict[str, str], str]] = {}
+        self._starts: dict[tuple[tuple[str, str], ...], _Start] = {}
         self._hostnames: dict[int, tuple[str, ...]] = {}
 
     def identity(
@@ -301,9 +309,8 @@ class WorkerPods:
             hostnames=hostnames,
         )
 
-    def _start(
-        self, container: Mapping[str, Any], ray_labels: Mapping[str, str]
-    ) -> tuple[dict[str, str], str]:
+    def _start(self, container: Mapping[str, Any], ray_labels: Mapping[str, str]) -> _Start:
+        """``container`` is the template's Ray container, not yet changed for this pod."""
         key = tuple(ray_labels.items())
         cached = self._starts.get(key)
         if cached is None:
@@ -311,7 +318,10 @@ class WorkerPods:
             params = ray_start.start_params(
                 self._params, container, defaults, ray_labels=ray_labels
             )
-            cached = self._starts[key] = (params, ray_start.ray_start_command(params, head=False))
+            start = ray_start.ray_start_command(params, head=False)
+            keep = _overwrite_cmd(self.cluster) or "ray start" in ray_start.user_command(container)
+            command = None if keep else ray_start.container_command(container, start)
+            cached = self._starts[key] = _Start(params, start, command)
         return cached
 
     def build(
@@ -327,8 +337,9 @@ class WorkerPods:
         identity = self.identity(replica_index, replica_name, host_index)
         spec = _copy_json(self._spec)
         container = _ray_container(spec)
-        params, start = self._start(container, profile.ray_labels(identity))
-        _set_command(cluster, container, start)
+        params, start, command = self._start(container, profile.ray_labels(identity))
+        if command is not None:  # as _set_command does
+            container["command"], container["args"] = list(command[0]), list(command[1])
         present = env.env_names(container)
         env.add_env(
             container,
