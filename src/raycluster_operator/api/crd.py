@@ -78,6 +78,10 @@ _SPEC = _open_object(
         "enableInTreeAutoscaling": {"type": "boolean"},
         "autoscalerOptions": _open_object(),
         "suspend": {"type": "boolean"},
+        "idleSuspend": {"type": "boolean"},
+        "idleTerminationOptions": _open_object(
+            {"timeoutSeconds": _int32(minimum=0), "policy": {"type": "string"}}
+        ),
         "managedBy": {"type": "string"},
         "headGroupSpec": _HEAD_GROUP,
         "workerGroupSpecs": {"type": "array", "items": _WORKER_GROUP},

@@ -71,11 +71,24 @@ class AutoscalerOptions(_Model):
     version: str | None = None
 
 
+class IdleTerminationOptions(_Model):
+    """Read by Ray's autoscaler v2, which acts on it; the operator only honours the result
+    (``idleSuspend``, or Ray's finalizer on a deleted cluster)."""
+
+    timeout_seconds: int | None = Field(default=None, alias="timeoutSeconds")
+    policy: str | None = None
+
+
 class RayClusterSpec(_Model):
     ray_version: str | None = Field(default=None, alias="rayVersion")
     enable_in_tree_autoscaling: bool | None = Field(default=None, alias="enableInTreeAutoscaling")
     autoscaler_options: AutoscalerOptions | None = Field(default=None, alias="autoscalerOptions")
     suspend: bool | None = None
+    #: Set by Ray's autoscaler (idle policy Suspend); suspends the cluster like ``suspend``.
+    idle_suspend: bool | None = Field(default=None, alias="idleSuspend")
+    idle_termination_options: IdleTerminationOptions | None = Field(
+        default=None, alias="idleTerminationOptions"
+    )
     managed_by: str | None = Field(default=None, alias="managedBy")
     head_group_spec: HeadGroupSpec = Field(alias="headGroupSpec")
     worker_group_specs: list[WorkerGroupSpec] = Field(

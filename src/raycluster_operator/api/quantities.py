@@ -6,6 +6,7 @@ limits; exact fractions avoid float surprises such as ``0.1 + 0.2`` when a quant
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from fractions import Fraction
@@ -44,6 +45,13 @@ def parse_quantity(value: object) -> Fraction:
         return Fraction(str(value))
     if not isinstance(value, str):
         raise ValueError(f"not a quantity: {value!r}")
+    return _parse_text(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_text(value: str) -> Fraction:
+    """Cached: a plan reads the same few quantity strings of a template for every pod, and a
+    Fraction is immutable, so sharing one is safe (a ValueError is simply raised again)."""
     match = _QUANTITY.match(value.strip())
     if not match:
         raise ValueError(f"not a quantity: {value!r}")

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 from raycluster_operator.builders.autoscaler import build_autoscaler_rbac
-from raycluster_operator.builders.pods import build_head_pod, build_worker_pod, host_identity
+from raycluster_operator.builders.pods import (
+    WorkerPods,
+    build_head_pod,
+    build_worker_pod,
+    host_identity,
+)
 from raycluster_operator.builders.services import (
     build_head_service,
     build_headless_service,
@@ -11,6 +16,7 @@ from raycluster_operator.builders.services import (
 )
 
 __all__ = [
+    "WorkerPods",
     "build_autoscaler_rbac",
     "build_head_pod",
     "build_head_service",

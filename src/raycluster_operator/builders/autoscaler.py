@@ -98,7 +98,8 @@ def build_autoscaler_rbac(cluster: RayCluster) -> list[dict[str, Any]]:
 
     The Role grants what KubeRay grants the autoscaler (read pods, get and patch its
     RayCluster) plus list/watch of RayClusters and in-place pod resize, which Ray 2.60's
-    autoscaler v2 can use. It never deletes pods itself: it names them in workersToDelete.
+    autoscaler v2 can use, and delete of its RayCluster for idle termination (policy Delete).
+    It never deletes pods itself: it names them in workersToDelete.
     When the user named the head pod's service account, that account is bound and not
     created (it is theirs, as under KubeRay).
     """
@@ -132,10 +133,12 @@ def build_autoscaler_rbac(cluster: RayCluster) -> list[dict[str, Any]]:
                     "verbs": ["get", "list", "watch", "patch"],
                 },
                 {"apiGroups": [""], "resources": ["pods/resize"], "verbs": ["patch"]},
+                # delete: idle termination with policy Delete (Ray 2.60) deletes the
+                # RayCluster itself, after adding a finalizer the operator releases.
                 {
                     "apiGroups": ["ray.io"],
                     "resources": ["rayclusters"],
-                    "verbs": ["get", "list", "watch", "patch"],
+                    "verbs": ["get", "list", "watch", "patch", "delete"],
                 },
             ],
         },

@@ -29,10 +29,20 @@ def env_names(container: Mapping[str, Any]) -> set[str]:
     return {str(e["name"]) for e in env if isinstance(e, Mapping) and "name" in e}
 
 
-def add_env(container: dict[str, Any], items: Iterable[tuple[str, str | dict[str, Any]]]) -> None:
-    """Append ``items`` (value strings or ``valueFrom`` dicts) whose names are not yet set."""
+def add_env(
+    container: dict[str, Any],
+    items: Iterable[tuple[str, str | dict[str, Any]]],
+    *,
+    present: set[str] | None = None,
+) -> None:
+    """Append ``items`` (value strings or ``valueFrom`` dicts) whose names are not yet set.
+
+    ``present``, when given, must hold the names already in the container's env; it is kept
+    up to date, so a builder adding env in several steps reads the env list once.
+    """
     env = ensure_list(container, "env")
-    present = env_names(container)
+    if present is None:
+        present = env_names(container)
     for name, value in items:
         if name in present:
             continue

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from raycluster_operator.accelerators import (
     AcceleratorKind,
@@ -209,33 +209,7 @@ def host_identity(
     host_index: int | None,
 ) -> HostIdentity:
     """The pod's place; an unindexed single-host pod (gate off) has an empty slice name."""
-    hosts = group.num_of_hosts
-    if hosts > 1 and (host_index is None or replica_index is None):
-        raise ValueError(
-            f"group {group.group_name!r} has {hosts} hosts: replica_index and host_index are "
-            "required"
-        )
-    headless = names.headless_service_name(cluster.metadata.name)
-    hostnames = (
-        tuple(
-            f"{names.host_name(group.group_name, replica_index, h)}.{headless}"
-            for h in range(hosts)
-        )
-        if hosts > 1 and replica_index is not None
-        else ()
-    )
-    return HostIdentity(
-        cluster=cluster.metadata.name,
-        group=group.group_name,
-        replica_index=replica_index or 0,
-        replica_name=replica_name,
-        host_index=host_index or 0,
-        num_hosts=hosts,
-        slice_name=""
-        if replica_index is None
-        else names.slice_name(group.group_name, replica_index),
-        hostnames=hostnames,
-    )
+    return WorkerPods(cluster, group).identity(replica_index, replica_name, host_index)
 
 
 def build_worker_pod(
@@ -255,61 +229,179 @@ def build_worker_pod(
     replica-name and host-index labels, as KubeRay does; hostnames, env and placement of a
     multi-host group are still built from the given indices.
     """
-    identity = host_identity(cluster, group, replica_index, replica_name, host_index)
-    profile = profile_for(group)
-    meta, spec = _split_template(group.template)
-    container = _ray_container(spec)
-    head = names.head_service_name(cluster.metadata.name)
-    fqdn = head_fqdn(cluster)
-    gcs = gcs_port(cluster)
-    defaults = {**_WORKER_DEFAULTS, "address": f"{fqdn}:{gcs}"}
-    params = ray_start.start_params(
-        _group_params(group.ray_start_params, group.resources, group.labels),
-        container,
-        defaults,
-        ray_labels=profile.ray_labels(identity),
+    return WorkerPods(cluster, group).build(
+        replica_index=replica_index,
+        replica_name=replica_name,
+        host_index=host_index,
+        indexing_labels=indexing_labels,
     )
-    start = ray_start.ray_start_command(params, head=False)
-    _set_command(cluster, container, start)
-    env.add_env(container, env.worker_env(cluster.metadata.namespace, start, fqdn, head, gcs))
-    multi = group.num_of_hosts > 1
-    if multi:
-        env.add_env(container, env.multi_host_env(identity))
-    headless = names.headless_service_name(cluster.metadata.name)
-    coordinator = f"{names.host_name(group.group_name, 0, 0)}.{headless}" if multi else None
-    env.add_env(
-        container,
-        profile.host_env(identity, env.env_names(container), megascale_coordinator=coordinator),
-    )
-    if profile.kind is AcceleratorKind.TPU and not identity.slice_name:
-        env.add_env(container, [("TPU_NAME", env.field_ref("metadata.name"))])
-    if multi:
-        spec["hostname"] = names.host_name(
-            group.group_name, identity.replica_index, identity.host_index
-        )
-        spec["subdomain"] = headless
-    placement = profile.placement(identity)
-    if placement is not None:
-        spec["affinity"] = merge_affinity(spec.get("affinity"), placement)
-    _add_metrics_port(container, params)
-    _add_shared_memory(spec, container)
-    if autoscaler_v2(cluster):
-        # Autoscaler v2 expects a dead Ray node's pod to stay dead so it can replace it.
-        spec["restartPolicy"] = "Never"
 
-    ours = base_labels(cluster, group=group.group_name, node_type=labels.NODE_TYPE_WORKER)
-    if indexing_labels and replica_index is not None:
-        ours[labels.REPLICA_INDEX] = str(replica_index)
+
+class _Start(NamedTuple):
+    params: dict[str, str]
+    #: The ray start command line.
+    start: str
+    #: The container's command and args, or None when the user's are kept.
+    command: tuple[list[str], list[str]] | None
+
+
+class WorkerPods:
+    """The worker pods of one group, with what every pod shares computed once.
+
+    A scale-up of a big group builds thousands of pods in one plan; re-deriving the
+    accelerator profile, quantities, ray start flags and names for each of them dominated the
+    plan. Everything here is a pure function of the cluster and the group, so a planner keeps
+    one per group for the length of one plan; each pod it returns is a fresh object.
+    """
+
+    def __init__(self, cluster: RayCluster, group: WorkerGroupSpec) -> None:
+        self.cluster = cluster
+        self.group = group
+        self.profile = profile_for(group)
+        template = group.template
+        meta = template.get("metadata")
+        spec = template.get("spec")
+        self._meta: Mapping[str, Any] = meta if isinstance(meta, Mapping) else {}
+        self._spec: Mapping[str, Any] = spec if isinstance(spec, Mapping) else {}
+        name = cluster.metadata.name
+        self._multi = group.num_of_hosts > 1
+        self._head = names.head_service_name(name)
+        self._fqdn = head_fqdn(cluster)
+        self._gcs = gcs_port(cluster)
+        self._headless = names.headless_service_name(name)
+        self._coordinator = (
+            f"{names.host_name(group.group_name, 0, 0)}.{self._headless}" if self._multi else None
+        )
+        self._v2 = autoscaler_v2(cluster)
+        self._params = _group_params(group.ray_start_params, group.resources, group.labels)
+        self._labels = base_labels(
+            cluster, group=group.group_name, node_type=labels.NODE_TYPE_WORKER
+        )
+        self._owner = owner_reference(cluster)
+        self._generate_name = names.worker_generate_name(name, group.group_name)
+        #: ray start flags and command by the pod's extra Ray labels (one entry for most
+        #: groups; one per slice for NVLink groups, whose slice name is a Ray label).
+        self._starts: dict[tuple[tuple[str, str], ...], _Start] = {}
+        self._hostnames: dict[int, tuple[str, ...]] = {}
+
+    def identity(
+        self, replica_index: int | None, replica_name: str | None, host_index: int | None
+    ) -> HostIdentity:
+        group = self.group
+        hosts = group.num_of_hosts
+        if hosts > 1 and (host_index is None or replica_index is None):
+            raise ValueError(
+                f"group {group.group_name!r} has {hosts} hosts: replica_index and host_index "
+                "are required"
+            )
+        hostnames: tuple[str, ...] = ()
+        if hosts > 1 and replica_index is not None:
+            hostnames = self._hostnames.get(replica_index, ())
+            if not hostnames:
+                hostnames = self._hostnames[replica_index] = tuple(
+                    f"{names.host_name(group.group_name, replica_index, h)}.{self._headless}"
+                    for h in range(hosts)
+                )
+        return HostIdentity(
+            cluster=self.cluster.metadata.name,
+            group=group.group_name,
+            replica_index=replica_index or 0,
+            replica_name=replica_name,
+            host_index=host_index or 0,
+            num_hosts=hosts,
+            slice_name=""
+            if replica_index is None
+            else names.slice_name(group.group_name, replica_index),
+            hostnames=hostnames,
+        )
+
+    def _start(self, container: Mapping[str, Any], ray_labels: Mapping[str, str]) -> _Start:
+        """``container`` is the template's Ray container, not yet changed for this pod."""
+        key = tuple(ray_labels.items())
+        cached = self._starts.get(key)
+        if cached is None:
+            defaults = {**_WORKER_DEFAULTS, "address": f"{self._fqdn}:{self._gcs}"}
+            params = ray_start.start_params(
+                self._params, container, defaults, ray_labels=ray_labels
+            )
+            start = ray_start.ray_start_command(params, head=False)
+            keep = _overwrite_cmd(self.cluster) or "ray start" in ray_start.user_command(container)
+            command = None if keep else ray_start.container_command(container, start)
+            cached = self._starts[key] = _Start(params, start, command)
+        return cached
+
+    def build(
+        self,
+        *,
+        replica_index: int | None,
+        replica_name: str | None,
+        host_index: int | None,
+        indexing_labels: bool = True,
+    ) -> dict[str, Any]:
+        """One pod; see ``build_worker_pod``."""
+        cluster, group, profile = self.cluster, self.group, self.profile
+        identity = self.identity(replica_index, replica_name, host_index)
+        spec = _copy_json(self._spec)
+        container = _ray_container(spec)
+        params, start, command = self._start(container, profile.ray_labels(identity))
+        if command is not None:  # as _set_command does
+            container["command"], container["args"] = list(command[0]), list(command[1])
+        present = env.env_names(container)
+        env.add_env(
+            container,
+            env.worker_env(cluster.metadata.namespace, start, self._fqdn, self._head, self._gcs),
+            present=present,
+        )
+        multi = self._multi
         if multi:
-            if replica_name is not None:
-                ours[labels.REPLICA_NAME] = replica_name
-            ours[labels.HOST_INDEX] = str(identity.host_index)
-    if multi:
-        ours[labels.V1_REPLICA_INDEX] = identity.slice_name
-    return _pod(
-        cluster,
-        generate_name=names.worker_generate_name(cluster.metadata.name, group.group_name),
-        meta=meta,
-        pod_labels=merge_labels(meta.get("labels"), ours),
-        spec=spec,
-    )
+            env.add_env(container, env.multi_host_env(identity), present=present)
+        env.add_env(
+            container,
+            profile.host_env(identity, present, megascale_coordinator=self._coordinator),
+            present=present,
+        )
+        if profile.kind is AcceleratorKind.TPU and not identity.slice_name:
+            env.add_env(container, [("TPU_NAME", env.field_ref("metadata.name"))], present=present)
+        if multi:
+            spec["hostname"] = names.host_name(
+                group.group_name, identity.replica_index, identity.host_index
+            )
+            spec["subdomain"] = self._headless
+        placement = profile.placement(identity)
+        if placement is not None:
+            spec["affinity"] = merge_affinity(spec.get("affinity"), placement)
+        _add_metrics_port(container, params)
+        _add_shared_memory(spec, container)
+        if self._v2:
+            # Autoscaler v2 expects a dead Ray node's pod to stay dead so it can replace it.
+            spec["restartPolicy"] = "Never"
+
+        ours = dict(self._labels)
+        if indexing_labels and replica_index is not None:
+            ours[labels.REPLICA_INDEX] = str(replica_index)
+            if multi:
+                if replica_name is not None:
+                    ours[labels.REPLICA_NAME] = replica_name
+                ours[labels.HOST_INDEX] = str(identity.host_index)
+        if multi:
+            ours[labels.V1_REPLICA_INDEX] = identity.slice_name
+        metadata: dict[str, Any] = {
+            "generateName": self._generate_name,
+            "namespace": cluster.metadata.namespace,
+            "labels": merge_labels(self._meta.get("labels"), ours),
+            "ownerReferences": [dict(self._owner)],
+        }
+        annotations = self._meta.get("annotations")
+        if isinstance(annotations, Mapping) and annotations:
+            metadata["annotations"] = {str(k): str(v) for k, v in annotations.items()}
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+def _copy_json(value: Any) -> Any:
+    """A deep copy of JSON data (dicts, lists, scalars), several times faster than
+    ``copy.deepcopy``, which must also handle cycles and arbitrary objects."""
+    if isinstance(value, dict | Mapping):
+        return {k: _copy_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy_json(v) for v in value]
+    return value

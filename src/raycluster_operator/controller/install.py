@@ -4,8 +4,9 @@ Least privilege, derived from what the controller does (DESIGN.md §5): read Ray
 write only their status; create/delete pods; create services and the autoscaler's service
 account, role and binding; write Events and its Lease. Kubernetes lets a subject create a Role
 only with permissions it holds itself, so the operator also holds the ones the Ray autoscaler's
-Role grants beyond that (patch pods and pods/resize for in-place resize, patch rayclusters);
-it never uses them.
+Role grants beyond that (patch pods and pods/resize for in-place resize, delete rayclusters
+for idle termination); it never uses them. It patches a RayCluster only to release Ray's
+idle-termination finalizer.
 """
 
 from __future__ import annotations
@@ -26,16 +27,20 @@ def _rule(groups: list[str], resources: list[str], verbs: list[str]) -> Obj:
 def operator_rules() -> list[Obj]:
     """The watched and written kinds, in every namespace the operator serves."""
     return [
-        _rule(["ray.io"], ["rayclusters"], ["get", "list", "watch"]),
+        # patch: releasing Ray's idle-termination finalizer (metadata, never spec).
+        _rule(["ray.io"], ["rayclusters"], ["get", "list", "watch", "patch"]),
         _rule(["ray.io"], ["rayclusters/status"], ["get", "patch", "update"]),
         _rule([""], ["pods"], ["get", "list", "watch", "create", "delete", "patch"]),
         _rule([""], ["services"], ["get", "list", "watch", "create"]),
-        _rule([""], ["serviceaccounts"], ["create"]),
-        _rule(["rbac.authorization.k8s.io"], ["roles", "rolebindings"], ["create"]),
+        # list/watch: a deleted autoscaler ServiceAccount/Role/RoleBinding is recreated.
+        _rule([""], ["serviceaccounts"], ["list", "watch", "create"]),
+        _rule(
+            ["rbac.authorization.k8s.io"], ["roles", "rolebindings"], ["list", "watch", "create"]
+        ),
         _rule(["events.k8s.io"], ["events"], ["create", "patch"]),
         # Held only so the operator may grant them to the Ray autoscaler's Role.
         _rule([""], ["pods/resize"], ["patch"]),
-        _rule(["ray.io"], ["rayclusters"], ["patch"]),
+        _rule(["ray.io"], ["rayclusters"], ["delete"]),
     ]
 
 

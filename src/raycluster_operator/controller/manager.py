@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import socket
@@ -34,7 +35,16 @@ from raycluster_operator.controller.reconciler import (
 from raycluster_operator.controller.store import StoreView, by_label, by_owner, object_key
 from raycluster_operator.controller.workqueue import ShutDown, WorkQueue
 from raycluster_operator.controller.writer import Writer
-from raycluster_operator.kube import PODS, RAYCLUSTERS, SERVICES, KubeClient, KubeError
+from raycluster_operator.kube import (
+    PODS,
+    RAYCLUSTERS,
+    ROLE_BINDINGS,
+    ROLES,
+    SERVICE_ACCOUNTS,
+    SERVICES,
+    KubeClient,
+    KubeError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +116,25 @@ class Manager:
             )
             for ns in namespaces
         ]
+        # The autoscaler's ServiceAccount/Role/RoleBinding, watched (by the cluster label the
+        # operator puts on them) so that deleting one is healed by the next pass; the cache
+        # answers "does it exist?" without a request, so a converged cluster costs nothing.
+        self.extra_informers = {
+            kind.kind: [
+                Informer(
+                    client,
+                    kind,
+                    namespace=ns,
+                    label_selector=CLUSTER_LABEL,
+                    watch_timeout=opts.watch_timeout,
+                )
+                for ns in namespaces
+            ]
+            for kind in (SERVICE_ACCOUNTS, ROLES, ROLE_BINDINGS)
+        }
+        self.extras = {
+            kind: StoreView([i.store for i in infs]) for kind, infs in self.extra_informers.items()
+        }
         self.clusters = StoreView([i.store for i in self.cluster_informers])
         self.pods = StoreView([i.store for i in self.pod_informers])
         self.services = StoreView([i.store for i in self.service_informers])
@@ -115,6 +144,9 @@ class Manager:
             inf.add_handler(self._on_pod)
         for inf in self.service_informers:
             inf.add_handler(self._on_service)
+        for kind_name, infs in self.extra_informers.items():
+            for inf in infs:
+                inf.add_handler(functools.partial(self._on_extra, kind_name))
         self.elector: LeaderElector | None = None
         if opts.leader_elect:
             self.elector = LeaderElector(
@@ -170,11 +202,25 @@ class Manager:
             if ref.get("kind") == "RayCluster":
                 self._enqueue(f"{meta.get('namespace', '')}/{ref.get('name')}")
 
+    def _on_extra(self, kind: str, etype: str, old: Obj | None, new: Obj | None) -> None:
+        obj = new or old
+        if obj is None:
+            return
+        meta = obj.get("metadata") or {}
+        cluster = (meta.get("labels") or {}).get(CLUSTER_LABEL)
+        if etype == "DELETED" and self.reconciler is not None:
+            self.reconciler.extra_deleted(
+                kind, str(meta.get("namespace", "")), str(meta.get("name"))
+            )
+        if cluster:
+            self._enqueue(f"{meta.get('namespace', '')}/{cluster}")
+
     # -- state -------------------------------------------------------------------------------
 
     @property
     def informers(self) -> list[Informer]:
-        return self.cluster_informers + self.pod_informers + self.service_informers
+        extras = [inf for infs in self.extra_informers.values() for inf in infs]
+        return self.cluster_informers + self.pod_informers + self.service_informers + extras
 
     def synced(self) -> bool:
         return all(i.synced.is_set() for i in self.informers)
@@ -235,6 +281,7 @@ class Manager:
             clusters=self.clusters,
             pods=self.pods,
             services=self.services,
+            extras=self.extras,
             expectations=self.expectations,
             writer=self.writer,
             recorder=self.recorder,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -42,12 +42,14 @@ from raycluster_operator.kube import (
     kind_of,
 )
 from raycluster_operator.planning import (
+    IDLE_TERMINATION_FINALIZER,
     ClusterPlan,
     CreateReason,
     DeleteReason,
     PodCreate,
     PodDelete,
     plan_cluster,
+    plan_deletion,
 )
 
 log = logging.getLogger(__name__)
@@ -99,6 +101,7 @@ class Reconciler:
         recorder: EventRecorder,
         metrics: Metrics,
         options: ReconcilerOptions = ReconcilerOptions(),
+        extras: Mapping[str, StoreView] | None = None,
     ) -> None:
         self.client = client
         self.clusters = clusters
@@ -109,6 +112,12 @@ class Reconciler:
         self.recorder = recorder
         self.metrics = metrics
         self.options = options
+        #: Caches of the autoscaler's ServiceAccount/Role/RoleBinding, by kind. Without one
+        #: for a kind, an object is created once per operator run and never re-checked.
+        self.extras = dict(extras or {})
+        #: Extra objects created (or found existing) but not yet in the cache: not created
+        #: again while the cache catches up, or ever if the cache never shows them (a
+        #: same-named object without our label, which is not ours to replace).
         self._known_extras: set[tuple[str, str, str]] = set()
         #: Status we wrote, by cluster, with the resourceVersion of the object it was
         #: computed from: until the cache moves past that version, the same status is not
@@ -116,6 +125,11 @@ class Reconciler:
         self._written: dict[str, tuple[str, dict[str, Any]]] = {}
         #: Generation of clusters already reported as unreadable (one Warning per change).
         self._unreadable: dict[str, object] = {}
+
+    def extra_deleted(self, kind: str, namespace: str, name: str) -> None:
+        """An autoscaler object left the cache: the next pass creates it again, even if it
+        went before a pass ever saw it there."""
+        self._known_extras.discard((kind, namespace, name))
 
     async def reconcile(self, key: str) -> Outcome:
         ns, name = split_key(key)
@@ -128,7 +142,7 @@ class Reconciler:
             return Outcome(skipped="gone")
         meta = obj.get("metadata") or {}
         if meta.get("deletionTimestamp"):
-            return Outcome(skipped="deleting")
+            return await self._finish_deletion(key, obj)
         managed_by = (obj.get("spec") or {}).get("managedBy")
         if managed_by and managed_by not in self.options.controller_names:
             return Outcome(skipped=f"managed by {managed_by}")
@@ -161,6 +175,41 @@ class Reconciler:
             random_pod_delete=self.options.random_pod_delete,
         )
         return await self._execute(key, obj, plan, pods)
+
+    async def _finish_deletion(self, key: str, obj: Obj) -> Outcome:
+        """Carry out ``plan_deletion``: the pods first, then Ray's finalizer (metadata only)."""
+        pods = self.pods.by_index("cluster", key)
+        cached = {p["metadata"]["name"]: bool(p["metadata"].get("deletionTimestamp")) for p in pods}
+        if not self.expectations.satisfied(key, cached.get):
+            return Outcome(
+                skipped="waiting for cache", requeue_after=self.expectations.remaining(key)
+            )
+        plan = plan_deletion(obj, pods)
+        if plan is None:
+            return Outcome(skipped="deleting")
+        ns, name = split_key(key)
+        outcome = Outcome(skipped="deleting")
+        failures: list[str] = []
+        if plan.deletes:
+            await self._delete(key, obj, plan.deletes, pods, outcome, failures)
+            await self.recorder.emit(
+                obj,
+                "Normal",
+                DeleteReason.CLUSTER_DELETING.value,
+                f"RayCluster is being deleted: removing {len(plan.deletes)} pods",
+                action="DeletePod",
+            )
+        if plan.release_finalizer:
+            try:
+                await self.client.json_patch(RAYCLUSTERS, ns, name, plan.release_finalizer)
+                log.info("released finalizer %s of %s", IDLE_TERMINATION_FINALIZER, key)
+            except NotFound:
+                pass
+            except KubeError as exc:
+                failures.append(f"release finalizer: {exc}")
+        if failures:
+            raise ReconcileError("; ".join(failures))
+        return outcome
 
     async def _execute(self, key: str, obj: Obj, plan: ClusterPlan, pods: Sequence[Obj]) -> Outcome:
         ns, name = split_key(key)
@@ -211,6 +260,11 @@ class Reconciler:
     async def _ensure_extras(self, ns: str, plan: ClusterPlan, failures: list[str]) -> None:
         for extra in plan.extra_objects:
             ident = (str(extra.get("kind")), ns, str(extra["metadata"]["name"]))
+            cache = self.extras.get(ident[0])
+            if cache is not None and cache.get(f"{ns}/{ident[2]}") is not None:
+                # Seen in the cache: from now on its absence there means it was deleted.
+                self._known_extras.discard(ident)
+                continue
             if ident in self._known_extras:
                 continue
             try:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ Throttle = Callable[[], Awaitable[None]]
 
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete"})
 _MERGE = "application/merge-patch+json"
+_JSON_PATCH = "application/json-patch+json"
 
 
 @dataclass(frozen=True)
@@ -256,6 +257,20 @@ class KubeClient:
             kind.object_path(namespace, name, subresource),
             body=patch,
             content_type=_MERGE,
+        )
+        return result
+
+    async def json_patch(
+        self, kind: Kind, namespace: str | None, name: str, ops: Sequence[Obj]
+    ) -> Obj:
+        """A JSON patch (RFC 6902): for list edits a merge patch cannot guard, such as
+        removing one finalizer behind a ``test`` of its position."""
+        result: Obj = await self._request(
+            "patch",
+            "PATCH",
+            kind.object_path(namespace, name),
+            body=list(ops),
+            content_type=_JSON_PATCH,
         )
         return result
 

@@ -4,14 +4,22 @@ from __future__ import annotations
 
 from raycluster_operator.planning.actions import PlannedEvent, PodCreate, PodDelete
 from raycluster_operator.planning.cluster_plan import ClusterPlan, plan_cluster
+from raycluster_operator.planning.deletion import (
+    IDLE_TERMINATION_FINALIZER,
+    DeletionPlan,
+    plan_deletion,
+)
 from raycluster_operator.planning.reasons import CreateReason, DeleteReason
 
 __all__ = [
+    "IDLE_TERMINATION_FINALIZER",
     "ClusterPlan",
     "CreateReason",
     "DeleteReason",
+    "DeletionPlan",
     "PlannedEvent",
     "PodCreate",
     "PodDelete",
     "plan_cluster",
+    "plan_deletion",
 ]

@@ -247,12 +247,13 @@ def _switches_for(group: WorkerGroupSpec, switches: GroupSwitches) -> GroupSwitc
 def _worker_creates(
     cluster: RayCluster, group: WorkerGroupSpec, planned: GroupPlan, switches: GroupSwitches
 ) -> list[PodCreate]:
-    out = []
+    out: list[PodCreate] = []
+    if not planned.replicas:
+        return out
+    pods = builders.WorkerPods(cluster, group)
     for replica in planned.replicas:
         for host in replica.hosts:
-            manifest = builders.build_worker_pod(
-                cluster,
-                group,
+            manifest = pods.build(
                 replica_index=replica.index,
                 replica_name=replica.name,
                 host_index=host,

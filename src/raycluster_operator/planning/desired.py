@@ -36,7 +36,9 @@ def desired_pods(group: WorkerGroupSpec, *, cluster_suspended: bool = False) -> 
 
 
 def cluster_suspended(cluster: RayCluster) -> bool:
-    return bool(cluster.spec.suspend)
+    """``suspend`` or ``idleSuspend``: Ray's idle policy Suspend sets the latter so that a
+    user's own ``suspend`` (and Kueue's) stays theirs; the operator treats both alike."""
+    return bool(cluster.spec.suspend or cluster.spec.idle_suspend)
 
 
 def autoscaling_on(cluster: RayCluster) -> bool:

@@ -36,6 +36,9 @@ class DeleteReason(StrEnum):
     SCALE_DOWN = "ScaleDown"
     GROUP_SUSPENDED = "GroupSuspended"
     CLUSTER_SUSPENDED = "ClusterSuspended"
+    #: The RayCluster was deleted with Ray's idle-termination finalizer: its pods go before
+    #: the finalizer is released.
+    CLUSTER_DELETING = "ClusterDeleting"
     #: A pod of a worker group that is no longer in the spec.
     GROUP_REMOVED = "GroupRemoved"
     HEAD_FAILED = "HeadFailed"
@@ -56,6 +59,7 @@ _REQUESTED = frozenset(
         DeleteReason.SCALE_DOWN,
         DeleteReason.GROUP_SUSPENDED,
         DeleteReason.CLUSTER_SUSPENDED,
+        DeleteReason.CLUSTER_DELETING,
         DeleteReason.GROUP_REMOVED,
     }
 )
