@@ -42,6 +42,7 @@ from raycluster_operator.kube import (
     kind_of,
 )
 from raycluster_operator.planning import ClusterPlan, PodCreate, PodDelete, plan_cluster
+from raycluster_operator.planning.status import unreadable_status
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +130,19 @@ class Reconciler:
         if cluster is None:
             text = "; ".join(str(p) for p in problems) or "the RayCluster cannot be read"
             await self.recorder.emit(obj, "Warning", "InvalidSpec", text, action="Validate")
-            return Outcome(skipped="invalid")
+            generation = meta.get("generation")
+            status = unreadable_status(
+                obj.get("status") or {},
+                problems,
+                generation if isinstance(generation, int) else None,
+                now=datetime.now(UTC),
+            )
+            outcome = Outcome(skipped="invalid")
+            failures: list[str] = []
+            await self._write_status(ns, name, obj, status, outcome, failures)
+            if failures:
+                raise ReconcileError("; ".join(failures))
+            return outcome
 
         services = self.services.by_index("owner", key)
         plan = plan_cluster(
