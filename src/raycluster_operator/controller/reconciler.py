@@ -115,7 +115,8 @@ class Reconciler:
         meta = obj.get("metadata") or {}
         if meta.get("deletionTimestamp"):
             return Outcome(skipped="deleting")
-        managed_by = (obj.get("spec") or {}).get("managedBy")
+        spec = obj.get("spec")
+        managed_by = spec.get("managedBy") if isinstance(spec, dict) else None
         if managed_by and managed_by not in self.options.controller_names:
             return Outcome(skipped=f"managed by {managed_by}")
 
