@@ -26,9 +26,9 @@ def operator_rules() -> list[Obj]:
     """The watched and written kinds, in every namespace the operator serves."""
     return [
         _rule(["ray.io"], ["rayclusters"], ["get", "list", "watch"]),
-        _rule(["ray.io"], ["rayclusters/status"], ["get", "patch", "update"]),
+        _rule(["ray.io"], ["rayclusters/status"], ["patch"]),
         _rule([""], ["pods"], ["get", "list", "watch", "create", "delete"]),
-        _rule([""], ["services"], ["get", "list", "watch", "create"]),
+        _rule([""], ["services"], ["list", "watch", "create"]),
         _rule([""], ["serviceaccounts"], ["create"]),
         _rule(["rbac.authorization.k8s.io"], ["roles", "rolebindings"], ["create"]),
         _rule(["events.k8s.io"], ["events"], ["create", "patch"]),
