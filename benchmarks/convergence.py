@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import re
 import socket
 import sys
@@ -273,4 +274,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--slices", type=int, default=64)
     args = parser.parse_args()
+    # The dev server logs every watch a client abandons; the figures are what matters here.
+    logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)
     sys.exit(asyncio.run(main(args.slices)))

@@ -62,3 +62,14 @@ async def test_shutdown_wakes_waiting_workers() -> None:
     q.shutdown()
     with pytest.raises(ShutDown):
         await getter
+
+
+async def test_many_failing_keys_share_an_overall_retry_budget() -> None:
+    from raycluster_operator.controller.ratelimit import TokenBucket
+
+    now = [0.0]
+    q = WorkQueue(base_delay=0.001, retry_bucket=TokenBucket(10, 2, clock=lambda: now[0]))
+    delays = [q.add_rate_limited(f"k{i}") for i in range(4)]
+    assert delays[:2] == [0.001, 0.001]  # within the burst: per-key backoff only
+    assert delays[2:] == [0.1, 0.2]  # then paced at 10 retries a second
+    q.shutdown()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -208,4 +210,27 @@ async def test_wrong_token_is_forbidden(api_server: ApiServer) -> None:
     with pytest.raises(KubeError) as info:
         await kube.list(PODS, "default")
     assert info.value.code == 401
+    await kube.close()
+
+
+async def test_exec_credential_plugins_supply_the_token(
+    api_server: ApiServer, tmp_path: Path
+) -> None:
+    credential = {
+        "apiVersion": "client.authentication.k8s.io/v1beta1",
+        "kind": "ExecCredential",
+        "status": {"token": api_server.token},
+    }
+    plugin = tmp_path / "credential.py"
+    plugin.write_text(f"print({json.dumps(json.dumps(credential))})\n")
+    config = api_server.kubeconfig_dict()
+    config["users"][0]["user"] = {
+        "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1beta1",
+            "command": sys.executable,
+            "args": [str(plugin)],
+        }
+    }
+    kube = KubeClient.from_kubeconfig(config)
+    assert (await kube.list(PODS, "default")).resource_version
     await kube.close()

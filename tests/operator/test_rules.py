@@ -54,7 +54,7 @@ async def test_a_failed_host_replaces_its_whole_slice_under_the_same_index(world
         assert all(ready(p) for p in pods)
 
     await eventually(replaced)
-    assert await events_of(world, "HostFailed")
+    await eventually(lambda: _assert_event(world, "HostFailed"))
 
 
 async def test_workers_to_delete_naming_one_host_removes_its_slice_in_one_pass(
@@ -78,12 +78,20 @@ async def test_workers_to_delete_naming_one_host_removes_its_slice_in_one_pass(
         },
     )
     await eventually(lambda: _assert_slices(world, "wtd", {0: FOUR, 2: FOUR}))
+
     # The four deletions were one decision (one Event for the replica), and the list is the
     # autoscaler's: the operator never clears it.
-    notes = [e["note"] for e in await events_of(world, "WorkersToDelete")]
-    assert len(notes) == 1 and "(4 pods)" in notes[0]
+    async def one_event_for_four_pods() -> None:
+        notes = [e["note"] for e in await events_of(world, "WorkersToDelete")]
+        assert len(notes) == 1 and "(4 pods)" in notes[0]
+
+    await eventually(one_event_for_four_pods)
     spec = (await world.get_cluster("wtd"))["spec"]
     assert spec["workerGroupSpecs"][0]["scaleStrategy"]["workersToDelete"] == [named]
+
+
+async def _assert_event(world: World, reason: str) -> None:
+    assert await events_of(world, reason)
 
 
 async def _assert_slices(world: World, cluster: str, expected: dict[int, list[int]]) -> None:
@@ -156,7 +164,7 @@ async def test_unlabelled_pods_of_a_multi_host_group_are_replaced_and_removed(
         assert not set(strays) & {p["metadata"]["name"] for p in pods}
 
     await eventually(replaced)
-    assert await events_of(world, "PodWithoutReplicaIdentity")
+    await eventually(lambda: _assert_event(world, "PodWithoutReplicaIdentity"))
 
 
 async def test_an_invalid_group_is_reported_while_the_rest_keeps_working(world: World) -> None:

@@ -276,7 +276,12 @@ class Manager:
             self.metrics.is_leader.set(0)
             self.queue = None
             queue.shutdown()
-            _, pending = await asyncio.wait(workers, timeout=opts.drain_timeout)
+            # A clean stop lets in-flight reconciles finish; a lost Lease must stop writing at
+            # once, because a successor may already be leading.
+            drain = opts.drain_timeout if self._stop.is_set() else 0.0
+            pending: set[asyncio.Task[None]] = set(workers)
+            if drain > 0:
+                _, pending = await asyncio.wait(workers, timeout=drain)
             for task in pending:
                 task.cancel()
             await asyncio.gather(*workers, return_exceptions=True)

@@ -41,7 +41,14 @@ from raycluster_operator.kube import (
     NotFound,
     kind_of,
 )
-from raycluster_operator.planning import ClusterPlan, PodCreate, PodDelete, plan_cluster
+from raycluster_operator.planning import (
+    ClusterPlan,
+    CreateReason,
+    DeleteReason,
+    PodCreate,
+    PodDelete,
+    plan_cluster,
+)
 from raycluster_operator.planning.status import unreadable_status
 
 log = logging.getLogger(__name__)
@@ -104,11 +111,19 @@ class Reconciler:
         self.metrics = metrics
         self.options = options
         self._known_extras: set[tuple[str, str, str]] = set()
+        #: Status we wrote, by cluster, with the resourceVersion of the object it was
+        #: computed from: until the cache moves past that version, the same status is not
+        #: written again (the cache merely has not seen our write yet).
+        self._written: dict[str, tuple[str, dict[str, Any]]] = {}
+        #: Generation of clusters already reported as unreadable (one Warning per change).
+        self._unreadable: dict[str, object] = {}
 
     async def reconcile(self, key: str) -> Outcome:
         ns, name = split_key(key)
         obj = self.clusters.get(key)
         if obj is None:
+            self._written.pop(key, None)
+            self._unreadable.pop(key, None)
             self.expectations.forget(key)
             self.metrics.forget_cluster(ns, name)
             return Outcome(skipped="gone")
@@ -129,13 +144,16 @@ class Reconciler:
 
         cluster, problems = parse_cluster(obj)
         if cluster is None:
-            text = "; ".join(str(p) for p in problems) or "the RayCluster cannot be read"
-            await self.recorder.emit(obj, "Warning", "InvalidSpec", text, action="Validate")
-            generation = meta.get("generation")
+            generation = meta.get("generation") or meta.get("resourceVersion")
+            if self._unreadable.get(key) != generation:
+                self._unreadable[key] = generation
+                text = "; ".join(str(p) for p in problems) or "the RayCluster cannot be read"
+                await self.recorder.emit(obj, "Warning", "InvalidSpec", text, action="Validate")
+            observed = meta.get("generation")
             status = unreadable_status(
                 obj.get("status") or {},
                 problems,
-                generation if isinstance(generation, int) else None,
+                observed if isinstance(observed, int) else None,
                 now=datetime.now(UTC),
             )
             outcome = Outcome(skipped="invalid")
@@ -144,6 +162,7 @@ class Reconciler:
             if failures:
                 raise ReconcileError("; ".join(failures))
             return outcome
+        self._unreadable.pop(key, None)
 
         services = self.services.by_index("owner", key)
         plan = plan_cluster(
@@ -168,13 +187,17 @@ class Reconciler:
             await self._delete(key, obj, plan.deletes, pods, outcome, failures)
         if plan.creates:
             await self._create(key, obj, plan.creates, outcome, failures)
-        for event in plan.events:
-            regarding = obj
-            if event.regarding:
-                regarding = next((p for p in pods if p["metadata"]["name"] == event.regarding), obj)
-            await self.recorder.emit(
-                regarding, event.type, event.reason, event.message, action="Reconcile"
+        by_name = {p["metadata"]["name"]: p for p in pods}
+        await self.writer.run_all(
+            self.recorder.emit(
+                by_name.get(event.regarding or "", obj),
+                event.type,
+                event.reason,
+                event.message,
+                action=_action(event.reason),
             )
+            for event in plan.events
+        )
         await self._write_status(ns, name, obj, plan.status, outcome, failures)
         self.metrics.set_slices(ns, name, list(plan.status.get("workerGroups") or []))
         if failures:
@@ -285,13 +308,31 @@ class Reconciler:
         patch = merge_patch(current, desired)
         if not patch:
             return
+        key = f"{ns}/{name}"
+        version = str((obj.get("metadata") or {}).get("resourceVersion", ""))
+        if self._written.get(key) == (version, desired):
+            return  # already written; the cache has not caught up with our own write
         try:
             await self.client.patch_status(RAYCLUSTERS, ns, name, patch)
             outcome.status_written = True
+            self._written[key] = (version, desired)
         except NotFound:
             pass
         except KubeError as exc:
             failures.append(f"write status: {exc}")
+
+
+_CREATE_REASONS = frozenset(r.value for r in CreateReason)
+_DELETE_REASONS = frozenset(r.value for r in DeleteReason)
+
+
+def _action(reason: str) -> str:
+    """The Event's ``action``: what the operator did about it."""
+    if reason in _CREATE_REASONS:
+        return "CreatePod"
+    if reason in _DELETE_REASONS:
+        return "DeletePod"
+    return "Reconcile"
 
 
 def _in_namespace(manifest: Obj, ns: str) -> Obj:

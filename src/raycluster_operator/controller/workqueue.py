@@ -4,7 +4,8 @@
 - a key being processed is never handed to a second worker; if it changes meanwhile it is
   queued again when the first worker is done, so the last change is never lost;
 - failures back off per key exponentially (``base * 2**failures``, capped), and ``forget``
-  resets a key after a success.
+  resets a key after a success; an overall token bucket (client-go's 10/s, burst 100) keeps
+  many failing keys from retrying in a storm: a retry waits for the longer of the two.
 """
 
 from __future__ import annotations
@@ -12,14 +13,23 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 
+from raycluster_operator.controller.ratelimit import TokenBucket
+
 
 class ShutDown(Exception):
     """The queue was shut down; workers should exit."""
 
 
 class WorkQueue:
-    def __init__(self, *, base_delay: float = 0.005, max_delay: float = 300.0) -> None:
+    def __init__(
+        self,
+        *,
+        base_delay: float = 0.005,
+        max_delay: float = 300.0,
+        retry_bucket: TokenBucket | None = None,
+    ) -> None:
         self.base_delay = base_delay
+        self._retry_bucket = retry_bucket if retry_bucket is not None else TokenBucket(10, 100)
         self.max_delay = max_delay
         self._queue: deque[str] = deque()
         self._dirty: set[str] = set()
@@ -71,7 +81,7 @@ class WorkQueue:
         return float(min(self.max_delay, self.base_delay * 2 ** self._failures.get(key, 0)))
 
     def add_rate_limited(self, key: str) -> float:
-        delay = self.backoff(key)
+        delay = max(self.backoff(key), self._retry_bucket.reserve())
         self._failures[key] = self._failures.get(key, 0) + 1
         self.add_after(key, delay)
         return delay

@@ -9,6 +9,7 @@ not abandon its siblings; the caller decides what a failure means.
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Awaitable, Iterable
 from typing import TypeVar
 
@@ -29,4 +30,15 @@ class Writer:
                 return exc
 
     async def run_all(self, writes: Iterable[Awaitable[T]]) -> list[T | BaseException]:
-        return list(await asyncio.gather(*(self._one(w) for w in writes)))
+        pending = list(writes)
+        try:
+            return list(await asyncio.gather(*(self._one(w) for w in pending)))
+        except asyncio.CancelledError:
+            # Writes that never started are closed, not leaked as never-awaited coroutines.
+            for write in pending:
+                if (
+                    inspect.iscoroutine(write)
+                    and inspect.getcoroutinestate(write) == "CORO_CREATED"
+                ):
+                    write.close()
+            raise

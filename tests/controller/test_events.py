@@ -1,0 +1,65 @@
+"""Events: one object per distinct event, repeats folded into series.count."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from raycluster_operator.controller.events import EventRecorder
+from raycluster_operator.devcluster.server import ApiServer
+from raycluster_operator.kube import EVENTS, KubeClient
+
+CLUSTER = {
+    "apiVersion": "ray.io/v1",
+    "kind": "RayCluster",
+    "metadata": {"name": "c", "namespace": "default", "uid": "u1"},
+}
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[ApiServer]:
+    async with ApiServer() as api:
+        yield api
+
+
+@pytest.fixture
+async def kube(server: ApiServer) -> AsyncIterator[KubeClient]:
+    client = KubeClient.from_kubeconfig(server.kubeconfig_dict())
+    yield client
+    await client.close()
+
+
+async def test_repeats_are_counted_on_one_event(kube: KubeClient) -> None:
+    recorder = EventRecorder(kube, instance="test")
+    for _ in range(3):
+        await recorder.emit(CLUSTER, "Warning", "InvalidSpec", "bad", action="Validate")
+    await recorder.emit(CLUSTER, "Normal", "ScaleUp", "creating", action="CreatePod")
+    events = (await kube.list(EVENTS, "default")).items
+    assert len(events) == 2
+    invalid = next(e for e in events if e["reason"] == "InvalidSpec")
+    assert invalid["series"]["count"] == 3
+    assert invalid["regarding"] == {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "name": "c",
+        "namespace": "default",
+        "uid": "u1",
+    }
+    assert invalid["reportingController"] == "ray.io/raycluster-operator"
+    assert invalid["type"] == "Warning" and invalid["action"] == "Validate"
+
+
+async def test_an_event_after_the_window_is_a_new_object(kube: KubeClient) -> None:
+    now = [0.0]
+    recorder = EventRecorder(kube, window=60, clock=lambda: now[0])
+    await recorder.emit(CLUSTER, "Normal", "ScaleUp", "x", action="CreatePod")
+    now[0] = 61.0
+    await recorder.emit(CLUSTER, "Normal", "ScaleUp", "x", action="CreatePod")
+    assert len((await kube.list(EVENTS, "default")).items) == 2
+
+
+async def test_a_failing_event_write_never_raises(server: ApiServer, kube: KubeClient) -> None:
+    server.faults.fail("create", "events", code=500)
+    await EventRecorder(kube).emit(CLUSTER, "Normal", "ScaleUp", "x", action="CreatePod")
+    assert kube.counts["create"] == 1

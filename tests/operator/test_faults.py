@@ -1,0 +1,44 @@
+"""An unreliable API server: failed writes, dropped watches, expired history."""
+
+from __future__ import annotations
+
+import asyncio
+
+from operator_harness import World, eventually, raycluster, ready, replica_names, slices, tpu_group
+
+FOUR = [0, 1, 2, 3]
+
+
+async def test_converges_through_failed_creates_dropped_watches_and_410s(world: World) -> None:
+    faults = world.cluster.faults
+    faults.fail("create", "pods", rate=0.3, code=500)
+    faults.fail("patch", "rayclusters/status", rate=0.3, code=503)
+    faults.drop_watches_every = 0.3
+    op = await world.start_operator()
+    await world.apply(raycluster("chaos", [tpu_group("tpu", replicas=3)]))
+    await asyncio.sleep(1.0)
+    faults.expire_watch_history()
+    faults.drop_watches()
+
+    async def three_slices_eventually() -> None:
+        pods = await world.workers("chaos")
+        assert slices(pods) == {0: FOUR, 1: FOUR, 2: FOUR}
+        assert len(replica_names(pods)) == 3
+        assert all(ready(p) for p in pods)
+
+    await eventually(three_slices_eventually, within=40)
+    faults.clear()
+
+    async def status_ready() -> None:
+        status = (await world.get_cluster("chaos")).get("status") or {}
+        assert status.get("state") == "ready"
+        assert status.get("readyWorkerReplicas") == 12
+
+    await eventually(status_ready)
+    pods = await world.workers("chaos")
+    per_name = [
+        sum(1 for p in pods if p["metadata"]["labels"]["ray.io/worker-group-replica-name"] == n)
+        for n in replica_names(pods)
+    ]
+    assert per_name == [4, 4, 4]  # no partial slice survived a failed create
+    assert sum(i.relists for i in op.manager.informers) > len(op.manager.informers)

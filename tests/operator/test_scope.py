@@ -1,0 +1,77 @@
+"""What the operator leaves alone: other namespaces, other controllers' clusters."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from operator_harness import World, cpu_group, eventually, labels_of, raycluster
+
+
+async def test_namespace_scope_and_managed_by_are_respected(world: World) -> None:
+    await world.start_operator(namespaces=("default",))
+    outside = raycluster("outside", [cpu_group("w", replicas=1)])
+    outside["metadata"]["namespace"] = "elsewhere"
+    await world.cluster.apply(outside, namespace="elsewhere")
+    foreign = raycluster("foreign", [cpu_group("w", replicas=1)])
+    foreign["spec"]["managedBy"] = "kueue.x-k8s.io/multikueue"
+    await world.apply(foreign)
+    await world.apply(raycluster("mine", [cpu_group("w", replicas=1)]))
+
+    async def mine_runs() -> None:
+        assert len(await world.workers("mine")) == 1
+
+    await eventually(mine_runs)
+    await asyncio.sleep(0.5)
+    assert await world.pods("foreign") == []
+    assert "status" not in await world.get_cluster("foreign")
+    assert await world.pods("outside", "elsewhere") == []
+
+
+async def test_with_the_gate_off_single_host_pods_carry_no_replica_index(world: World) -> None:
+    await world.start_operator(multi_host_indexing=False)
+    await world.apply(raycluster("nogate", [cpu_group("g", replicas=2)]))
+
+    async def plain_pods() -> None:
+        pods = await world.workers("nogate")
+        assert len(pods) == 2
+        assert not any("ray.io/worker-group-replica-index" in labels_of(p) for p in pods)
+
+    await eventually(plain_pods)
+
+
+async def test_an_unreadable_cluster_gets_one_warning_and_no_further_writes(world: World) -> None:
+    from raycluster_operator.kube import EVENTS
+
+    op = await world.start_operator(resync_period=0.05)
+    broken = raycluster("broken", [cpu_group("w", replicas=1)])
+    broken["spec"]["workerGroupSpecs"][0]["numOfHosts"] = "four"
+    try:
+        await world.apply(broken)
+    except Exception as exc:  # a schema-validating server refuses it: nothing to test
+        pytest.skip(f"the server rejects the object: {exc}")
+
+    async def warned() -> None:
+        events = (await world.kube.list(EVENTS, "default")).items
+        assert [e["reason"] for e in events if e["type"] == "Warning"] == ["InvalidSpec"]
+
+    await eventually(warned)
+    writes = op.writes
+    await asyncio.sleep(0.5)
+    assert op.writes == writes
+    assert await world.pods("broken") == []
+
+
+async def test_several_watched_namespaces_are_served_by_one_operator(world: World) -> None:
+    await world.start_operator(namespaces=("default", "team"))
+    await world.apply(raycluster("same", [cpu_group("w", replicas=1)]))
+    other = raycluster("same", [cpu_group("w", replicas=2)])
+    other["metadata"]["namespace"] = "team"
+    await world.cluster.apply(other, namespace="team")
+
+    async def both() -> None:
+        assert len(await world.workers("same")) == 1
+        team = await world.pods("same", "team")
+        assert len([p for p in team if labels_of(p)["ray.io/node-type"] == "worker"]) == 2
+
+    await eventually(both)
