@@ -184,6 +184,30 @@ class Checker:
             self.observed_gen[key] = max(observed, self.observed_gen.get(key, 0))
             if observed > int(meta.get("generation") or 0):
                 self._violation(f"{key}: observedGeneration {observed} ahead of the spec")
+            if observed == meta.get("generation"):
+                self._check_desired(key, obj)
+
+    def _check_desired(self, key: str, obj: Obj) -> None:
+        """A status of the current generation counts the pods that generation asks for."""
+        status = obj.get("status") or {}
+        if any(
+            c.get("type") == "InvalidSpec" and c.get("status") == "True"
+            for c in status.get("conditions") or []
+        ):
+            return
+        spec = obj.get("spec") or {}
+        try:
+            want = sum(
+                desired_slices(g) * int(g.get("numOfHosts") or 1)
+                for g in spec.get("workerGroupSpecs") or []
+            )
+        except (TypeError, ValueError, AttributeError):
+            return
+        if spec.get("suspend") is True:
+            want = 0
+        got = status.get("desiredWorkerReplicas")
+        if got is not None and got != want:
+            self._violation(f"{key}: status.desiredWorkerReplicas {got}, the spec wants {want}")
 
     def spec_violations(self) -> list[str]:
         """Every spec seen must be one the test wrote, at the generation it got."""
