@@ -29,6 +29,11 @@ from raycluster_operator.api.models import API_VERSION, INT32_MAX, KIND, RayClus
 from raycluster_operator.api.names import DNS_LABEL_MAX
 from raycluster_operator.api.problems import Problem
 
+#: The most hosts one slice may have. The largest TPU slices have about 2300 hosts and NVLink
+#: domains far fewer; every pod of a slice carries all N hostnames in its env, so a slice costs
+#: O(N^2) bytes and the CRD's int32 bound (accepted at admission) would exhaust the operator.
+MAX_HOSTS_PER_SLICE = 4096
+
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -126,8 +131,14 @@ def validate_structure(cluster: RayCluster) -> list[Problem]:
                     "it counts the hosts of one slice",
                 )
             )
-        elif group.num_of_hosts > INT32_MAX:
-            problems.append(Problem(f"{path}.numOfHosts", f"must be at most {INT32_MAX}"))
+        elif group.num_of_hosts > MAX_HOSTS_PER_SLICE:
+            problems.append(
+                Problem(
+                    f"{path}.numOfHosts",
+                    f"must be at most {MAX_HOSTS_PER_SLICE} (it is {group.num_of_hosts}); "
+                    "no accelerator domain has more hosts",
+                )
+            )
         low, high = group.min_replicas or 0, group.max_replicas
         if high is not None and 0 <= high < low:
             problems.append(

@@ -104,7 +104,7 @@ class EventRecorder:
                 "apiVersion": "events.k8s.io/v1",
                 "kind": "Event",
                 "metadata": {
-                    "name": f"{ref['name']}.{secrets.token_hex(8)}",
+                    "name": f"{_name_prefix(ref['name'])}.{secrets.token_hex(8)}",
                     "namespace": namespace,
                 },
                 "eventTime": wall,
@@ -128,3 +128,9 @@ class EventRecorder:
             return
         for key in [k for k, v in self._seen.items() if now - v.at >= self.window]:
             del self._seen[key]
+
+
+def _name_prefix(name: str) -> str:
+    """The regarding object's name, cut so ``<prefix>.<16 hex>`` stays a valid object name
+    (253 characters; a cut must not end a DNS label with '-' or '.')."""
+    return name[: 253 - 17].rstrip("-.")

@@ -29,9 +29,9 @@ def operator_rules() -> list[Obj]:
     return [
         # patch: releasing Ray's idle-termination finalizer (metadata, never spec).
         _rule(["ray.io"], ["rayclusters"], ["get", "list", "watch", "patch"]),
-        _rule(["ray.io"], ["rayclusters/status"], ["get", "patch", "update"]),
+        _rule(["ray.io"], ["rayclusters/status"], ["patch"]),
         _rule([""], ["pods"], ["get", "list", "watch", "create", "delete", "patch"]),
-        _rule([""], ["services"], ["get", "list", "watch", "create"]),
+        _rule([""], ["services"], ["list", "watch", "create"]),
         # list/watch: a deleted autoscaler ServiceAccount/Role/RoleBinding is recreated.
         _rule([""], ["serviceaccounts"], ["list", "watch", "create"]),
         _rule(

@@ -251,7 +251,10 @@ class Manager:
                 asyncio.create_task(inf.run(), name=f"informer {inf.name}")
                 for inf in self.informers
             ]
-            await asyncio.gather(*(inf.synced.wait() for inf in self.informers))
+            # A stop before the caches sync (an unreachable or untrusted API server) must end
+            # the run too, or SIGTERM is ignored until the kubelet's SIGKILL.
+            if not await self._until_synced_or_stopped():
+                return
             log.info(
                 "caches synced (%d clusters, %d pods)",
                 len(self.clusters.all_keys()),
@@ -270,6 +273,19 @@ class Manager:
             for server in (self.metrics_server, self.health_server):
                 if server is not None:
                     await server.stop()
+
+    async def _until_synced_or_stopped(self) -> bool:
+        synced: asyncio.Future[Any] = asyncio.ensure_future(
+            asyncio.gather(*(inf.synced.wait() for inf in self.informers))
+        )
+        stopped: asyncio.Future[Any] = asyncio.ensure_future(self._stop.wait())
+        try:
+            await asyncio.wait({synced, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in (synced, stopped):
+                waiter.cancel()
+            await asyncio.gather(synced, stopped, return_exceptions=True)
+        return not self._stop.is_set()
 
     async def _lead(self) -> None:
         """One leadership term: workers plus a periodic resync, until cancelled."""

@@ -51,6 +51,7 @@ from raycluster_operator.planning import (
     plan_cluster,
     plan_deletion,
 )
+from raycluster_operator.planning.status import unreadable_status
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +144,8 @@ class Reconciler:
         meta = obj.get("metadata") or {}
         if meta.get("deletionTimestamp"):
             return await self._finish_deletion(key, obj)
-        managed_by = (obj.get("spec") or {}).get("managedBy")
+        spec = obj.get("spec")
+        managed_by = spec.get("managedBy") if isinstance(spec, dict) else None
         if managed_by and managed_by not in self.options.controller_names:
             return Outcome(skipped=f"managed by {managed_by}")
 
@@ -161,7 +163,19 @@ class Reconciler:
                 self._unreadable[key] = generation
                 text = "; ".join(str(p) for p in problems) or "the RayCluster cannot be read"
                 await self.recorder.emit(obj, "Warning", "InvalidSpec", text, action="Validate")
-            return Outcome(skipped="invalid")
+            observed = meta.get("generation")
+            status = unreadable_status(
+                obj.get("status") or {},
+                problems,
+                observed if isinstance(observed, int) else None,
+                now=datetime.now(UTC),
+            )
+            outcome = Outcome(skipped="invalid")
+            failures: list[str] = []
+            await self._write_status(ns, name, obj, status, outcome, failures)
+            if failures:
+                raise ReconcileError("; ".join(failures))
+            return outcome
         self._unreadable.pop(key, None)
 
         services = self.services.by_index("owner", key)

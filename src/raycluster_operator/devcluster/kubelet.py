@@ -226,11 +226,22 @@ class Kubelet:
                 await self._client.delete(path, grace_period_seconds=0, uid=str(meta.get("uid")))
                 return
             except ApiError as error:
-                if error.status in (404, 409):
+                if error.status == 404 or (
+                    error.status == 409 and not await self._still_there(path, meta)
+                ):
                     return  # gone already, or a new pod of the same name
                 log.debug("finishing deletion of %s: %s", path, error)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 1.0)
+
+    async def _still_there(self, path: str, meta: Mapping[str, Any]) -> bool:
+        """Whether the pod we are deleting (same uid) still exists: a 409 is not proof that a
+        namesake replaced it (an overloaded server or an injected fault answers 409 too)."""
+        try:
+            current = await self._client.get(path)
+        except ApiError as error:
+            return error.status != 404
+        return str(_meta(current).get("uid")) == str(meta.get("uid"))
 
     # --- status writes -------------------------------------------------------------------
 

@@ -251,6 +251,40 @@ def _with_transition_times(
     return out
 
 
+def unreadable_status(
+    before: Mapping[str, Any],
+    problems: Sequence[Problem],
+    generation: int | None,
+    *,
+    now: datetime,
+) -> dict[str, Any]:
+    """The status of a RayCluster whose spec cannot even be read (a field of the wrong type):
+    nothing is planned, so only the InvalidSpec condition and observedGeneration change; the
+    other fields keep what was last known. The transition time is kept while the condition
+    stays true, so an unchanged object costs no status writes."""
+    text = "; ".join(str(p) for p in problems) or "the RayCluster cannot be read"
+    old = next((c for c in before.get("conditions") or () if c.get("type") == INVALID_SPEC), None)
+    since = (
+        old["lastTransitionTime"]
+        if old and old.get("status") == "True" and old.get("lastTransitionTime")
+        else timestamp(now)
+    )
+    condition: dict[str, Any] = {
+        "type": INVALID_SPEC,
+        "status": "True",
+        "reason": "InvalidSpec",
+        "message": text,
+        "lastTransitionTime": since,
+    }
+    if generation is not None:
+        condition["observedGeneration"] = generation
+    others = [c for c in before.get("conditions") or () if c.get("type") != INVALID_SPEC]
+    status = {**before, "conditions": [*others, condition], "reason": text}
+    if generation is not None:
+        status["observedGeneration"] = generation
+    return status
+
+
 def _head_info(cluster: RayCluster, seen: Observed) -> dict[str, str]:
     info: dict[str, str] = {"serviceName": head_service_name(cluster.metadata.name)}
     if seen.head is not None:

@@ -1,0 +1,438 @@
+"""The hardening tests' world: a dev cluster, operators that can be crashed, and a checker that
+watches the cluster the whole time and records every broken invariant.
+
+Invariants (DESIGN.md §4, §5), checked on every snapshot the checker sees:
+- no two slices of a group share a replica index while any pod of the older one still exists
+  (which also means no two *live* slices share one);
+- every pod the operator made is controlled by a RayCluster;
+- a RayCluster's spec only ever holds what the test itself wrote (the operator never writes
+  spec), and its status.observedGeneration never goes backwards.
+At the end (``converged``): exactly the desired slices per group, each complete (hosts
+0..N-1, one replica name per index), all ready, nothing terminating, no pod without an owner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from raycluster_operator.api.crd import crd_manifest
+from raycluster_operator.controller.leader import LeaseTiming
+from raycluster_operator.controller.manager import Manager, ManagerOptions
+from raycluster_operator.devcluster import DevCluster
+from raycluster_operator.kube import PODS, RAYCLUSTERS, Gone, KubeClient, KubeError
+
+Obj = dict[str, Any]
+INDEX = "ray.io/worker-group-replica-index"
+NAME = "ray.io/worker-group-replica-name"
+HOST = "ray.io/replica-host-index"
+GROUP = "ray.io/group"
+CLUSTER = "ray.io/cluster"
+FAST_LEASE = LeaseTiming(lease_duration=1.0, renew_deadline=0.6, retry_period=0.1)
+
+
+def fast_options(**overrides: Any) -> ManagerOptions:
+    base: dict[str, Any] = dict(
+        metrics_addr=None,
+        health_addr=None,
+        leader_elect=False,
+        lease_timing=FAST_LEASE,
+        resync_period=5.0,
+        watch_timeout=30,
+        expectations_timeout=5.0,
+        retry_base_delay=0.02,
+        retry_max_delay=0.5,
+        identity="hardening",
+    )
+    base.update(overrides)
+    return ManagerOptions(**base)
+
+
+async def eventually(check: Callable[[], Any], within: float = 30.0) -> None:
+    """Retry ``check`` until it stops raising AssertionError; the timeout turns a hang into a
+    failure, it is not a performance limit."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while True:
+        try:
+            result = check()
+            if isinstance(result, Awaitable):
+                await result
+            return
+        except AssertionError:
+            if loop.time() > deadline:
+                raise
+        await asyncio.sleep(0.05)
+
+
+def labels(pod: Obj) -> dict[str, str]:
+    return dict(pod["metadata"].get("labels") or {})
+
+
+def is_ready(pod: Obj) -> bool:
+    status = pod.get("status") or {}
+    return status.get("phase") == "Running" and any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in status.get("conditions") or []
+    )
+
+
+def desired_slices(group: Obj) -> int:
+    if group.get("suspend"):
+        return 0
+    low = int(group.get("minReplicas") or 0)
+    high = group.get("maxReplicas")
+    want = max(int(group.get("replicas") if group.get("replicas") is not None else low), low)
+    return want if high is None else min(want, int(high))
+
+
+@dataclass
+class Checker:
+    """Lists pods and RayClusters continuously and watches RayClusters; records violations."""
+
+    kube: KubeClient
+    violations: list[str] = field(default_factory=list)
+    snapshots: int = 0
+    events: int = 0
+    #: (namespace/name, generation) -> canonical spec JSON the test wrote.
+    written: dict[tuple[str, int], str] = field(default_factory=dict)
+    seen_specs: list[tuple[str, int, str]] = field(default_factory=list)
+    observed_gen: dict[str, int] = field(default_factory=dict)
+    _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    def note_write(self, obj: Obj) -> None:
+        meta = obj["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        self.written[(key, int(meta.get("generation") or 0))] = _canon(obj.get("spec"))
+
+    def start(self) -> None:
+        self._tasks = [
+            asyncio.create_task(self._poll(), name="checker poll"),
+            asyncio.create_task(self._watch_clusters(), name="checker watch"),
+        ]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _violation(self, text: str) -> None:
+        if text not in self.violations:
+            self.violations.append(text)
+
+    async def _poll(self) -> None:
+        while True:
+            with contextlib.suppress(KubeError):
+                pods = (await self.kube.list(PODS, None, label_selector=CLUSTER)).items
+                self.check_pods(pods)
+                self.snapshots += 1
+            await asyncio.sleep(0.03)
+
+    def check_pods(self, pods: list[Obj]) -> None:
+        owners: dict[tuple[str, str, str, int], set[str]] = {}
+        for pod in pods:
+            lbl = labels(pod)
+            meta = pod["metadata"]
+            refs = [r for r in meta.get("ownerReferences") or [] if r.get("controller")]
+            if lbl.get("app.kubernetes.io/created-by") and not any(
+                r.get("kind") == "RayCluster" for r in refs
+            ):
+                self._violation(f"pod {meta['name']} has no RayCluster controller")
+            if lbl.get("ray.io/node-type") != "worker" or INDEX not in lbl:
+                continue
+            key = (meta["namespace"], lbl[CLUSTER], lbl.get(GROUP, ""), int(lbl[INDEX]))
+            owners.setdefault(key, set()).add(lbl.get(NAME) or meta["name"])
+        for (ns, cluster, group, index), names in owners.items():
+            if len(names) > 1:
+                self._violation(
+                    f"{ns}/{cluster} group {group}: index {index} held by slices {sorted(names)}"
+                )
+
+    async def _watch_clusters(self) -> None:
+        rv = ""
+        while True:
+            try:
+                if not rv:
+                    listing = await self.kube.list(RAYCLUSTERS)
+                    for obj in listing.items:
+                        self.check_cluster(obj)
+                    rv = listing.resource_version
+                async for etype, obj in self.kube.watch(
+                    RAYCLUSTERS, resource_version=rv, timeout_seconds=30
+                ):
+                    rv = obj.get("metadata", {}).get("resourceVersion") or rv
+                    if etype in ("ADDED", "MODIFIED"):
+                        self.events += 1
+                        self.check_cluster(obj)
+            except Gone:
+                rv = ""
+            except KubeError:
+                await asyncio.sleep(0.05)
+
+    def check_cluster(self, obj: Obj) -> None:
+        meta = obj["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        self.seen_specs.append((key, int(meta.get("generation") or 0), _canon(obj.get("spec"))))
+        observed = (obj.get("status") or {}).get("observedGeneration")
+        if isinstance(observed, int):
+            if observed < self.observed_gen.get(key, 0):
+                self._violation(f"{key}: status.observedGeneration went back to {observed}")
+            self.observed_gen[key] = max(observed, self.observed_gen.get(key, 0))
+            if observed > int(meta.get("generation") or 0):
+                self._violation(f"{key}: observedGeneration {observed} ahead of the spec")
+            if observed == meta.get("generation"):
+                self._check_desired(key, obj)
+
+    def _check_desired(self, key: str, obj: Obj) -> None:
+        """A status of the current generation counts the pods that generation asks for."""
+        status = obj.get("status") or {}
+        if any(
+            c.get("type") == "InvalidSpec" and c.get("status") == "True"
+            for c in status.get("conditions") or []
+        ):
+            return
+        spec = obj.get("spec") or {}
+        try:
+            want = sum(
+                desired_slices(g) * int(g.get("numOfHosts") or 1)
+                for g in spec.get("workerGroupSpecs") or []
+            )
+        except (TypeError, ValueError, AttributeError):
+            return
+        if spec.get("suspend") is True:
+            want = 0
+        got = status.get("desiredWorkerReplicas")
+        if got is not None and got != want:
+            self._violation(f"{key}: status.desiredWorkerReplicas {got}, the spec wants {want}")
+
+    def spec_violations(self) -> list[str]:
+        """Every spec seen must be one the test wrote, at the generation it got."""
+        out = []
+        for key, generation, spec in self.seen_specs:
+            wrote = self.written.get((key, generation))
+            if wrote is None:
+                out.append(f"{key}: generation {generation} was not written by the test")
+            elif wrote != spec:
+                out.append(f"{key}: spec at generation {generation} differs from the test's")
+        return out
+
+
+def _canon(value: object) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+@dataclass
+class RunningOperator:
+    manager: Manager
+    client: KubeClient
+    task: asyncio.Task[None]
+
+    async def crash(self) -> None:
+        """Cancel at once: in-flight writes are abandoned, nothing is drained or released."""
+        self.task.cancel()
+        await asyncio.gather(self.task, return_exceptions=True)
+        await self.client.close()
+
+    async def stop(self) -> None:
+        self.manager.stop()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait_for(self.task, 15)
+        await self.client.close()
+
+
+@dataclass
+class World:
+    cluster: DevCluster
+    kube: KubeClient
+    checker: Checker
+    operators: list[RunningOperator] = field(default_factory=list)
+
+    def client(self) -> KubeClient:
+        return KubeClient.from_kubeconfig(self.cluster.kubeconfig_dict())
+
+    async def start_operator(self, *, wait: bool = True, **overrides: Any) -> RunningOperator:
+        client = self.client()
+        manager = Manager(client, fast_options(**overrides))
+        op = RunningOperator(manager, client, asyncio.create_task(manager.run()))
+        self.operators.append(op)
+        if wait:
+            await eventually(lambda: _assert(manager.synced()), within=20)
+        return op
+
+    async def create(self, obj: Obj) -> Obj:
+        created = await self.cluster.apply(obj)
+        self.checker.note_write(created)
+        return created
+
+    async def set_group(
+        self, name: str, group_name: str, ns: str = "default", **changes: Any
+    ) -> Obj:
+        """Change one worker group the way the autoscaler does: a JSON merge of the whole list
+        (retried on 409, the test's own optimistic concurrency)."""
+        while True:
+            current = await self.kube.get(RAYCLUSTERS, ns, name)
+            groups = current["spec"]["workerGroupSpecs"]
+            for group in groups:
+                if group["groupName"] == group_name:
+                    group.update(changes)
+            current["spec"]["workerGroupSpecs"] = groups
+            try:
+                updated = await self.kube.replace(RAYCLUSTERS, current)
+            except KubeError as exc:
+                if exc.code in (409, 429, 500):
+                    await asyncio.sleep(0.05)
+                    continue
+                raise
+            self.checker.note_write(updated)
+            return updated
+
+    async def pods(self, cluster: str, ns: str = "default") -> list[Obj]:
+        return (await self.kube.list(PODS, ns, label_selector=f"{CLUSTER}={cluster}")).items
+
+    async def converged(self, name: str, ns: str = "default") -> None:
+        """Raises AssertionError until the cluster is exactly what its spec asks for."""
+        obj = await self.kube.get(RAYCLUSTERS, ns, name)
+        pods = await self.pods(name, ns)
+        terminating = [
+            (p["metadata"]["name"], p["spec"].get("nodeName"), (p.get("status") or {}).get("phase"))
+            for p in pods
+            if p["metadata"].get("deletionTimestamp")
+        ]
+        assert not terminating, f"terminating: {terminating}"
+        assert all(is_ready(p) for p in pods), "not ready"
+        total = 1
+        for group in obj["spec"].get("workerGroupSpecs") or []:
+            hosts = int(group.get("numOfHosts") or 1)
+            want = desired_slices(group)
+            total += want * hosts
+            mine = [
+                p
+                for p in pods
+                if labels(p).get(GROUP) == group["groupName"]
+                and labels(p).get("ray.io/node-type") == "worker"
+            ]
+            by_index: dict[int, list[Obj]] = {}
+            for pod in mine:
+                by_index.setdefault(int(labels(pod)[INDEX]), []).append(pod)
+            assert len(by_index) == want, (group["groupName"], sorted(by_index), want)
+            for index, members in by_index.items():
+                if hosts > 1:
+                    hosts_seen = sorted(int(labels(p)[HOST]) for p in members)
+                    assert hosts_seen == list(range(hosts)), (index, hosts_seen)
+                    assert len({labels(p)[NAME] for p in members}) == 1
+                else:
+                    assert len(members) == 1
+        assert len(pods) == total, (len(pods), total)
+        status = obj.get("status") or {}
+        assert status.get("observedGeneration") == obj["metadata"]["generation"]
+        assert status.get("state") == "ready", status.get("state")
+        assert status.get("readyWorkerReplicas") == total - 1
+        assert status.get("desiredWorkerReplicas") == total - 1
+
+    async def orphans(self) -> list[str]:
+        """Pods labelled for a RayCluster that no existing RayCluster controls."""
+        uids = {c["metadata"]["uid"] for c in (await self.kube.list(RAYCLUSTERS)).items}
+        out = []
+        for pod in (await self.kube.list(PODS, None, label_selector=CLUSTER)).items:
+            refs = pod["metadata"].get("ownerReferences") or []
+            if not any(r.get("uid") in uids for r in refs):
+                out.append(pod["metadata"]["name"])
+        return out
+
+
+def _assert(cond: bool) -> None:
+    assert cond
+
+
+@contextlib.asynccontextmanager
+async def world(nodes: list[str], **cluster_args: Any) -> Any:
+    dev = DevCluster(nodes=nodes, kubelet_delay=0.05, **cluster_args)
+    await dev.start()
+    await dev.apply(crd_manifest())
+    kube = KubeClient.from_kubeconfig(dev.kubeconfig_dict())
+    checker = Checker(kube)
+    w = World(dev, kube, checker)
+    checker.start()
+    try:
+        yield w
+    finally:
+        await checker.stop()
+        for op in w.operators:
+            if not op.task.done():
+                await op.crash()
+        await kube.close()
+        await _stop(dev)
+
+
+async def _stop(dev: DevCluster) -> None:
+    """Stop the dev cluster; its GC loop can swallow one cancellation (Python 3.11's
+    ``asyncio.wait_for`` race), so it is cancelled again while the stop is pending."""
+    stopping = asyncio.ensure_future(dev.stop())
+    done, _ = await asyncio.wait({stopping}, timeout=5)
+    while not done:
+        for task in asyncio.all_tasks():
+            if task.get_name() == "devcluster gc":
+                task.cancel()
+        done, _ = await asyncio.wait({stopping}, timeout=1)
+    stopping.result()
+
+
+def raycluster(name: str, groups: list[Obj], ns: str = "default") -> Obj:
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "rayVersion": "2.60.0",
+            "headGroupSpec": {
+                "rayStartParams": {},
+                "template": {"spec": {"containers": [_container("ray-head")]}},
+            },
+            "workerGroupSpecs": groups,
+        },
+    }
+
+
+def _container(name: str, **resources: str) -> Obj:
+    req = {"cpu": "10m", "memory": "16Mi", **resources}
+    return {
+        "name": name,
+        "image": "rayproject/ray:2.60.0",
+        "resources": {"requests": req, "limits": req},
+    }
+
+
+def cpu_group(name: str, replicas: int, hosts: int = 1) -> Obj:
+    return {
+        "groupName": name,
+        "replicas": replicas,
+        "numOfHosts": hosts,
+        "rayStartParams": {},
+        "template": {"spec": {"containers": [_container("ray-worker")]}},
+    }
+
+
+def tpu_group(name: str, replicas: int) -> Obj:
+    return {
+        "groupName": name,
+        "replicas": replicas,
+        "minReplicas": 0,
+        "maxReplicas": 4,
+        "numOfHosts": 4,
+        "rayStartParams": {},
+        "template": {
+            "spec": {
+                "nodeSelector": {
+                    "cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
+                    "cloud.google.com/gke-tpu-topology": "4x4",
+                },
+                "containers": [_container("ray-worker", **{"google.com/tpu": "4"})],
+                # As autoscaler v2 sets it: a host whose Ray exits is failed, not restarted.
+                "restartPolicy": "Never",
+            }
+        },
+    }

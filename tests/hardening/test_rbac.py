@@ -1,0 +1,230 @@
+"""Least privilege, derived from what the operator really does.
+
+The operator runs a full scenario (the lifecycle with failures and workersToDelete, an
+autoscaling cluster in another namespace, an invalid cluster, leader election in its own
+namespace) through a client that records every request as (API group, resource, verb,
+namespace). The shipped RBAC in deploy/ must grant exactly those, plus what the autoscaler's
+Role grants (Kubernetes only lets a subject create a Role holding permissions it holds
+itself) and nothing else. Every write lands in the RayCluster's namespace or the Lease's.
+TLS is verified unless the insecure flag is given, and the bearer token never reaches a log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trustme
+import yaml
+from hardening_world import World, cpu_group, eventually, raycluster, world
+from scenario import NODES, lifecycle
+
+from raycluster_operator.api.models import load_cluster
+from raycluster_operator.builders import build_autoscaler_rbac
+from raycluster_operator.controller.manager import Manager
+from raycluster_operator.kube import Kind, KubeClient, KubeError
+
+DEPLOY = Path(__file__).parents[2] / "deploy"
+Triple = tuple[str, str, str]  # (API group, resource[/subresource], verb)
+_PATH = re.compile(
+    r"^/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+)/[^/]+)"
+    r"(?:/namespaces/(?P<ns>[^/]+))?/(?P<resource>[^/]+)(?:/(?P<name>[^/]+)(?:/(?P<sub>[^/]+))?)?$"
+)
+
+
+class RecordingClient(KubeClient):
+    """The operator's client, noting every request it sends."""
+
+    requests: list[tuple[str, str, str, str | None]]
+
+    def note(self, verb: str, path: str) -> None:
+        match = _PATH.match(path)
+        assert match, path
+        resource = match["resource"]
+        if match["sub"]:
+            resource += "/" + match["sub"]
+        self.requests.append((match["group"] or "", resource, verb, match["ns"]))
+
+    async def _request(self, verb: str, method: str, path: str, **kwargs: Any) -> Any:
+        self.note(verb, path)
+        return await super()._request(verb, method, path, **kwargs)
+
+    async def watch(
+        self, kind: Kind, namespace: str | None = None, **kwargs: Any
+    ) -> AsyncIterator[tuple[str, Any]]:  # type: ignore[override]
+        self.note("watch", kind.collection_path(namespace))
+        async for item in super().watch(kind, namespace, **kwargs):
+            yield item
+
+
+def recording_client(w: World) -> RecordingClient:
+    client = RecordingClient.from_kubeconfig(w.cluster.kubeconfig_dict())
+    assert isinstance(client, RecordingClient)
+    client.requests = []
+    return client
+
+
+def triples(rules: list[dict[str, Any]]) -> set[Triple]:
+    return {
+        (group, resource, verb)
+        for rule in rules
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+def shipped_rbac() -> tuple[set[Triple], set[Triple]]:
+    """(cluster-wide grants, lease-namespace grants) of deploy/rbac.yaml."""
+    docs = list(yaml.safe_load_all((DEPLOY / "rbac.yaml").read_text()))
+    cluster_rules = [d for d in docs if d and d["kind"] == "ClusterRole"]
+    roles = [d for d in docs if d and d["kind"] == "Role"]
+    assert len(cluster_rules) == 1 and len(roles) == 1
+    return triples(cluster_rules[0]["rules"]), triples(roles[0]["rules"])
+
+
+def autoscaler_grants() -> set[Triple]:
+    obj = raycluster("probe", [cpu_group("w", 1)])
+    obj["spec"]["enableInTreeAutoscaling"] = True
+    obj["metadata"]["uid"] = "0"
+    rbac = build_autoscaler_rbac(load_cluster(obj))
+    return triples([r for o in rbac if o["kind"] == "Role" for r in o["rules"]])
+
+
+@pytest.fixture
+def debug_logs() -> Any:
+    """Every log record of every logger at DEBUG while the test runs."""
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    root = logging.getLogger()
+    handler, level = Keep(logging.DEBUG), root.level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    try:
+        yield records
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+
+
+async def test_the_shipped_rbac_grants_exactly_what_a_full_run_uses(debug_logs: Any) -> None:
+    async with world(NODES) as w:
+        client = recording_client(w)
+        from hardening_world import fast_options
+
+        options = fast_options(
+            leader_elect=True, lease_namespace="ops", lease_name="rco", identity="rbac"
+        )
+        await w.cluster.apply(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ops"}}
+        )
+        manager = Manager(client, options)
+        task = asyncio.create_task(manager.run())
+        try:
+            await eventually(lambda: _assert(manager.is_leader), within=20)
+            scaled = raycluster("autoscaled", [cpu_group("w", 1)], ns="team-a")
+            scaled["spec"]["enableInTreeAutoscaling"] = True
+            await w.create(scaled)
+            broken = raycluster("broken", [cpu_group("w", 1)], ns="team-a")
+            broken["spec"]["workerGroupSpecs"][0]["numOfHosts"] = 0
+            await w.create(broken)
+            await lifecycle(w, "rbac")
+            await eventually(lambda: w.converged("autoscaled", "team-a"))
+            token = w.cluster.token
+        finally:
+            manager.stop()
+            await asyncio.wait_for(task, 15)
+            await client.close()
+
+    used = {(g, r, v) for g, r, v, _ in client.requests}
+    cluster_grants, lease_grants = shipped_rbac()
+    lease_used = {(g, r, v) for g, r, v, ns in client.requests if r == "leases"}
+    assert {ns for _, r, _, ns in client.requests if r == "leases"} == {"ops"}
+    assert lease_used == lease_grants, "the lease Role grants exactly what leader election uses"
+    used_elsewhere = used - lease_used
+    # No less: everything used is granted.
+    assert used_elsewhere <= cluster_grants, sorted(used_elsewhere - cluster_grants)
+    # No more: every grant is used, or held only so the autoscaler's Role can be created.
+    unused = cluster_grants - used_elsewhere
+    assert unused <= autoscaler_grants(), sorted(unused - autoscaler_grants())
+    print(f"\nused: {sorted(used)}\nheld only for the autoscaler Role: {sorted(unused)}")
+
+    # Writes land only in a RayCluster's namespace or the Lease's.
+    writes = {
+        (r, ns) for _, r, v, ns in client.requests if v in ("create", "update", "patch", "delete")
+    }
+    assert {ns for _, ns in writes} <= {"default", "team-a", "ops"}
+    assert {ns for r, ns in writes if r != "leases"} == {"default", "team-a"}
+    # The RayCluster itself is only ever written through status.
+    assert not [w_ for w_ in writes if w_[0] == "rayclusters"]
+
+    # No secret in any log line, at debug level, of any library.
+    assert len(debug_logs) > 100
+    for record in debug_logs:
+        text = record.getMessage()
+        assert token not in text, record.name
+        assert token not in repr(record.args), record.name
+
+
+def _assert(cond: bool) -> None:
+    assert cond
+
+
+async def test_tls_is_verified_unless_the_insecure_flag_is_given() -> None:
+    async with world(["cpu:1"]) as w:
+        config = w.cluster.kubeconfig_dict()
+        wrong_ca = trustme.CA().cert_pem.bytes()
+        config["clusters"][0]["cluster"]["certificate-authority-data"] = base64.b64encode(
+            wrong_ca
+        ).decode()
+        strict = KubeClient.from_kubeconfig(config)
+        with pytest.raises(KubeError, match=r"(?i)certificate|ssl"):
+            await strict.list(Kind("", "v1", "Namespace", "namespaces", namespaced=False))
+        await strict.close()
+
+        insecure = KubeClient.from_kubeconfig(config, insecure=True)
+        listing = await insecure.list(Kind("", "v1", "Namespace", "namespaces", namespaced=False))
+        assert "default" in {n["metadata"]["name"] for n in listing.items}
+        await insecure.close()
+
+
+async def test_the_run_command_refuses_a_server_it_cannot_verify(tmp_path: Path) -> None:
+    """The CLI end to end: a kubeconfig with the wrong CA never gets a synced cache."""
+    async with world(["cpu:1"]) as w:
+        config = w.cluster.kubeconfig_dict()
+        config["clusters"][0]["cluster"]["certificate-authority-data"] = base64.b64encode(
+            trustme.CA().cert_pem.bytes()
+        ).decode()
+        path = tmp_path / "kubeconfig"
+        path.write_text(yaml.safe_dump(config))
+        process = await asyncio.create_subprocess_exec(
+            str(Path(__file__).parents[2] / ".venv" / "bin" / "raycluster-operator"),
+            "run",
+            f"--kubeconfig={path}",
+            "--no-leader-elect",
+            "--metrics-addr=",
+            "--health-addr=",
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            await asyncio.sleep(3)
+        finally:
+            process.terminate()
+            _, err = await asyncio.wait_for(process.communicate(), 15)
+        text = err.decode()
+        assert "caches synced" not in text
+        assert re.search(r"(?i)certificate verify failed|CERTIFICATE_VERIFY_FAILED", text), text[
+            -2000:
+        ]
+        assert w.cluster.token not in text
