@@ -94,17 +94,36 @@ def write_in_place(path: Path, content: str | bytes) -> bool:
     return True
 
 
+def _host_dirs_under_tmp() -> list[Path]:
+    """Top-level /tmp entries that hold what pods run with (this Python, its virtualenv, the
+    working directory): a checkout under /tmp must stay visible through the pod's private
+    /tmp, or no container command could start."""
+    tmp = Path("/tmp")
+    found: set[Path] = set()
+    for raw in (sys.prefix, sys.base_prefix, os.path.dirname(sys.executable), os.getcwd()):
+        path = Path(raw).resolve()
+        if path != tmp and tmp in path.parents:
+            found.add(tmp / path.relative_to(tmp).parts[0])
+    return sorted(found)
+
+
 def _setup_script(files: SandboxFiles, hostname: str) -> str:
-    # Runs as PID 1 of the new namespaces before exec'ing podinit, which stays PID 1.
+    # Runs as PID 1 of the new namespaces before exec'ing podinit, which stays PID 1. Mounts
+    # made here stay in the pod's private mount namespace.
     binds = [
         (files.hosts, "/etc/hosts"),
         (files.hostname, "/etc/hostname"),
         (files.service_account, SERVICE_ACCOUNT_DIR),
-        (files.tmp, "/tmp"),
     ]
     lines = ["set -e", f"hostname {shlex.quote(hostname)}"]
     lines.append(f"mkdir -p {shlex.quote(SERVICE_ACCOUNT_DIR)}")
     lines += [f"mount --bind {shlex.quote(str(src))} {shlex.quote(dst)}" for src, dst in binds]
+    for host_dir in _host_dirs_under_tmp():
+        inside = shlex.quote(str(files.tmp / host_dir.name))
+        lines.append(f"mkdir -p {inside}")
+        lines.append(f"mount --bind {shlex.quote(str(host_dir))} {inside}")
+    # Recursive, so the host directories bound into the private /tmp come along.
+    lines.append(f"mount --rbind {shlex.quote(str(files.tmp))} /tmp")
     lines.append('exec "$@"')
     return "\n".join(lines)
 
