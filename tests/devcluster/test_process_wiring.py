@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -65,3 +66,16 @@ def test_unavailability_is_explained(monkeypatch: pytest.MonkeyPatch) -> None:
         sandbox.process_runtime_available.cache_clear()
     assert not ok
     assert "root" in why
+
+
+def test_a_checkout_under_tmp_stays_visible_through_the_private_tmp(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(sandbox.sys, "prefix", "/tmp/clone-x/.venv")
+    monkeypatch.setattr(sandbox.sys, "base_prefix", "/usr")
+    monkeypatch.setattr(sandbox.sys, "executable", "/tmp/clone-x/.venv/bin/python")
+    monkeypatch.chdir("/")
+    assert sandbox._host_dirs_under_tmp() == [Path("/tmp/clone-x")]
+    script = sandbox._setup_script(sandbox.SandboxFiles(tmp_path), "h")
+    assert f"mount --bind /tmp/clone-x {tmp_path / 'tmp' / 'clone-x'}" in script
+    assert script.index("clone-x") < script.index(f"mount --rbind {tmp_path / 'tmp'} /tmp")
