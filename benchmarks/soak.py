@@ -26,6 +26,8 @@ from pathlib import Path
 
 from raycluster_operator.kube import RAYCLUSTERS
 
+# The hardening harness and the test helpers it shares (waiting, pod_facts).
+sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "hardening"))
 
 from hardening_world import (

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import waiting
 from raycluster_operator.devcluster import DevCluster
 
 
@@ -72,16 +73,4 @@ def eventually() -> Eventually:
     """`await eventually(check)`: retry an async assertion until it passes. The timeout only
     turns a hang into a failure; it is not a performance limit."""
 
-    async def wait(check: Callable[[], Awaitable[None]], within: float = 20.0) -> None:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + within
-        while True:
-            try:
-                await check()
-                return
-            except AssertionError:
-                if loop.time() > deadline:
-                    raise
-            await asyncio.sleep(0.05)
-
-    return wait
+    return waiting.eventually

@@ -13,11 +13,13 @@ import contextlib
 import json
 import os
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import waiting
+from pod_facts import labels as labels_of
 from raycluster_operator.api.crd import crd_manifest
 from raycluster_operator.controller.manager import Manager, ManagerOptions
 from raycluster_operator.devcluster import DevCluster
@@ -98,33 +100,9 @@ def raycluster(
     }
 
 
-def labels_of(pod: Obj) -> dict[str, str]:
-    return dict(pod["metadata"].get("labels") or {})
-
-
-def is_ready(pod: Obj) -> bool:
-    status = pod.get("status") or {}
-    return status.get("phase") == "Running" and any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in status.get("conditions") or []
-    )
-
-
 async def eventually(check: Callable[[], Any], within: float) -> Any:
-    """Retry `check` (sync or async; AssertionError means "not yet") and return its value;
-    the timeout only turns a hang into a failure."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while True:
-        try:
-            result = check()
-            if isinstance(result, Awaitable):
-                result = await result
-            return result
-        except AssertionError:
-            if loop.time() > deadline:
-                raise
-        await asyncio.sleep(0.25)
+    """Real Ray is slow to change: poll it gently."""
+    return await waiting.eventually(check, within, interval=0.25)
 
 
 @dataclass

@@ -16,15 +16,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pod_facts import is_ready, labels
 from raycluster_operator.api.crd import crd_manifest
 from raycluster_operator.controller.leader import LeaseTiming
 from raycluster_operator.controller.manager import Manager, ManagerOptions
 from raycluster_operator.devcluster import DevCluster
 from raycluster_operator.kube import PODS, RAYCLUSTERS, Gone, KubeClient, KubeError
+from waiting import eventually
 
 Obj = dict[str, Any]
 INDEX = "ray.io/worker-group-replica-index"
@@ -50,35 +51,6 @@ def fast_options(**overrides: Any) -> ManagerOptions:
     )
     base.update(overrides)
     return ManagerOptions(**base)
-
-
-async def eventually(check: Callable[[], Any], within: float = 30.0) -> None:
-    """Retry ``check`` until it stops raising AssertionError; the timeout turns a hang into a
-    failure, it is not a performance limit."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while True:
-        try:
-            result = check()
-            if isinstance(result, Awaitable):
-                await result
-            return
-        except AssertionError:
-            if loop.time() > deadline:
-                raise
-        await asyncio.sleep(0.05)
-
-
-def labels(pod: Obj) -> dict[str, str]:
-    return dict(pod["metadata"].get("labels") or {})
-
-
-def is_ready(pod: Obj) -> bool:
-    status = pod.get("status") or {}
-    return status.get("phase") == "Running" and any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in status.get("conditions") or []
-    )
 
 
 def desired_slices(group: Obj) -> int:

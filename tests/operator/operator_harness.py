@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pod_facts import labels as labels_of
 from raycluster_operator.controller.leader import LeaseTiming
 from raycluster_operator.controller.manager import Manager, ManagerOptions
 from raycluster_operator.kube import PODS, RAYCLUSTERS, KubeClient
+from waiting import eventually
 
 Obj = dict[str, Any]
 FAST_LEASE = LeaseTiming(lease_duration=1.0, renew_deadline=0.6, retry_period=0.1)
@@ -113,27 +114,6 @@ async def stop_dev_cluster(cluster: Any) -> None:
 
 def _check(cond: bool) -> None:
     assert cond
-
-
-async def eventually(check: Callable[[], Any], within: float = 20.0) -> None:
-    """Retry ``check`` (sync or async, raising AssertionError) until it passes; the timeout
-    only turns a hang into a failure."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while True:
-        try:
-            result = check()
-            if isinstance(result, Awaitable):
-                await result
-            return
-        except AssertionError:
-            if loop.time() > deadline:
-                raise
-        await asyncio.sleep(0.05)
-
-
-def labels_of(pod: Obj) -> dict[str, str]:
-    return dict(pod["metadata"].get("labels") or {})
 
 
 def slices(pods: list[Obj]) -> dict[int, list[int]]:
