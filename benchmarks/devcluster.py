@@ -23,10 +23,10 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-from raycluster_operator.devcluster.client import ApiClient, WatchEvent, resource_path
-from raycluster_operator.devcluster.cluster import DevCluster
-from raycluster_operator.devcluster.informer import Informer
-from raycluster_operator.devcluster.server import ApiServer
+from devkube.client import ApiClient, WatchEvent, resource_path
+from devkube.cluster import DevCluster
+from devkube.informer import Informer
+from devkube.server import ApiServer
 
 CREATES_PER_S_BUDGET = 500.0
 LIST_10K_BUDGET_S = 1.0

@@ -27,11 +27,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from devkube import DevCluster
+from devkube.process import process_runtime_available
+from devkube.process.runtime import ProcessRuntime
 from raycluster_operator.api.crd import crd_manifest
 from raycluster_operator.controller.manager import Manager, ManagerOptions
-from raycluster_operator.devcluster import DevCluster
-from raycluster_operator.devcluster.process import process_runtime_available
-from raycluster_operator.devcluster.process.runtime import ProcessRuntime
 from raycluster_operator.kube import PODS, KubeClient
 
 T = TypeVar("T")

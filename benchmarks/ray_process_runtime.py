@@ -21,10 +21,10 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from raycluster_operator.devcluster.cluster import DevCluster
-from raycluster_operator.devcluster.process import process_runtime_available
-from raycluster_operator.devcluster.process.pod import ProcessPod
-from raycluster_operator.devcluster.process.runtime import ProcessRuntime
+from devkube.cluster import DevCluster
+from devkube.process import process_runtime_available
+from devkube.process.pod import ProcessPod
+from devkube.process.runtime import ProcessRuntime
 
 T = TypeVar("T")
 PODS = "/api/v1/namespaces/default/pods"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import waiting
-from raycluster_operator.devcluster import DevCluster
+from devkube import DevCluster
 
 
 def kubectl_binary() -> str:

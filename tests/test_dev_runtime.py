@@ -9,16 +9,16 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from devkube.process import sandbox
 from raycluster_operator.cli import main
 from raycluster_operator.cli.dev import pod_table, ray_state, resolve_runtime
-from raycluster_operator.devcluster.process import sandbox
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "tpu-v5p-2x2x2-local.yaml"
 
 
 def _availability(monkeypatch: pytest.MonkeyPatch, ok: bool, why: str) -> None:
     monkeypatch.setattr(sandbox, "process_runtime_available", lambda: (ok, why))
-    import raycluster_operator.devcluster.process as process
+    import devkube.process as process
 
     monkeypatch.setattr(process, "process_runtime_available", lambda: (ok, why))
 

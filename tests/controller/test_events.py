@@ -6,8 +6,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from devkube.server import ApiServer
 from raycluster_operator.controller.events import EventRecorder
-from raycluster_operator.devcluster.server import ApiServer
 from raycluster_operator.kube import EVENTS, KubeClient
 
 CLUSTER = {

@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
+from devkube.server import ApiServer
 from raycluster_operator.controller.leader import LeaderElector, LeaseTiming
-from raycluster_operator.devcluster.server import ApiServer
 from raycluster_operator.kube import KubeClient
 
 FAST = LeaseTiming(lease_duration=1.0, renew_deadline=0.6, retry_period=0.1)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from raycluster_operator.devcluster import DevCluster
+from devkube import DevCluster
 
 CRD = {
     "apiVersion": "apiextensions.k8s.io/v1",

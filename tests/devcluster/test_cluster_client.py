@@ -6,8 +6,8 @@ import asyncio
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from raycluster_operator.devcluster import DevCluster
-from raycluster_operator.devcluster.client import ApiClient, ApiError, WatchEvent
+from devkube import DevCluster
+from devkube.client import ApiClient, ApiError, WatchEvent
 
 CM = "/api/v1/namespaces/default/configmaps"
 

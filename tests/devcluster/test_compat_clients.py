@@ -19,8 +19,8 @@ from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.core_v1 import ConfigMap, Pod
 from lightkube.types import OnErrorAction, OnErrorResult, PatchType
 
-from raycluster_operator.devcluster.server import ApiServer
-from raycluster_operator.devcluster.server.testing import ThreadedServer, write_ca
+from devkube.server import ApiServer
+from devkube.server.testing import ThreadedServer, write_ca
 
 # ---------------------------------------------------------------- the official client (sync)
 

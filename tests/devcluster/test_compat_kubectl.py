@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from raycluster_operator.devcluster.server import ApiServer, LogRequest
-from raycluster_operator.devcluster.server.testing import write_kubeconfig
+from devkube.server import ApiServer, LogRequest
+from devkube.server.testing import write_kubeconfig
 
 CRD = """
 apiVersion: apiextensions.k8s.io/v1

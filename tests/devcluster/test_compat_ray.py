@@ -19,8 +19,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from raycluster_operator.devcluster.server import ApiServer
-from raycluster_operator.devcluster.server.testing import client_ssl_context, write_ca
+from devkube.server import ApiServer
+from devkube.server.testing import client_ssl_context, write_ca
 
 pytest.importorskip("ray.autoscaler._private.kuberay.node_provider")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from raycluster_operator.devcluster import DevCluster
+from devkube import DevCluster
 
 CM = "/api/v1/namespaces/default/configmaps"
 PODS = "/api/v1/namespaces/default/pods"

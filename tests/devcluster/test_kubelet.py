@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from raycluster_operator.devcluster import DevCluster
+from devkube import DevCluster
 
 PODS = "/api/v1/namespaces/default/pods"
 

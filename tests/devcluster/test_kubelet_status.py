@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from raycluster_operator.devcluster.podstatus import (
+from devkube.podstatus import (
     ContainerRecord,
     PodRecord,
     pod_phase,

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from raycluster_operator.devcluster.nodes import (
+from devkube.nodes import (
     CLIQUE_LABEL,
     NODEPOOL_LABEL,
     NodeSpecError,

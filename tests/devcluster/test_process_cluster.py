@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from raycluster_operator.devcluster import DevCluster
-from raycluster_operator.devcluster.process import process_runtime_available
+from devkube import DevCluster
+from devkube.process import process_runtime_available
 
 AVAILABLE, WHY = process_runtime_available()
 pytestmark = pytest.mark.skipif(not AVAILABLE, reason=WHY)

@@ -6,12 +6,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from raycluster_operator.devcluster.process.downward import (
+from devkube.process.downward import (
     DownwardContext,
     field_ref_value,
     resource_field_value,
 )
-from raycluster_operator.devcluster.process.envvars import container_env, expand, expand_all
+from devkube.process.envvars import container_env, expand, expand_all
 
 POD: dict[str, Any] = {
     "metadata": {

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from raycluster_operator.devcluster.process.hosts import PodRecord, hosts_file, pod_record
+from devkube.process.hosts import PodRecord, hosts_file, pod_record
 
 
 def svc(

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from raycluster_operator.devcluster.process.probespec import (
+from devkube.process.probespec import (
     ProbeSpec,
     ProbeState,
     parse_probe,

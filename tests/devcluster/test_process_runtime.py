@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from raycluster_operator.devcluster.process import process_runtime_available
-from raycluster_operator.devcluster.process.container import Backoff
-from raycluster_operator.devcluster.process.pod import PodSettings
-from raycluster_operator.devcluster.process.runtime import ProcessRuntime
+from devkube.process import process_runtime_available
+from devkube.process.container import Backoff
+from devkube.process.pod import PodSettings
+from devkube.process.runtime import ProcessRuntime
 
 AVAILABLE, WHY = process_runtime_available()
 pytestmark = pytest.mark.skipif(not AVAILABLE, reason=WHY)
@@ -279,7 +279,7 @@ async def test_pods_start_when_the_runtime_lives_under_tmp(
     runtime: ProcessRuntime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A pod's private /tmp hides the host's /tmp: nothing PID 1 needs may live there."""
-    from raycluster_operator.devcluster.process import sandbox
+    from devkube.process import sandbox
 
     hidden = tmp_path / "checkout" / "podinit.py"
     hidden.parent.mkdir()
@@ -312,7 +312,7 @@ async def test_pods_die_with_the_runtime_process(tmp_path: Path) -> None:
     script = (
         "import asyncio, os, sys\n"
         "from pathlib import Path\n"
-        "from raycluster_operator.devcluster.process.sandbox import PodSandbox, SandboxFiles\n"
+        "from devkube.process.sandbox import PodSandbox, SandboxFiles\n"
         "async def main():\n"
         "    sb = PodSandbox(SandboxFiles(Path(sys.argv[1])), 'orphan')\n"
         "    await sb.start()\n"

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from raycluster_operator.devcluster.nodes import build_nodes, parse_spec
-from raycluster_operator.devcluster.process import sandbox
-from raycluster_operator.devcluster.process.probespec import ProbeSpec
-from raycluster_operator.devcluster.process.probing import probe_once
-from raycluster_operator.devcluster.process.runtime import loopback_nodes, service_env
+from devkube.nodes import build_nodes, parse_spec
+from devkube.process import sandbox
+from devkube.process.probespec import ProbeSpec
+from devkube.process.probing import probe_once
+from devkube.process.runtime import loopback_nodes, service_env
 
 
 def test_nodes_get_distinct_loopback_pod_ranges_and_keep_everything_else() -> None:

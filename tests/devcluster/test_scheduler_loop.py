@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from raycluster_operator.devcluster import DevCluster
+from devkube import DevCluster
 
 PODS = "/api/v1/namespaces/default/pods"
 POOL = "cloud.google.com/gke-nodepool"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from raycluster_operator.devcluster.nodes import NODEPOOL_LABEL, build_nodes, parse_spec
-from raycluster_operator.devcluster.placement import Snapshot, place, pod_requests
+from devkube.nodes import NODEPOOL_LABEL, build_nodes, parse_spec
+from devkube.placement import Snapshot, place, pod_requests
 
 NODES = build_nodes(parse_spec(["tpu:v6e:4x4:2", "cpu:2"]))
 

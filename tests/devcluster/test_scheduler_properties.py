@@ -8,9 +8,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from raycluster_operator.devcluster.nodes import NODEPOOL_LABEL, build_nodes, parse_spec
-from raycluster_operator.devcluster.placement import Snapshot, pod_requests
-from raycluster_operator.devcluster.quantity import parse_quantity
+from devkube.nodes import NODEPOOL_LABEL, build_nodes, parse_spec
+from devkube.placement import Snapshot, pod_requests
+from kubefacts.quantities import parse_quantity
 
 NODES = build_nodes(parse_spec(["tpu:v6e:4x4:2", "gpu:gb200:4", "cpu:2"]))
 POOLS = sorted({n["metadata"]["labels"][NODEPOOL_LABEL] for n in NODES})

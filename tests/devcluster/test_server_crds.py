@@ -9,8 +9,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from raycluster_operator.devcluster.server import ApiServer
-from raycluster_operator.devcluster.server.testing import client_ssl_context
+from devkube.server import ApiServer
+from devkube.server.testing import client_ssl_context
 
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 WIDGETS = "/apis/example.com/v1/namespaces/default/widgets"

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from raycluster_operator.devcluster.server import ApiServer
-from raycluster_operator.devcluster.server.errors import ApiError
-from raycluster_operator.devcluster.server.events import field_alias
-from raycluster_operator.devcluster.server.selectors import Selection, parse_field_selector
+from devkube.server import ApiServer
+from devkube.server.errors import ApiError
+from devkube.server.events import field_alias
+from devkube.server.selectors import Selection, parse_field_selector
 
 
 def rt(server: ApiServer, group: str, plural: str) -> Any:

@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 
-from raycluster_operator.devcluster.server import ApiServer, Faults
-from raycluster_operator.devcluster.server.testing import client_ssl_context
+from devkube.server import ApiServer, Faults
+from devkube.server.testing import client_ssl_context
 
 CMS = "/api/v1/namespaces/default/configmaps"
 

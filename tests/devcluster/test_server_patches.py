@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from raycluster_operator.devcluster.server.errors import ApiError
-from raycluster_operator.devcluster.server.patches import json_patch, merge_patch, strategic_merge
+from devkube.server.errors import ApiError
+from devkube.server.patches import json_patch, merge_patch, strategic_merge
 
 
 def test_merge_patch_follows_rfc7386() -> None:

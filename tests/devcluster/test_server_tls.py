@@ -7,8 +7,8 @@ import ssl
 import aiohttp
 import pytest
 
-from raycluster_operator.devcluster.server import ApiServer
-from raycluster_operator.devcluster.server.testing import client_ssl_context
+from devkube.server import ApiServer
+from devkube.server.testing import client_ssl_context
 
 
 async def test_certificate_covers_extra_sans_and_nothing_else() -> None:

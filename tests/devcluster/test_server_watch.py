@@ -11,10 +11,10 @@ from typing import Any
 import aiohttp
 import pytest
 
-from raycluster_operator.devcluster.server import ApiServer
-from raycluster_operator.devcluster.server.selectors import Selection
-from raycluster_operator.devcluster.server.store import Watcher
-from raycluster_operator.devcluster.server.testing import client_ssl_context
+from devkube.server import ApiServer
+from devkube.server.selectors import Selection
+from devkube.server.store import Watcher
+from devkube.server.testing import client_ssl_context
 
 CMS = "/api/v1/namespaces/default/configmaps"
 

@@ -6,7 +6,7 @@ import importlib.util
 
 import pytest
 
-from raycluster_operator.devcluster.process import process_runtime_available
+from devkube.process import process_runtime_available
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import waiting
+from devkube import DevCluster
+from devkube.process.pod import ProcessPod
+from devkube.process.runtime import ProcessRuntime
 from pod_facts import labels as labels_of
 from raycluster_operator.api.crd import crd_manifest
 from raycluster_operator.controller.manager import Manager, ManagerOptions
-from raycluster_operator.devcluster import DevCluster
-from raycluster_operator.devcluster.process.pod import ProcessPod
-from raycluster_operator.devcluster.process.runtime import ProcessRuntime
 from raycluster_operator.kube import PODS, KubeClient
 
 Obj = dict[str, Any]

@@ -19,11 +19,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from devkube import DevCluster
 from pod_facts import is_ready, labels
 from raycluster_operator.api.crd import crd_manifest
 from raycluster_operator.controller.leader import LeaseTiming
 from raycluster_operator.controller.manager import Manager, ManagerOptions
-from raycluster_operator.devcluster import DevCluster
 from raycluster_operator.kube import PODS, RAYCLUSTERS, Gone, KubeClient, KubeError
 from waiting import eventually
 

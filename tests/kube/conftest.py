@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from raycluster_operator.devcluster.server import ApiServer
+from devkube.server import ApiServer
 from raycluster_operator.kube import KubeClient
 
 #: Enough of a RayCluster CRD for the adapter's tests: any fields, a status subresource.

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from raycluster_operator.devcluster.server import ApiServer
+from devkube.server import ApiServer
 from raycluster_operator.kube import (
     LEASES,
     PODS,

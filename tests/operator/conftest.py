@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 import pytest
 from operator_harness import NODES, World, stop_dev_cluster
 
+from devkube import DevCluster
 from raycluster_operator.api.crd import crd_manifest
-from raycluster_operator.devcluster import DevCluster
 from raycluster_operator.kube import KubeClient
 
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import hashlib
 
+from kubefacts.names import SUFFIX_ALPHABET
+
 #: RFC 1123 / RFC 1035 label: hostnames, service names, label values.
 DNS_LABEL_MAX = 63
 #: KubeRay cuts `<cluster>-<group>` to this before adding `-worker-` to make generateName.
 GENERATE_NAME_PREFIX_MAX = 50
 _DIGEST_LEN = 5
-_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 
 def digest(text: str, length: int = _DIGEST_LEN) -> str:
@@ -24,8 +25,8 @@ def digest(text: str, length: int = _DIGEST_LEN) -> str:
     raw = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
     out = []
     for _ in range(length):
-        raw, rem = divmod(raw, len(_ALPHABET))
-        out.append(_ALPHABET[rem])
+        raw, rem = divmod(raw, len(SUFFIX_ALPHABET))
+        out.append(SUFFIX_ALPHABET[rem])
     return "".join(out)
 
 

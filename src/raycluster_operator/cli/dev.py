@@ -21,7 +21,7 @@ import click
 import yaml
 
 if TYPE_CHECKING:
-    from raycluster_operator.devcluster import DevCluster
+    from devkube import DevCluster
 
 log = logging.getLogger("raycluster_operator.dev")
 
@@ -37,7 +37,7 @@ TABLE_LABELS = (
 
 
 def _nodes_help() -> str:
-    from raycluster_operator.devcluster.nodes import SPEC_HELP
+    from devkube import SPEC_HELP
 
     return SPEC_HELP
 
@@ -93,7 +93,7 @@ def dev(
     RayCluster becomes a real Ray cluster. Stop it with Ctrl-C or SIGTERM. kubectl works
     against the written kubeconfig.
     """
-    from raycluster_operator.devcluster import RUNTIMES, NodeSpecError, parse_spec
+    from devkube import RUNTIMES, NodeSpecError, parse_spec
 
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
@@ -137,7 +137,7 @@ def resolve_runtime(requested: str) -> tuple[str, str]:
     pods as processes (Linux, root, unshare), else the simulated one."""
     if requested != AUTO:
         return requested, "as asked"
-    from raycluster_operator.devcluster.process import process_runtime_available
+    from devkube import process_runtime_available
 
     ok, why = process_runtime_available()
     if ok:
@@ -167,7 +167,7 @@ async def _serve(
     kubelet_delay: float,
     watch: bool,
 ) -> int:
-    from raycluster_operator.devcluster import DevCluster
+    from devkube import DevCluster
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

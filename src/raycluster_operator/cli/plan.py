@@ -17,12 +17,12 @@ from typing import Any, TextIO
 import click
 import yaml
 
+from kubefacts.names import random_suffix
+from kubefacts.timestamps import parse_time
 from raycluster_operator.api.problems import Problem
 from raycluster_operator.api.validation import parse_cluster
 from raycluster_operator.planning import ClusterPlan, plan_cluster
 from raycluster_operator.planning.spec_check import check_spec
-
-_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 
 @click.command(name="plan")
@@ -121,16 +121,15 @@ def _parse_now(text: str | None) -> datetime:
     if text is None:
         return datetime.now(UTC)
     try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        return parse_time(text)
     except ValueError as err:
         raise click.BadParameter(f"not an RFC 3339 time: {text!r}", param_hint="--now") from err
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _suffixes(seed: int) -> Callable[[], str]:
     """KubeRay's replica-name suffixes (5 of its 27 letters/digits), reproducible by seed."""
     rng = random.Random(seed)
-    return lambda: "".join(rng.choice(_ALPHABET) for _ in range(5))
+    return lambda: random_suffix(rng.choice)
 
 
 def _objects(stream: TextIO | None, kind: str, namespace: str) -> list[dict[str, Any]]:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from kubefacts.timestamps import micro_time
 from raycluster_operator.kube import Conflict, KubeClient, KubeError, NotFound
 
 log = logging.getLogger(__name__)
@@ -29,10 +30,6 @@ class LeaseTiming:
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0
-
-
-def _micro_time(now: datetime) -> str:
-    return now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class LeaderElector:
@@ -58,7 +55,7 @@ class LeaderElector:
         self.is_leader = False
 
     def _wall(self) -> str:
-        return _micro_time(datetime.now(UTC))
+        return micro_time(datetime.now(UTC))
 
     async def try_acquire_or_renew(self) -> bool:
         now = self._wall()

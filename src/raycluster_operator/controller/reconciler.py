@@ -18,12 +18,12 @@ cluster, pods and services. This module only executes a plan safely:
 from __future__ import annotations
 
 import logging
-import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from kubefacts.names import random_suffix
 from raycluster_operator.api.validation import parse_cluster
 from raycluster_operator.controller.events import EventRecorder
 from raycluster_operator.controller.expectations import Expectations
@@ -56,15 +56,13 @@ from raycluster_operator.planning.status import unreadable_status
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
-#: KubeRay's alphabet for replica-name suffixes (no vowels: no accidental words).
-SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 #: ``spec.managedBy`` values that mean "this operator" (KubeRay's own value included: we are
 #: a drop-in replacement for it).
 DEFAULT_CONTROLLER_NAMES = frozenset({"ray.io/kuberay-operator", "ray.io/raycluster-operator"})
 
 
 def new_suffix() -> str:
-    return "".join(secrets.choice(SUFFIX_ALPHABET) for _ in range(5))
+    return random_suffix()
 
 
 @dataclass(frozen=True)

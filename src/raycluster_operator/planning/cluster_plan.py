@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from kubefacts.timestamps import rfc3339
 from raycluster_operator import builders
 from raycluster_operator.api import labels
 from raycluster_operator.api.models import RayCluster, WorkerGroupSpec
@@ -42,7 +43,7 @@ from raycluster_operator.planning.services import (
     service_name,
 )
 from raycluster_operator.planning.spec_check import SpecCheck, check_spec
-from raycluster_operator.planning.status import INVALID_SPEC, Observed, build_status, timestamp
+from raycluster_operator.planning.status import INVALID_SPEC, Observed, build_status
 
 #: How long after its grace period a terminating pod counts as stuck (a lost node): a group
 #: with autoscaling off then stops waiting for the replica index that pod holds.
@@ -97,7 +98,7 @@ def plan_cluster(
         scale_down=not autoscaling or random_pod_delete,
         dense=not autoscaling,
         multi_host_indexing=multi_host_indexing,
-        stuck_before=timestamp(now - STUCK_AFTER),
+        stuck_before=rfc3339(now - STUCK_AFTER),
     )
 
     creates: list[PodCreate] = []

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
+from kubefacts.timestamps import rfc3339
 from raycluster_operator.api.models import RayCluster
 from raycluster_operator.api.names import head_service_name
 from raycluster_operator.api.problems import Problem
@@ -59,12 +60,6 @@ class Observed:
     pods_remaining: int = 0
     #: Group -> (delete reason, message, pods) of what this pass deletes there, if anything.
     deletions: Mapping[str, tuple[str, str, int]] = field(default_factory=dict)
-
-
-def timestamp(now: datetime) -> str:
-    if now.tzinfo is not None:
-        now = now.astimezone(UTC)
-    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def previous_status(cluster: RayCluster) -> dict[str, Any]:
@@ -120,7 +115,7 @@ def build_status(cluster: RayCluster, seen: Observed, *, now: datetime) -> dict[
 
     unchanged = {k: v for k, v in before.items() if k != "lastUpdateTime"} == status
     status["lastUpdateTime"] = (
-        before["lastUpdateTime"] if unchanged and "lastUpdateTime" in before else timestamp(now)
+        before["lastUpdateTime"] if unchanged and "lastUpdateTime" in before else rfc3339(now)
     )
     return status
 
@@ -146,7 +141,7 @@ def _group_entry(
             "reason": reason,
             "message": message,
             "pods": pods,
-            "time": timestamp(now),
+            "time": rfc3339(now),
         }
     else:
         for old in before.get("workerGroups") or ():
@@ -236,7 +231,7 @@ def _with_transition_times(
         since = (
             old["lastTransitionTime"]
             if old and old.get("status") == value and old.get("lastTransitionTime")
-            else timestamp(now)
+            else rfc3339(now)
         )
         condition: dict[str, Any] = {
             "type": kind,
@@ -267,7 +262,7 @@ def unreadable_status(
     since = (
         old["lastTransitionTime"]
         if old and old.get("status") == "True" and old.get("lastTransitionTime")
-        else timestamp(now)
+        else rfc3339(now)
     )
     condition: dict[str, Any] = {
         "type": INVALID_SPEC,

@@ -17,14 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from raycluster_operator.devcluster.process.probespec import (
+from devkube.process.probespec import (
     ProbeSpec,
     ProbeState,
     parse_probe,
     record,
 )
-from raycluster_operator.devcluster.process.probing import probe_once
-from raycluster_operator.devcluster.process.sandbox import ContainerProcess, PodSandbox
+from devkube.process.probing import probe_once
+from devkube.process.sandbox import ContainerProcess, PodSandbox
 
 # Exit code a kubelet reports when the container's command could not be started.
 START_ERROR = 128

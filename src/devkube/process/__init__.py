@@ -20,6 +20,6 @@ must equal the target port); /dev/shm is the host's.
 
 from __future__ import annotations
 
-from raycluster_operator.devcluster.process.sandbox import process_runtime_available
+from devkube.process.sandbox import process_runtime_available
 
 __all__ = ["process_runtime_available"]

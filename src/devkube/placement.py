@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from raycluster_operator.devcluster.quantity import parse_quantity
-from raycluster_operator.devcluster.selectors import (
+from devkube.selectors import (
     label_selector_matches,
     node_selector_term_matches,
 )
+from kubefacts.quantities import parse_quantity
 
 Obj = Mapping[str, Any]
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})

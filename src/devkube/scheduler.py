@@ -14,10 +14,10 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from raycluster_operator.devcluster.client import ApiClient, ApiError, WatchEvent, resource_path
-from raycluster_operator.devcluster.informer import Informer
-from raycluster_operator.devcluster.placement import TERMINAL_PHASES, Placement, Snapshot
-from raycluster_operator.devcluster.timestamps import now_rfc3339
+from devkube.client import ApiClient, ApiError, WatchEvent, resource_path
+from devkube.informer import Informer
+from devkube.placement import TERMINAL_PHASES, Placement, Snapshot
+from kubefacts.timestamps import now_rfc3339
 
 log = logging.getLogger(__name__)
 

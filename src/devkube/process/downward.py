@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from raycluster_operator.devcluster.quantity import parse_quantity
+from kubefacts.quantities import parse_quantity
 
 _SUBSCRIPT = re.compile(r"^metadata\.(labels|annotations)\['([^']*)'\]$")
 

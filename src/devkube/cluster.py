@@ -20,22 +20,22 @@ from typing import Any
 
 import yaml
 
-from raycluster_operator.devcluster.client import ApiClient, ApiError, resource_path
-from raycluster_operator.devcluster.discovery import Discovery
-from raycluster_operator.devcluster.gc import GarbageCollector
-from raycluster_operator.devcluster.informer import Informer
-from raycluster_operator.devcluster.kubelet import Kubelet
-from raycluster_operator.devcluster.nodes import build_nodes, parse_spec
-from raycluster_operator.devcluster.runtime import Runtime, RuntimeContext, simulated_runtime
-from raycluster_operator.devcluster.scheduler import Scheduler
-from raycluster_operator.devcluster.server import ApiServer, Faults
+from devkube.client import ApiClient, ApiError, resource_path
+from devkube.discovery import Discovery
+from devkube.gc import GarbageCollector
+from devkube.informer import Informer
+from devkube.kubelet import Kubelet
+from devkube.nodes import build_nodes, parse_spec
+from devkube.runtime import Runtime, RuntimeContext, simulated_runtime
+from devkube.scheduler import Scheduler
+from devkube.server import ApiServer, Faults
 
 log = logging.getLogger(__name__)
 
 
 def _process_runtime(context: RuntimeContext) -> Runtime:
     # [process runtime integration] imported on demand: it needs Linux namespaces and root.
-    from raycluster_operator.devcluster.process.runtime import process_runtime
+    from devkube.process.runtime import process_runtime
 
     return process_runtime(context)
 
@@ -69,7 +69,7 @@ class DevCluster:
         self.node_manifests = build_nodes(parse_spec(nodes))
         if runtime == "process" or hasattr(runtime, "adapt_nodes"):
             # [process runtime integration] pods bind their IPs: nodes get loopback pod ranges.
-            from raycluster_operator.devcluster.process.runtime import loopback_nodes
+            from devkube.process.runtime import loopback_nodes
 
             self.node_manifests = loopback_nodes(self.node_manifests)
         self.server = ApiServer(host=host, port=port, token=token, faults=faults)

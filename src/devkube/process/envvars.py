@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from raycluster_operator.devcluster.process.downward import (
+from devkube.process.downward import (
     DownwardContext,
     field_ref_value,
     resource_field_value,

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from raycluster_operator.devcluster.quantity import parse_quantity
+from kubefacts.quantities import parse_quantity
 
 State = Literal["waiting", "running", "terminated"]
 

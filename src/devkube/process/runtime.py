@@ -18,16 +18,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from raycluster_operator.devcluster.process.container import START_ERROR, Backoff, ContainerEvents
-from raycluster_operator.devcluster.process.hosts import hosts_file, pod_record
-from raycluster_operator.devcluster.process.pod import PodSettings, ProcessPod
-from raycluster_operator.devcluster.process.sandbox import process_runtime_available
+from devkube.process.container import START_ERROR, Backoff, ContainerEvents
+from devkube.process.hosts import hosts_file, pod_record
+from devkube.process.pod import PodSettings, ProcessPod
+from devkube.process.sandbox import process_runtime_available
 
 if TYPE_CHECKING:
-    from raycluster_operator.devcluster.client import ApiClient, WatchEvent
-    from raycluster_operator.devcluster.informer import Informer
-    from raycluster_operator.devcluster.runtime import RuntimeContext
-    from raycluster_operator.devcluster.server.logs import LogRequest
+    from devkube.client import ApiClient, WatchEvent
+    from devkube.informer import Informer
+    from devkube.runtime import RuntimeContext
+    from devkube.server.logs import LogRequest
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +123,7 @@ class ProcessRuntime:
         """Use this API server: pods get its address, token and CA, and the runtime watches
         its pods and services to keep every pod's /etc/hosts current (from the first pod on,
         when an event loop runs)."""
-        from raycluster_operator.devcluster.client import ApiClient
+        from devkube.client import ApiClient
 
         self._client = ApiClient(api_url, token, ca_pem)
         self.settings = PodSettings(
@@ -137,7 +137,7 @@ class ProcessRuntime:
     def _watch_cluster(self) -> None:
         if self._client is None or self._informers:
             return
-        from raycluster_operator.devcluster.informer import Informer
+        from devkube.informer import Informer
 
         pods = Informer(self._client, "/api/v1/pods", self._on_world_event)
         services = Informer(self._client, "/api/v1/services", self._on_world_event)
@@ -225,7 +225,7 @@ class ProcessRuntime:
         """Fetch the ConfigMaps, Secrets and node allocatable the pod's env refers to."""
         if self._client is None:
             return None, {}
-        from raycluster_operator.devcluster.client import ApiError, resource_path
+        from devkube.client import ApiError, resource_path
 
         namespace, _ = _key(pod)
         spec = pod.get("spec") or {}

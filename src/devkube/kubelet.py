@@ -17,19 +17,19 @@ import logging
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from raycluster_operator.devcluster.client import ApiClient, ApiError, WatchEvent, resource_path
-from raycluster_operator.devcluster.containerlogs import ContainerLogs
-from raycluster_operator.devcluster.informer import Informer
-from raycluster_operator.devcluster.placement import TERMINAL_PHASES, node_is_ready
-from raycluster_operator.devcluster.podstatus import (
+from devkube.client import ApiClient, ApiError, WatchEvent, resource_path
+from devkube.containerlogs import ContainerLogs
+from devkube.informer import Informer
+from devkube.placement import TERMINAL_PHASES, node_is_ready
+from devkube.podstatus import (
     ContainerRecord,
     PodRecord,
     qos_class,
     render_status,
 )
-from raycluster_operator.devcluster.runtime import Runtime
-from raycluster_operator.devcluster.server import LogRequest
-from raycluster_operator.devcluster.timestamps import now_rfc3339
+from devkube.runtime import Runtime
+from devkube.server import LogRequest
+from kubefacts.timestamps import now_rfc3339
 
 log = logging.getLogger(__name__)
 

@@ -16,14 +16,15 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from kubefacts.names import random_suffix
+from kubefacts.timestamps import rfc3339
+
 from . import crds, defaults, deletion, events, patches, validation
 from .errors import ApiError, already_exists, bad_request, conflict, invalid, not_found
 from .resources import Registry, ResourceType
 from .selectors import Selection
 from .store import Obj, Store, Stored, encode
-from .timefmt import rfc3339
 
-GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 DNS_SUBDOMAIN = re.compile(rf"^{_DNS_LABEL}(\.{_DNS_LABEL})*$")
 DNS_LABEL = re.compile(rf"^{_DNS_LABEL}$")
@@ -127,9 +128,7 @@ class Objects:
                 )
             # Like the real server (RetryGenerateName), a taken random suffix is drawn again.
             for _ in range(8):
-                meta["name"] = prefix + "".join(
-                    self.rng.choice(GENERATE_ALPHABET) for _ in range(5)
-                )
+                meta["name"] = prefix + random_suffix(self.rng.choice)
                 if self.store.get(rt.storage_key, meta.get("namespace", ""), meta["name"]) is None:
                     break
         self._check_name(rt, meta["name"])

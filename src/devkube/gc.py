@@ -19,9 +19,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from raycluster_operator.devcluster.client import ApiClient, ApiError, WatchEvent
-from raycluster_operator.devcluster.discovery import Discovery, ResourceInfo
-from raycluster_operator.devcluster.informer import Informer
+from devkube.client import ApiClient, ApiError, WatchEvent
+from devkube.discovery import Discovery, ResourceInfo
+from devkube.informer import Informer
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import aiohttp
 
-from raycluster_operator.devcluster.process.probespec import ProbeSpec
+from devkube.process.probespec import ProbeSpec
 
 # Runs a command in the container and returns its exit code (-1 on timeout).
 Exec = Callable[[Sequence[str], float], Awaitable[int]]

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any
 
-from .timefmt import rfc3339
+from kubefacts.timestamps import rfc3339
 
 GC_FINALIZERS = {"Foreground": "foregroundDeletion", "Orphan": "orphan"}
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 
-from raycluster_operator.devcluster.timestamps import now_rfc3339
+from kubefacts.timestamps import now_rfc3339
 
 
 class ContainerLogs:

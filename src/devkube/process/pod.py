@@ -13,16 +13,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from raycluster_operator.devcluster.process.container import (
+from devkube.process.container import (
     Backoff,
     ContainerEvents,
     ContainerRunner,
     LaunchSpec,
 )
-from raycluster_operator.devcluster.process.downward import DownwardContext
-from raycluster_operator.devcluster.process.envvars import KeyLookup, container_env, expand_all
-from raycluster_operator.devcluster.process.hosts import pod_record
-from raycluster_operator.devcluster.process.sandbox import PodSandbox, SandboxFiles, write_in_place
+from devkube.process.downward import DownwardContext
+from devkube.process.envvars import KeyLookup, container_env, expand_all
+from devkube.process.hosts import pod_record
+from devkube.process.sandbox import PodSandbox, SandboxFiles, write_in_place
 
 
 def host_environment() -> dict[str, str]:
