@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from raycluster_operator.planning.reasons import CreateReason, DeleteReason
+from raycluster_operator.planning.reasons import CreateReason, DeleteReason, Reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +38,7 @@ class PodDelete:
 @dataclass(frozen=True, slots=True)
 class PlannedEvent:
     type: Literal["Normal", "Warning"]
-    reason: str
+    reason: Reason
     message: str
     #: Pod name the Event is about; None means the RayCluster itself.
     regarding: str | None = None

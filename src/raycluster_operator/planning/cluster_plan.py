@@ -36,14 +36,19 @@ from raycluster_operator.planning.group_plan import (
 )
 from raycluster_operator.planning.head import plan_head
 from raycluster_operator.planning.pods import PodView, read_pod
-from raycluster_operator.planning.reasons import BROKEN_REASONS, CreateReason, DeleteReason
+from raycluster_operator.planning.reasons import (
+    BROKEN_REASONS,
+    CreateReason,
+    DeleteReason,
+    EventReason,
+)
 from raycluster_operator.planning.services import (
     desired_services,
     missing_services,
     service_name,
 )
 from raycluster_operator.planning.spec_check import SpecCheck, check_spec
-from raycluster_operator.planning.status import INVALID_SPEC, Observed, build_status
+from raycluster_operator.planning.status import INVALID_SPEC, Deletion, Observed, build_status
 
 #: How long after its grace period a terminating pod counts as stuck (a lost node): a group
 #: with autoscaling off then stops waiting for the replica index that pod holds.
@@ -169,7 +174,7 @@ def plan_cluster(
                 ),
             )
             events.append(
-                PlannedEvent("Normal", CreateReason.HEAD_MISSING.value, "creating the head pod")
+                PlannedEvent("Normal", CreateReason.HEAD_MISSING, "creating the head pod")
             )
         wanted_services = desired_services(cluster)
         if autoscaling:
@@ -178,7 +183,7 @@ def plan_cluster(
     events[:0] = _problem_events(cluster, check)
 
     head_svc_name = head_service_name(cluster.metadata.name)
-    failures = Counter(d.reason.value for d in deletes if d.reason in BROKEN_REASONS)
+    failures = Counter(d.reason for d in deletes if d.reason in BROKEN_REASONS)
     status = build_status(
         cluster,
         Observed(
@@ -275,9 +280,7 @@ def _create_events(group: str, replicas: Sequence[NewReplica]) -> list[PlannedEv
         where = f" at index {replica.index}" if replica.index is not None else ""
         size = f" ({len(replica.hosts)} hosts)" if replica.name else ""
         out.append(
-            PlannedEvent(
-                "Normal", replica.reason.value, f"group {group}: creating {what}{where}{size}"
-            )
+            PlannedEvent("Normal", replica.reason, f"group {group}: creating {what}{where}{size}")
         )
     return out
 
@@ -295,7 +298,7 @@ def _delete_events(deletes: Sequence[PodDelete]) -> list[PlannedEvent]:
         out.append(
             PlannedEvent(
                 "Warning" if reason.is_warning else "Normal",
-                reason.value,
+                reason,
                 f"{first.message}{count}",
                 first.name if len(items) == 1 else None,
             )
@@ -303,7 +306,7 @@ def _delete_events(deletes: Sequence[PodDelete]) -> list[PlannedEvent]:
     return out
 
 
-def _headline_deletions(deletes: Sequence[PodDelete]) -> dict[str, tuple[str, str, int]]:
+def _headline_deletions(deletes: Sequence[PodDelete]) -> dict[str, Deletion]:
     """Per group, the deletion to remember in the status: a failure before a request."""
     by_group: dict[str, list[PodDelete]] = {}
     for item in deletes:
@@ -312,7 +315,7 @@ def _headline_deletions(deletes: Sequence[PodDelete]) -> dict[str, tuple[str, st
     for group, items in by_group.items():
         first = next((d for d in items if d.reason in BROKEN_REASONS), items[0])
         count = sum(1 for d in items if d.reason is first.reason)
-        out[group] = (first.reason.value, first.message, count)
+        out[group] = Deletion(first.reason, first.message, count)
     return out
 
 
@@ -325,4 +328,4 @@ def _problem_events(cluster: RayCluster, check: SpecCheck) -> list[PlannedEvent]
     for condition in before:
         if (condition.type, condition.status, condition.message) == (INVALID_SPEC, "True", text):
             return []
-    return [PlannedEvent("Warning", "InvalidSpec", text)]
+    return [PlannedEvent("Warning", EventReason.INVALID_SPEC, text)]

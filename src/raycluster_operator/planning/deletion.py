@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from raycluster_operator.api import labels
+from raycluster_operator.api.objects import RayClusterObject
 from raycluster_operator.planning.actions import PodDelete
 from raycluster_operator.planning.pods import read_pod
 from raycluster_operator.planning.reasons import DeleteReason
@@ -37,11 +38,11 @@ def plan_deletion(
 
     Takes the raw object: a cluster whose spec no longer parses must still be cleaned up.
     """
-    meta = cluster.get("metadata") or {}
-    finalizers = list(meta.get("finalizers") or [])
-    if not meta.get("deletionTimestamp") or IDLE_TERMINATION_FINALIZER not in finalizers:
+    cluster_view = RayClusterObject(cluster)
+    finalizers = list(cluster_view.finalizers)
+    if not cluster_view.deleting or IDLE_TERMINATION_FINALIZER not in finalizers:
         return None
-    name, namespace = meta.get("name"), meta.get("namespace")
+    name, namespace = cluster_view.name, cluster_view.namespace
     mine = [
         view
         for view in map(read_pod, pods)

@@ -23,7 +23,7 @@ from raycluster_operator.planning.actions import PlannedEvent, PodDelete
 from raycluster_operator.planning.desired import hosts
 from raycluster_operator.planning.indices import free_below, lowest_free
 from raycluster_operator.planning.pods import PodView
-from raycluster_operator.planning.reasons import CreateReason, DeleteReason
+from raycluster_operator.planning.reasons import CreateReason, DeleteReason, EventReason
 from raycluster_operator.planning.replicas import Replica, sort_into_replicas
 
 #: How often a colliding replica name is redrawn before the group waits for the next pass.
@@ -224,7 +224,7 @@ def plan_group(
             events.append(
                 PlannedEvent(
                     "Warning",
-                    "ReplicaNameCollision",
+                    EventReason.REPLICA_NAME_COLLISION,
                     f"group {group.group_name}: {NAME_ATTEMPTS} replica names in a row were "
                     "already taken; retrying on the next pass",
                 )

@@ -78,3 +78,36 @@ class CreateReason(StrEnum):
     COMPACT_INDICES = "CompactIndices"
     #: No live head pod.
     HEAD_MISSING = "HeadMissing"
+
+
+class EventReason(StrEnum):
+    """Events about the cluster as a whole, not about one pod created or deleted."""
+
+    #: The spec breaks a rule; the part it names is left alone until it is fixed.
+    INVALID_SPEC = "InvalidSpec"
+    #: Every replica name drawn for a new multi-host replica was taken; retried next pass.
+    REPLICA_NAME_COLLISION = "ReplicaNameCollision"
+
+
+#: Every reason an Event of the operator may carry.
+Reason = CreateReason | DeleteReason | EventReason
+
+
+class ConditionReason(StrEnum):
+    """``reason`` of the status conditions (KubeRay's words where KubeRay has the condition).
+
+    RayClusterReplicaFailure's reason is the ``DeleteReason`` of the worst failure instead.
+    """
+
+    HEAD_POD_RUNNING_AND_READY = "HeadPodRunningAndReady"
+    HEAD_POD_NOT_FOUND = "HeadPodNotFound"
+    HEAD_POD_NOT_READY = "HeadPodNotReady"
+    ALL_PODS_READY_FIRST_TIME = "AllPodRunningAndReadyFirstTime"
+    PODS_PROVISIONING = "RayClusterPodsProvisioning"
+    SUSPENDED = "RayClusterSuspended"
+    NO_REPLICA_FAILURE = "NoReplicaFailure"
+    SUSPENDING = "RayClusterSuspending"
+    NOT_SUSPENDING = "RayClusterNotSuspending"
+    NOT_SUSPENDED = "RayClusterNotSuspended"
+    INVALID_SPEC = "InvalidSpec"
+    SPEC_VALID = "SpecValid"

@@ -12,6 +12,7 @@ from typing import Any
 
 from raycluster_operator import builders
 from raycluster_operator.api.models import RayCluster
+from raycluster_operator.api.objects import Service
 
 
 def desired_services(cluster: RayCluster) -> tuple[dict[str, Any], ...]:
@@ -22,7 +23,7 @@ def desired_services(cluster: RayCluster) -> tuple[dict[str, Any], ...]:
 
 
 def service_name(service: Mapping[str, Any]) -> str:
-    return str((service.get("metadata") or {}).get("name") or "")
+    return Service(service).name
 
 
 def missing_services(

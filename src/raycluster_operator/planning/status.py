@@ -12,37 +12,61 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from enum import StrEnum
+from typing import Any, NamedTuple
 
 from kubefacts.timestamps import rfc3339
 from raycluster_operator.api.models import RayCluster
 from raycluster_operator.api.names import head_service_name
+from raycluster_operator.api.objects import Service
 from raycluster_operator.api.problems import Problem
 from raycluster_operator.planning.desired import cluster_suspended, max_pods, min_pods
 from raycluster_operator.planning.group_plan import GroupTally
 from raycluster_operator.planning.pods import PodView
+from raycluster_operator.planning.reasons import ConditionReason, DeleteReason
 from raycluster_operator.planning.resources import desired_resources
 
-# Condition types: KubeRay's where KubeRay has one, ours otherwise.
-HEAD_POD_READY = "HeadPodReady"
-PROVISIONED = "RayClusterProvisioned"
-REPLICA_FAILURE = "RayClusterReplicaFailure"
-SUSPENDING = "RayClusterSuspending"
-SUSPENDED = "RayClusterSuspended"
-#: Ours: validation problems; the affected part of the cluster is left untouched.
-INVALID_SPEC = "InvalidSpec"
-CONDITION_TYPES = (
-    HEAD_POD_READY,
-    PROVISIONED,
-    REPLICA_FAILURE,
-    SUSPENDING,
-    SUSPENDED,
-    INVALID_SPEC,
-)
+
+class ConditionType(StrEnum):
+    """Condition types: KubeRay's where KubeRay has one, ours otherwise."""
+
+    HEAD_POD_READY = "HeadPodReady"
+    PROVISIONED = "RayClusterProvisioned"
+    REPLICA_FAILURE = "RayClusterReplicaFailure"
+    SUSPENDING = "RayClusterSuspending"
+    SUSPENDED = "RayClusterSuspended"
+    #: Ours: validation problems; the affected part of the cluster is left untouched.
+    INVALID_SPEC = "InvalidSpec"
+
+
+HEAD_POD_READY = ConditionType.HEAD_POD_READY
+PROVISIONED = ConditionType.PROVISIONED
+REPLICA_FAILURE = ConditionType.REPLICA_FAILURE
+SUSPENDING = ConditionType.SUSPENDING
+SUSPENDED = ConditionType.SUSPENDED
+INVALID_SPEC = ConditionType.INVALID_SPEC
+CONDITION_TYPES = tuple(ConditionType)
 
 STATE_READY = "ready"
 STATE_SUSPENDED = "suspended"
 STATE_FAILED = "failed"
+
+
+class Deletion(NamedTuple):
+    """What this pass deletes in one group, as the status remembers it (``lastDeletion``)."""
+
+    reason: DeleteReason
+    message: str
+    pods: int
+
+
+class WantedCondition(NamedTuple):
+    """One condition as this pass sees it; its ``lastTransitionTime`` is added afterwards."""
+
+    type: ConditionType
+    status: bool
+    reason: ConditionReason | DeleteReason
+    message: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,11 +79,11 @@ class Observed:
     #: A problem outside any worker group: the cluster is ``failed`` and left alone.
     cluster_invalid: bool
     #: Broken-replica delete reason -> how many pods this pass deletes for it.
-    failures: Mapping[str, int] = field(default_factory=dict)
+    failures: Mapping[DeleteReason, int] = field(default_factory=dict)
     #: Pods of the cluster that still exist at all (terminating ones included).
     pods_remaining: int = 0
-    #: Group -> (delete reason, message, pods) of what this pass deletes there, if anything.
-    deletions: Mapping[str, tuple[str, str, int]] = field(default_factory=dict)
+    #: Group -> what this pass deletes there, if anything.
+    deletions: Mapping[str, Deletion] = field(default_factory=dict)
 
 
 def previous_status(cluster: RayCluster) -> dict[str, Any]:
@@ -136,11 +160,10 @@ def _group_entry(
     # deletion in the group, kept from the previous status until a newer one replaces it.
     deletion = seen.deletions.get(tally.group)
     if deletion is not None:
-        reason, message, pods = deletion
         entry["lastDeletion"] = {
-            "reason": reason,
-            "message": message,
-            "pods": pods,
+            "reason": deletion.reason.value,
+            "message": deletion.message,
+            "pods": deletion.pods,
             "time": rfc3339(now),
         }
     else:
@@ -172,72 +195,87 @@ def _conditions(
     suspended: bool,
     all_ready: bool,
     head_ready: bool,
-) -> list[tuple[str, bool, str, str]]:
-    out: list[tuple[str, bool, str, str]] = []
+) -> list[WantedCondition]:
+    why = ConditionReason
+    out: list[WantedCondition] = []
     if head_ready:
-        out.append((HEAD_POD_READY, True, "HeadPodRunningAndReady", ""))
+        out.append(WantedCondition(HEAD_POD_READY, True, why.HEAD_POD_RUNNING_AND_READY))
     elif seen.head is None:
-        out.append((HEAD_POD_READY, False, "HeadPodNotFound", "no live head pod"))
+        out.append(
+            WantedCondition(HEAD_POD_READY, False, why.HEAD_POD_NOT_FOUND, "no live head pod")
+        )
     else:
-        out.append((HEAD_POD_READY, False, "HeadPodNotReady", f"head {seen.head.name} not ready"))
+        out.append(
+            WantedCondition(
+                HEAD_POD_READY, False, why.HEAD_POD_NOT_READY, f"head {seen.head.name} not ready"
+            )
+        )
 
     was_provisioned = any(
         c.get("type") == PROVISIONED and c.get("status") == "True"
         for c in before.get("conditions") or ()
     )
     if suspended:
-        out.append((PROVISIONED, False, "RayClusterSuspended", "the cluster is suspended"))
+        out.append(WantedCondition(PROVISIONED, False, why.SUSPENDED, "the cluster is suspended"))
     elif all_ready or was_provisioned:
-        out.append((PROVISIONED, True, "AllPodRunningAndReadyFirstTime", ""))
+        out.append(WantedCondition(PROVISIONED, True, why.ALL_PODS_READY_FIRST_TIME))
     else:
-        out.append((PROVISIONED, False, "RayClusterPodsProvisioning", "pods are being provisioned"))
+        out.append(
+            WantedCondition(PROVISIONED, False, why.PODS_PROVISIONING, "pods are being provisioned")
+        )
 
     if seen.failures:
         worst = sorted(seen.failures.items(), key=lambda kv: (-kv[1], kv[0]))
-        message = ", ".join(f"{reason}: {count} pods" for reason, count in worst)
-        out.append((REPLICA_FAILURE, True, worst[0][0], f"deleting broken replicas ({message})"))
+        message = ", ".join(f"{reason.value}: {count} pods" for reason, count in worst)
+        out.append(
+            WantedCondition(
+                REPLICA_FAILURE, True, worst[0][0], f"deleting broken replicas ({message})"
+            )
+        )
     else:
-        out.append((REPLICA_FAILURE, False, "NoReplicaFailure", ""))
+        out.append(WantedCondition(REPLICA_FAILURE, False, why.NO_REPLICA_FAILURE))
 
     remaining = seen.pods_remaining > 0
     if suspended and remaining:
-        out.append((SUSPENDING, True, "RayClusterSuspending", f"{seen.pods_remaining} pods left"))
+        out.append(
+            WantedCondition(SUSPENDING, True, why.SUSPENDING, f"{seen.pods_remaining} pods left")
+        )
     else:
-        out.append((SUSPENDING, False, "RayClusterNotSuspending", ""))
+        out.append(WantedCondition(SUSPENDING, False, why.NOT_SUSPENDING))
     if suspended and not remaining:
-        out.append((SUSPENDED, True, "RayClusterSuspended", ""))
+        out.append(WantedCondition(SUSPENDED, True, why.SUSPENDED))
     else:
-        out.append((SUSPENDED, False, "RayClusterNotSuspended", ""))
+        out.append(WantedCondition(SUSPENDED, False, why.NOT_SUSPENDED))
 
     if seen.problems:
         text = "; ".join(str(p) for p in seen.problems)
-        out.append((INVALID_SPEC, True, "InvalidSpec", text))
+        out.append(WantedCondition(INVALID_SPEC, True, why.INVALID_SPEC, text))
     else:
-        out.append((INVALID_SPEC, False, "SpecValid", ""))
+        out.append(WantedCondition(INVALID_SPEC, False, why.SPEC_VALID))
     return out
 
 
 def _with_transition_times(
     before: Mapping[str, Any],
-    wanted: Sequence[tuple[str, bool, str, str]],
+    wanted: Sequence[WantedCondition],
     cluster: RayCluster,
     now: datetime,
 ) -> list[dict[str, Any]]:
     previous = {c.get("type"): c for c in before.get("conditions") or ()}
     out = []
-    for kind, truth, reason, message in wanted:
-        value = "True" if truth else "False"
-        old = previous.get(kind)
+    for want in wanted:
+        value = "True" if want.status else "False"
+        old = previous.get(want.type)
         since = (
             old["lastTransitionTime"]
             if old and old.get("status") == value and old.get("lastTransitionTime")
             else rfc3339(now)
         )
         condition: dict[str, Any] = {
-            "type": kind,
+            "type": want.type.value,
             "status": value,
-            "reason": reason,
-            "message": message,
+            "reason": want.reason.value,
+            "message": want.message,
             "lastTransitionTime": since,
         }
         if cluster.metadata.generation is not None:
@@ -265,9 +303,9 @@ def unreadable_status(
         else rfc3339(now)
     )
     condition: dict[str, Any] = {
-        "type": INVALID_SPEC,
+        "type": INVALID_SPEC.value,
         "status": "True",
-        "reason": "InvalidSpec",
+        "reason": ConditionReason.INVALID_SPEC.value,
         "message": text,
         "lastTransitionTime": since,
     }
@@ -286,14 +324,13 @@ def _head_info(cluster: RayCluster, seen: Observed) -> dict[str, str]:
         info["podName"] = seen.head.name
         if seen.head.pod_ip:
             info["podIP"] = seen.head.pod_ip
-    service_spec = (seen.head_service or {}).get("spec") or {}
-    ip = service_spec.get("clusterIP")
-    if ip and ip != "None":
-        info["serviceIP"] = str(ip)
+    ip = Service(seen.head_service).cluster_ip if seen.head_service is not None else None
+    if ip is not None:
+        info["serviceIP"] = ip
     return info
 
 
 def _endpoints(service: Mapping[str, Any] | None) -> dict[str, str]:
     """KubeRay's ``endpoints``: the head service's port numbers by port name."""
-    ports = ((service or {}).get("spec") or {}).get("ports") or ()
+    ports = Service(service).ports if service is not None else ()
     return {str(p["name"]): str(p["port"]) for p in ports if p.get("name") and "port" in p}
