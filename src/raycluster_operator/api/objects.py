@@ -21,6 +21,11 @@ from typing import Any, TypedDict
 Obj = dict[str, Any]
 
 
+#: ``continue`` (where the next page starts; absent on the last page) is a Python keyword,
+#: hence the functional form.
+ListMetaBody = TypedDict("ListMetaBody", {"resourceVersion": str, "continue": str}, total=False)
+
+
 class OwnerReferenceBody(TypedDict, total=False):
     apiVersion: str
     kind: str
@@ -95,6 +100,7 @@ class LeaseSpecBody(TypedDict, total=False):
 
 
 # Shared empty defaults. Views never write through them; nothing else can reach them.
+_NO_LIST_META: ListMetaBody = {}
 _NO_META: ObjectMetaBody = {}
 _NO_POD_SPEC: PodSpecBody = {}
 _NO_POD_STATUS: PodStatusBody = {}
@@ -102,6 +108,29 @@ _NO_SERVICE_SPEC: ServiceSpecBody = {}
 _NO_LEASE_SPEC: LeaseSpecBody = {}
 _NO_STRINGS: Mapping[str, str] = {}
 _NO_FIELDS: Mapping[str, Any] = {}
+
+
+class ObjectList:
+    """One page of a collection (``<Kind>List``): its items and where the next page or a
+    watch resumes."""
+
+    __slots__ = ("_meta", "body")
+
+    def __init__(self, body: Mapping[str, Any]) -> None:
+        self.body = body
+        self._meta: ListMetaBody = body.get("metadata") or _NO_LIST_META
+
+    @property
+    def items(self) -> list[Obj]:
+        return list(self.body.get("items") or ())
+
+    @property
+    def resource_version(self) -> str:
+        return str(self._meta.get("resourceVersion") or "")
+
+    @property
+    def continue_token(self) -> str | None:
+        return self._meta.get("continue") or None
 
 
 class Resource:
@@ -112,6 +141,11 @@ class Resource:
     def __init__(self, body: Mapping[str, Any]) -> None:
         self.body = body
         self._meta: ObjectMetaBody = body.get("metadata") or _NO_META
+
+    @property
+    def meta(self) -> Mapping[str, Any]:
+        """The whole ``metadata``, for copying into a new object."""
+        return self._meta
 
     @property
     def kind(self) -> str:

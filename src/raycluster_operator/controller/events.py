@@ -13,13 +13,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
+from raycluster_operator.api.objects import Obj, Resource
 from raycluster_operator.kube import KubeClient, KubeError, NotFound
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 NOTE_MAX = 1024
 
 
@@ -36,15 +35,15 @@ def _micro(now: datetime) -> str:
 
 
 def reference(obj: Obj) -> Obj:
-    meta = obj.get("metadata") or {}
-    ref = {
-        "apiVersion": obj.get("apiVersion", ""),
-        "kind": obj.get("kind", ""),
-        "name": meta.get("name", ""),
-        "namespace": meta.get("namespace", ""),
+    view = Resource(obj)
+    ref: Obj = {
+        "apiVersion": view.api_version,
+        "kind": view.kind,
+        "name": view.name,
+        "namespace": view.namespace or "",
     }
-    if meta.get("uid"):
-        ref["uid"] = meta["uid"]
+    if view.uid:
+        ref["uid"] = view.uid
     return ref
 
 
@@ -119,7 +118,7 @@ class EventRecorder:
             if related is not None:
                 event["related"] = reference(related)
             created = await self.client.create_event(event)
-            self._seen[key] = _Seen(created["metadata"]["name"], namespace, 1, now)
+            self._seen[key] = _Seen(Resource(created).name, namespace, 1, now)
         except KubeError as exc:
             log.warning("could not record event %s on %s: %s", reason, ref["name"], exc)
 

@@ -14,7 +14,8 @@ import logging
 import random
 from collections.abc import Callable
 
-from raycluster_operator.controller.store import IndexFunc, Obj, Store, object_key
+from raycluster_operator.api.objects import Obj, Resource
+from raycluster_operator.controller.store import IndexFunc, Store, object_key
 from raycluster_operator.kube import Gone, Kind, KubeClient, KubeError
 
 log = logging.getLogger(__name__)
@@ -75,7 +76,7 @@ class Informer:
 
     def apply(self, etype: str, obj: Obj) -> None:
         """One watch event into the cache and out to the handlers."""
-        version = (obj.get("metadata") or {}).get("resourceVersion")
+        version = Resource(obj).resource_version
         if etype == "BOOKMARK":
             if version:
                 self.resource_version = str(version)

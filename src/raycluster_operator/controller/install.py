@@ -11,9 +11,7 @@ idle-termination finalizer.
 
 from __future__ import annotations
 
-from typing import Any
-
-Obj = dict[str, Any]
+from raycluster_operator.api.objects import Obj
 
 NAME = "raycluster-operator"
 DEFAULT_IMAGE = "ghcr.io/raycluster-operator/raycluster-operator:0.1.0"

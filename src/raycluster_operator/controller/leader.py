@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kubefacts.timestamps import micro_time
+from raycluster_operator.api.objects import Lease
 from raycluster_operator.kube import Conflict, KubeClient, KubeError, NotFound
 
 log = logging.getLogger(__name__)
@@ -80,15 +81,15 @@ class LeaderElector:
                 return False
             self._note(self._lease)
             return True
-        spec = lease.get("spec") or {}
-        holder = str(spec.get("holderIdentity") or "")
+        current = Lease(lease)
+        holder = current.holder
         self._note(lease)
-        expired = self._clock() >= self._observed_at + float(
-            spec.get("leaseDurationSeconds") or self.timing.lease_duration
+        expired = self._clock() >= self._observed_at + (
+            current.duration_seconds or self.timing.lease_duration
         )
         if holder and holder != self.identity and not expired:
             return False
-        new_spec = dict(spec)
+        new_spec: dict[str, object] = dict(current.spec)
         new_spec.update(
             holderIdentity=self.identity,
             leaseDurationSeconds=max(1, round(self.timing.lease_duration)),
@@ -96,7 +97,7 @@ class LeaderElector:
         )
         if holder != self.identity:
             new_spec["acquireTime"] = now
-            new_spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + 1
+            new_spec["leaseTransitions"] = current.transitions + 1
         lease = {**lease, "spec": new_spec}
         try:
             self._lease = await self.client.replace_lease(lease)
@@ -106,8 +107,8 @@ class LeaderElector:
         return True
 
     def _note(self, lease: dict[str, Any]) -> None:
-        spec = lease.get("spec") or {}
-        record = (str(spec.get("holderIdentity") or ""), str(spec.get("renewTime") or ""))
+        view = Lease(lease)
+        record = (view.holder, view.renew_time)
         if record != self._observed:
             self._observed = record
             self._observed_at = self._clock()
@@ -116,7 +117,7 @@ class LeaderElector:
         """Hand the Lease back (holder cleared, 1 s duration) if we still hold it."""
         if self._lease is None:
             return
-        spec = dict(self._lease.get("spec") or {})
+        spec: dict[str, object] = dict(Lease(self._lease).spec)
         if spec.get("holderIdentity") != self.identity:
             return
         spec.update(holderIdentity="", leaseDurationSeconds=1, renewTime=self._wall())

@@ -20,6 +20,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from raycluster_operator.api.objects import Obj, Resource
 from raycluster_operator.controller.events import EventRecorder
 from raycluster_operator.controller.expectations import Expectations
 from raycluster_operator.controller.informer import Informer
@@ -48,7 +49,6 @@ from raycluster_operator.kube import (
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 CLUSTER_LABEL = "ray.io/cluster"
 
 
@@ -180,16 +180,16 @@ class Manager:
         for obj in (old, new):
             if obj is None:
                 continue
-            meta = obj.get("metadata") or {}
-            cluster = (meta.get("labels") or {}).get(CLUSTER_LABEL)
+            pod = Resource(obj)
+            cluster = pod.labels.get(CLUSTER_LABEL)
             if not cluster:
                 continue
-            key = f"{meta.get('namespace', '')}/{cluster}"
+            key = f"{pod.namespace or ''}/{cluster}"
             if self.expectations is not None and obj is (new or old):
                 self.expectations.observe(
                     key,
-                    str(meta.get("name", "")),
-                    terminating_or_gone=etype == "DELETED" or bool(meta.get("deletionTimestamp")),
+                    pod.name,
+                    terminating_or_gone=etype == "DELETED" or pod.deleting,
                 )
             self._enqueue(key)
 
@@ -197,23 +197,20 @@ class Manager:
         obj = new or old
         if obj is None:
             return
-        meta = obj.get("metadata") or {}
-        for ref in meta.get("ownerReferences") or []:
-            if ref.get("kind") == "RayCluster":
-                self._enqueue(f"{meta.get('namespace', '')}/{ref.get('name')}")
+        service = Resource(obj)
+        for owner in service.owner_names("RayCluster"):
+            self._enqueue(f"{service.namespace or ''}/{owner}")
 
     def _on_extra(self, kind: str, etype: str, old: Obj | None, new: Obj | None) -> None:
         obj = new or old
         if obj is None:
             return
-        meta = obj.get("metadata") or {}
-        cluster = (meta.get("labels") or {}).get(CLUSTER_LABEL)
+        extra = Resource(obj)
+        cluster = extra.labels.get(CLUSTER_LABEL)
         if etype == "DELETED" and self.reconciler is not None:
-            self.reconciler.extra_deleted(
-                kind, str(meta.get("namespace", "")), str(meta.get("name"))
-            )
+            self.reconciler.extra_deleted(kind, extra.namespace or "", extra.name)
         if cluster:
-            self._enqueue(f"{meta.get('namespace', '')}/{cluster}")
+            self._enqueue(f"{extra.namespace or ''}/{cluster}")
 
     # -- state -------------------------------------------------------------------------------
 

@@ -7,10 +7,11 @@ keys that disappeared are sent as null.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 
-def merge_patch(current: dict[str, Any], desired: dict[str, Any]) -> dict[str, Any]:
+def merge_patch(current: Mapping[str, Any], desired: Mapping[str, Any]) -> dict[str, Any]:
     patch: dict[str, Any] = {key: None for key in current if key not in desired}
     for key, value in desired.items():
         old = current.get(key)

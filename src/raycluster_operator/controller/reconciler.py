@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kubefacts.names import random_suffix
+from raycluster_operator.api.objects import Obj, Pod, RayClusterObject, Resource
 from raycluster_operator.api.validation import parse_cluster
 from raycluster_operator.controller.events import EventRecorder
 from raycluster_operator.controller.expectations import Expectations
@@ -46,6 +47,7 @@ from raycluster_operator.planning import (
     ClusterPlan,
     CreateReason,
     DeleteReason,
+    EventReason,
     PodCreate,
     PodDelete,
     plan_cluster,
@@ -55,7 +57,6 @@ from raycluster_operator.planning.status import unreadable_status
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 #: ``spec.managedBy`` values that mean "this operator" (KubeRay's own value included: we are
 #: a drop-in replacement for it).
 DEFAULT_CONTROLLER_NAMES = frozenset({"ray.io/kuberay-operator", "ray.io/raycluster-operator"})
@@ -139,16 +140,15 @@ class Reconciler:
             self.expectations.forget(key)
             self.metrics.forget_cluster(ns, name)
             return Outcome(skipped="gone")
-        meta = obj.get("metadata") or {}
-        if meta.get("deletionTimestamp"):
+        stored = RayClusterObject(obj)
+        if stored.deleting:
             return await self._finish_deletion(key, obj)
-        spec = obj.get("spec")
-        managed_by = spec.get("managedBy") if isinstance(spec, dict) else None
+        managed_by = stored.managed_by
         if managed_by and managed_by not in self.options.controller_names:
             return Outcome(skipped=f"managed by {managed_by}")
 
         pods = self.pods.by_index("cluster", key)
-        cached = {p["metadata"]["name"]: bool(p["metadata"].get("deletionTimestamp")) for p in pods}
+        cached = {p.name: p.deleting for p in map(Pod, pods)}
         if not self.expectations.satisfied(key, cached.get):
             return Outcome(
                 skipped="waiting for cache", requeue_after=self.expectations.remaining(key)
@@ -156,16 +156,17 @@ class Reconciler:
 
         cluster, problems = parse_cluster(obj)
         if cluster is None:
-            generation = meta.get("generation") or meta.get("resourceVersion")
+            generation = stored.generation or stored.resource_version
             if self._unreadable.get(key) != generation:
                 self._unreadable[key] = generation
                 text = "; ".join(str(p) for p in problems) or "the RayCluster cannot be read"
-                await self.recorder.emit(obj, "Warning", "InvalidSpec", text, action="Validate")
-            observed = meta.get("generation")
+                await self.recorder.emit(
+                    obj, "Warning", EventReason.INVALID_SPEC, text, action="Validate"
+                )
             status = unreadable_status(
-                obj.get("status") or {},
+                stored.status,
                 problems,
-                observed if isinstance(observed, int) else None,
+                stored.generation,
                 now=datetime.now(UTC),
             )
             outcome = Outcome(skipped="invalid")
@@ -191,7 +192,7 @@ class Reconciler:
     async def _finish_deletion(self, key: str, obj: Obj) -> Outcome:
         """Carry out ``plan_deletion``: the pods first, then Ray's finalizer (metadata only)."""
         pods = self.pods.by_index("cluster", key)
-        cached = {p["metadata"]["name"]: bool(p["metadata"].get("deletionTimestamp")) for p in pods}
+        cached = {p.name: p.deleting for p in map(Pod, pods)}
         if not self.expectations.satisfied(key, cached.get):
             return Outcome(
                 skipped="waiting for cache", requeue_after=self.expectations.remaining(key)
@@ -234,7 +235,7 @@ class Reconciler:
             await self._delete(key, obj, plan.deletes, pods, outcome, failures)
         if plan.creates:
             await self._create(key, obj, plan.creates, outcome, failures)
-        by_name = {p["metadata"]["name"]: p for p in pods}
+        by_name = {Resource(p).name: p for p in pods}
         await self.writer.run_all(
             self.recorder.emit(
                 by_name.get(event.regarding or "", obj),
@@ -298,7 +299,7 @@ class Reconciler:
         failures: list[str],
     ) -> None:
         ns, _ = split_key(key)
-        uids = {p["metadata"]["name"]: p["metadata"].get("uid") for p in pods}
+        uids = {p.name: p.uid for p in map(Pod, pods)}
         self.expectations.expect(key, deletes=[d.name for d in deletes])
         results = await self.writer.run_all(
             self.client.delete(PODS, ns, d.name, uid=d.uid or uids.get(d.name)) for d in deletes
@@ -335,7 +336,7 @@ class Reconciler:
             if isinstance(result, BaseException):
                 failures.append(f"create pod in group {c.group}: {result}")
                 continue
-            pod_name = str(result["metadata"]["name"])
+            pod_name = Resource(result).name
             created.append((c, pod_name))
             outcome.created.append(pod_name)
             self.metrics.pods_created.labels(str(c.reason)).inc()
@@ -356,12 +357,12 @@ class Reconciler:
         outcome: Outcome,
         failures: list[str],
     ) -> None:
-        current = obj.get("status") or {}
+        current = RayClusterObject(obj).status
         patch = merge_patch(current, desired)
         if not patch:
             return
         key = f"{ns}/{name}"
-        version = str((obj.get("metadata") or {}).get("resourceVersion", ""))
+        version = RayClusterObject(obj).resource_version
         if self._written.get(key) == (version, desired):
             return  # already written; the cache has not caught up with our own write
         try:
@@ -388,6 +389,6 @@ def _action(reason: str) -> str:
 
 
 def _in_namespace(manifest: Obj, ns: str) -> Obj:
-    meta = dict(manifest.get("metadata") or {})
+    meta = dict(Resource(manifest).meta)
     meta["namespace"] = ns
     return {**manifest, "metadata": meta}

@@ -8,16 +8,14 @@ that owns a service) to the keys of the objects that carry it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
 
-Obj = dict[str, Any]
+from raycluster_operator.api.objects import Obj, Resource
+
 IndexFunc = Callable[[Obj], Iterable[str]]
 
 
 def object_key(obj: Obj) -> str:
-    meta = obj.get("metadata") or {}
-    ns = meta.get("namespace") or ""
-    return f"{ns}/{meta.get('name', '')}"
+    return Resource(obj).key
 
 
 def split_key(key: str) -> tuple[str, str]:
@@ -29,9 +27,9 @@ def by_label(label: str) -> IndexFunc:
     """Index by a label's value, qualified by namespace (``ns/value``)."""
 
     def index(obj: Obj) -> Iterable[str]:
-        meta = obj.get("metadata") or {}
-        value = (meta.get("labels") or {}).get(label)
-        return [f"{meta.get('namespace', '')}/{value}"] if value else []
+        view = Resource(obj)
+        value = view.labels.get(label)
+        return [f"{view.namespace or ''}/{value}"] if value else []
 
     return index
 
@@ -40,13 +38,9 @@ def by_owner(kind: str) -> IndexFunc:
     """Index by the names of owners of ``kind`` (``ns/owner``)."""
 
     def index(obj: Obj) -> Iterable[str]:
-        meta = obj.get("metadata") or {}
-        ns = meta.get("namespace", "")
-        return [
-            f"{ns}/{ref.get('name')}"
-            for ref in meta.get("ownerReferences") or []
-            if ref.get("kind") == kind
-        ]
+        view = Resource(obj)
+        ns = view.namespace or ""
+        return [f"{ns}/{owner}" for owner in view.owner_names(kind)]
 
     return index
 
@@ -125,7 +119,7 @@ class Store:
 
 
 def _rv(obj: Obj) -> str:
-    return str((obj.get("metadata") or {}).get("resourceVersion", ""))
+    return Resource(obj).resource_version
 
 
 class StoreView:

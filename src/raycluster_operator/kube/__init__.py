@@ -1,6 +1,7 @@
 """The one adapter over the Kubernetes client library: plain dicts, a small error set."""
 
-from raycluster_operator.kube.client import KubeClient, ListResult, Obj
+from raycluster_operator.api.objects import Obj
+from raycluster_operator.kube.client import KubeClient, ListResult
 from raycluster_operator.kube.config import load_config
 from raycluster_operator.kube.errors import (
     AlreadyExists,

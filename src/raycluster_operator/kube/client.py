@@ -22,6 +22,7 @@ import httpx2
 from lightkube.config.client_adapter import AsyncClient as _adapter_client
 from lightkube.config.client_adapter import ConnectionParams
 
+from raycluster_operator.api.objects import Obj, ObjectList, Resource
 from raycluster_operator.kube.config import SingleConfig, load_config
 from raycluster_operator.kube.errors import (
     Gone,
@@ -32,7 +33,6 @@ from raycluster_operator.kube.errors import (
 )
 from raycluster_operator.kube.resources import EVENTS, LEASES, Kind
 
-Obj = dict[str, Any]
 Throttle = Callable[[], Awaitable[None]]
 
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete"})
@@ -165,11 +165,11 @@ class KubeClient:
             page = await self._request(
                 "list", "GET", kind.collection_path(namespace), params=params
             )
-            items.extend(page.get("items") or [])
-            meta = page.get("metadata") or {}
-            token = meta.get("continue")
+            listing = ObjectList(page)
+            items.extend(listing.items)
+            token = listing.continue_token
             if not token:
-                return ListResult(items, str(meta.get("resourceVersion") or ""))
+                return ListResult(items, listing.resource_version)
             params["continue"] = token
 
     async def watch(
@@ -228,7 +228,7 @@ class KubeClient:
     # -- writes ---------------------------------------------------------------------------
 
     async def create(self, kind: Kind, obj: Obj, namespace: str | None = None) -> Obj:
-        ns = namespace or (obj.get("metadata") or {}).get("namespace") or self.default_namespace
+        ns = namespace or Resource(obj).namespace or self.default_namespace
         result: Obj = await self._request(
             "create", "POST", kind.collection_path(ns if kind.namespaced else None), body=obj
         )
@@ -236,8 +236,8 @@ class KubeClient:
 
     async def replace(self, kind: Kind, obj: Obj) -> Obj:
         """PUT the whole object; its metadata.resourceVersion makes this a compare-and-swap."""
-        meta = obj["metadata"]
-        path = kind.object_path(meta.get("namespace") if kind.namespaced else None, meta["name"])
+        target = Resource(obj)
+        path = kind.object_path(target.namespace if kind.namespaced else None, target.name)
         result: Obj = await self._request("update", "PUT", path, body=obj)
         return result
 

@@ -9,7 +9,7 @@ from raycluster_operator.planning.deletion import (
     DeletionPlan,
     plan_deletion,
 )
-from raycluster_operator.planning.reasons import CreateReason, DeleteReason
+from raycluster_operator.planning.reasons import CreateReason, DeleteReason, EventReason
 
 __all__ = [
     "IDLE_TERMINATION_FINALIZER",
@@ -17,6 +17,7 @@ __all__ = [
     "CreateReason",
     "DeleteReason",
     "DeletionPlan",
+    "EventReason",
     "PlannedEvent",
     "PodCreate",
     "PodDelete",
