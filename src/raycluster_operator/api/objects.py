@@ -196,13 +196,12 @@ class Resource:
     @property
     def created(self) -> str:
         """``creationTimestamp`` (RFC 3339, sorts as text); "" when unknown."""
-        return str(self._meta.get("creationTimestamp") or "")
+        return self._meta.get("creationTimestamp") or ""
 
     @property
     def deletion_timestamp(self) -> str | None:
         """When the grace period ends, once the object is being deleted; else None."""
-        value = self._meta.get("deletionTimestamp")
-        return None if value is None else str(value)
+        return self._meta.get("deletionTimestamp")
 
     @property
     def deleting(self) -> bool:

@@ -6,7 +6,7 @@ dev cluster), served by aiohttp on ``--metrics-addr``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from aiohttp import web
 from prometheus_client import (
@@ -17,6 +17,8 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
+
+from raycluster_operator.planning import GroupTally, SliceState
 
 PREFIX = "raycluster_operator"
 
@@ -45,7 +47,7 @@ class Metrics:
         )
         self.slices = Gauge(
             f"{PREFIX}_worker_slices",
-            "Worker slices by state, per cluster and group.",
+            "Worker slices by state (desired, or a slice state), per cluster and group.",
             ["namespace", "cluster", "group", "state"],
             registry=r,
         )
@@ -58,14 +60,15 @@ class Metrics:
     def track_queue(self, depth: Callable[[], int]) -> None:
         self.queue_depth.set_function(lambda: float(depth()))
 
-    def set_slices(self, namespace: str, cluster: str, groups: list[dict[str, object]]) -> None:
+    def set_slices(self, namespace: str, cluster: str, groups: Sequence[GroupTally]) -> None:
+        """Per group: the desired slices, and how many slices are in each ``SliceState``
+        (``ready`` and ``broken`` are the status's readySlices and brokenSlices)."""
         for group in groups:
-            name = str(group.get("groupName", ""))
-            desired = _int(group.get("desiredSlices"))
-            ready = _int(group.get("readySlices"))
-            broken = _int(group.get("brokenSlices"))
-            for state, value in (("desired", desired), ("ready", ready), ("broken", broken)):
-                self.slices.labels(namespace, cluster, name, state).set(value)
+            gauge = self.slices
+            gauge.labels(namespace, cluster, group.group, "desired").set(group.desired_slices)
+            for state in _COUNTED:
+                count = group.slices.get(state, 0)
+                gauge.labels(namespace, cluster, group.group, state.value).set(count)
 
     def forget_cluster(self, namespace: str, cluster: str) -> None:
         for labels in list(self._slice_label_sets()):
@@ -93,5 +96,5 @@ class Metrics:
         return app
 
 
-def _int(value: object) -> int:
-    return value if isinstance(value, int) else 0
+#: Absent slices do not exist to be counted.
+_COUNTED = tuple(s for s in SliceState if s is not SliceState.ABSENT)

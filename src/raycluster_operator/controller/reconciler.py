@@ -247,7 +247,7 @@ class Reconciler:
             for event in plan.events
         )
         await self._write_status(ns, name, obj, plan.status, outcome, failures)
-        self.metrics.set_slices(ns, name, list(plan.status.get("workerGroups") or []))
+        self.metrics.set_slices(ns, name, plan.tallies)
         if failures:
             raise ReconcileError("; ".join(failures))
         return outcome

@@ -9,7 +9,9 @@ from raycluster_operator.planning.deletion import (
     DeletionPlan,
     plan_deletion,
 )
+from raycluster_operator.planning.group_plan import GroupTally
 from raycluster_operator.planning.reasons import CreateReason, DeleteReason, EventReason
+from raycluster_operator.planning.slice_state import SliceState, SliceTransition
 
 __all__ = [
     "IDLE_TERMINATION_FINALIZER",
@@ -18,9 +20,12 @@ __all__ = [
     "DeleteReason",
     "DeletionPlan",
     "EventReason",
+    "GroupTally",
     "PlannedEvent",
     "PodCreate",
     "PodDelete",
+    "SliceState",
+    "SliceTransition",
     "plan_cluster",
     "plan_deletion",
 ]

@@ -47,6 +47,7 @@ from raycluster_operator.planning.services import (
     missing_services,
     service_name,
 )
+from raycluster_operator.planning.slice_state import SliceTransition
 from raycluster_operator.planning.spec_check import SpecCheck, check_spec
 from raycluster_operator.planning.status import INVALID_SPEC, Deletion, Observed, build_status
 
@@ -70,6 +71,10 @@ class ClusterPlan:
     problems: tuple[Problem, ...] = ()
     #: Names of ``services`` not among the observed services.
     missing_services: tuple[str, ...] = ()
+    #: Per worker group, the observed counts (slices by state) the status and metrics report.
+    tallies: tuple[GroupTally, ...] = ()
+    #: Every slice this plan moves, and why (``slice_state.TRANSITIONS``).
+    transitions: tuple[SliceTransition, ...] = ()
 
     @property
     def is_empty(self) -> bool:
@@ -110,6 +115,7 @@ def plan_cluster(
     deletes: list[PodDelete] = []
     events: list[PlannedEvent] = []
     tallies: list[GroupTally] = []
+    transitions: list[SliceTransition] = []
     for position, group in enumerate(cluster.spec.worker_group_specs):
         group_pods = by_group.get(group.group_name, [])
         desired = desired_slices(group, cluster_suspended=suspended)
@@ -135,6 +141,7 @@ def plan_cluster(
             stop=stop,
         )
         tallies.append(planned.tally)
+        transitions += planned.transitions
         deletes += planned.deletes
         creates += _worker_creates(cluster, group, planned, _switches_for(group, switches))
         events += planned.events
@@ -207,6 +214,8 @@ def plan_cluster(
         status=status,
         problems=check.problems,
         missing_services=missing_services(wanted_services, services),
+        tallies=tuple(tallies),
+        transitions=tuple(transitions),
     )
 
 

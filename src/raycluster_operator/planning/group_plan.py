@@ -14,8 +14,9 @@ TPU_NAME, and indices stay dense without moving a healthy slice later.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from raycluster_operator.api.models import WorkerGroupSpec
 from raycluster_operator.api.names import replica_name
@@ -24,7 +25,14 @@ from raycluster_operator.planning.desired import hosts
 from raycluster_operator.planning.indices import free_below, lowest_free
 from raycluster_operator.planning.pods import PodView
 from raycluster_operator.planning.reasons import CreateReason, DeleteReason, EventReason
-from raycluster_operator.planning.replicas import Replica, sort_into_replicas
+from raycluster_operator.planning.replicas import GroupPods, Replica, sort_into_replicas
+from raycluster_operator.planning.slice_state import (
+    SERVING,
+    SliceState,
+    SliceTransition,
+    check_transition,
+    derive_state,
+)
 
 #: How often a colliding replica name is redrawn before the group waits for the next pass.
 NAME_ATTEMPTS = 20
@@ -55,6 +63,8 @@ class GroupTally:
     broken_slices: int
     ready_pods: int
     running_pods: int
+    #: How many slices are in each state (absent ones are not counted).
+    slices: Mapping[SliceState, int] = field(default_factory=dict)
 
     @property
     def desired_pods(self) -> int:
@@ -67,6 +77,8 @@ class GroupPlan:
     replicas: tuple[NewReplica, ...]
     tally: GroupTally
     events: tuple[PlannedEvent, ...] = ()
+    #: Every slice this plan moves, checked against ``slice_state.TRANSITIONS``.
+    transitions: tuple[SliceTransition, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +146,7 @@ def plan_group(
     if stop is not None:
         for pod in pods:
             out.pod(pod, stop, f"{stop.value}: removing pod {pod.name} of group {group.group_name}")
-        return GroupPlan(tuple(out.items.values()), (), tally)
+        return GroupPlan(tuple(out.items.values()), (), tally, (), _moves(found, out.items, ()))
 
     # Rule 2: no pod of the group is left behind for lack of labels.
     for pod in found.unidentified:
@@ -145,10 +157,10 @@ def plan_group(
         )
     replaced = -(-sum(1 for p in found.unidentified if not p.terminating) // n)
 
-    # Rule 1: a broken replica goes whole.
+    # Rule 1: a broken replica goes whole, for the fault its state names.
     for replica in found.replicas:
-        if replica.broken is not None and not replica.draining:
-            out.replica(replica, replica.broken, replica.detail)
+        if replica.state is SliceState.BROKEN and replica.cause is not None:
+            out.replica(replica, replica.cause, replica.detail)
             replaced += 1
 
     # Rule 3: a named host takes its replica with it, in this same pass.
@@ -166,7 +178,7 @@ def plan_group(
                     f"{named} is listed in workersToDelete; deleting {what}",
                 )
 
-    valid = [r for r in found.replicas if r.complete and r.key not in out.replica_keys]
+    valid = [r for r in found.replicas if r.state in SERVING and r.key not in out.replica_keys]
     kept = _drop_duplicate_indices(valid, out)
     replaced += len(valid) - len(kept)
     valid = kept
@@ -231,7 +243,35 @@ def plan_group(
             )
             break
         made.append(NewReplica(index, name, tuple(range(n)), reason))
-    return GroupPlan(tuple(out.items.values()), tuple(made), tally, tuple(events))
+    moves = _moves(found, out.items, made)
+    return GroupPlan(tuple(out.items.values()), tuple(made), tally, tuple(events), moves)
+
+
+def _moves(
+    found: GroupPods, deletes: Mapping[str, PodDelete], made: Sequence[NewReplica]
+) -> tuple[SliceTransition, ...]:
+    """The slices this plan moves, each checked against the table (a rule that would move a
+    slice some way the table does not name raises instead of acting)."""
+    moves: list[SliceTransition] = []
+    if deletes:
+        for replica in found.replicas:
+            going = next((deletes[p.name] for p in replica.pods if p.name in deletes), None)
+            if going is not None:
+                moves.append(
+                    SliceTransition(replica.key, replica.state, SliceState.DELETING, going.reason)
+                )
+        for pod in found.unidentified:
+            if pod.name in deletes:
+                # A pod without identity is a slice of its own that cannot serve.
+                moves.append(
+                    SliceTransition(
+                        pod.name, SliceState.BROKEN, SliceState.DELETING, deletes[pod.name].reason
+                    )
+                )
+    for new in made:
+        key = new.name or f"index {new.index}"
+        moves.append(SliceTransition(key, SliceState.ABSENT, SliceState.PENDING, new.reason))
+    return tuple(map(check_transition, moves))
 
 
 def _indices_awaiting_replacement(
@@ -245,7 +285,7 @@ def _indices_awaiting_replacement(
     awaited: set[int] = set()
     for replica in replicas:
         index = replica.index
-        if replica.broken is None or index is None or index in live:
+        if replica.state in SERVING or index is None or index in live:
             continue
         if any(p.name in wanted for p in replica.pods):
             continue
@@ -318,24 +358,33 @@ def tally_group(
         group=group.group_name,
         num_of_hosts=n,
         desired_slices=desired,
+        # KubeRay's unindexed mode counts pods, and has no notion of a broken slice.
         ready_slices=ready // n,
         broken_slices=0,
         ready_pods=ready,
         running_pods=sum(1 for p in pods if p.live and p.running),
+        slices=Counter(_pod_state(p) for p in pods),
     )
+
+
+def _pod_state(pod: PodView) -> SliceState:
+    """Unindexed mode: every pod is a slice of its own."""
+    return derive_state((pod,), 1, name=None, index=None).state
 
 
 def _tally(
     group: WorkerGroupSpec, pods: Sequence[PodView], replicas: Sequence[Replica], desired: int
 ) -> GroupTally:
+    states = Counter(r.state for r in replicas)
     return GroupTally(
         group=group.group_name,
         num_of_hosts=hosts(group),
         desired_slices=desired,
-        ready_slices=sum(1 for r in replicas if r.ready),
-        broken_slices=sum(1 for r in replicas if r.broken is not None and not r.draining),
+        ready_slices=states[SliceState.READY],
+        broken_slices=states[SliceState.BROKEN],
         ready_pods=sum(1 for p in pods if p.running_and_ready),
         running_pods=sum(1 for p in pods if p.live and p.running),
+        slices=states,
     )
 
 
@@ -356,17 +405,19 @@ def _plan_flat(
     want = desired * n
     out = _Deletions(group.group_name)
     tally = tally_group(group, pods, desired=desired, multi_host_indexing=False)
+    states = {p.name: _pod_state(p) for p in pods}
     if stop is not None:
         for pod in pods:
             out.pod(pod, stop, f"{stop.value}: removing pod {pod.name} of group {group.group_name}")
-        return GroupPlan(tuple(out.items.values()), (), tally)
+        moves = _flat_moves(states, out.items, ())
+        return GroupPlan(tuple(out.items.values()), (), tally, (), moves)
     wanted = set(group.workers_to_delete)
     for pod in pods:
-        if pod.failed:
+        if states[pod.name] is SliceState.BROKEN:
             out.pod(pod, DeleteReason.POD_FAILED, f"pod {pod.name} failed")
         elif pod.name in wanted:
             out.pod(pod, DeleteReason.WORKERS_TO_DELETE, f"{pod.name} is listed in workersToDelete")
-    remaining = [p for p in pods if p.live and p.name not in out.items]
+    remaining = [p for p in pods if states[p.name] in SERVING and p.name not in out.items]
     surplus = len(remaining) - want
     if switches.scale_down and surplus > 0:
         newest = sorted(remaining, key=lambda p: (p.created, p.name), reverse=True)[:surplus]
@@ -383,4 +434,19 @@ def _plan_flat(
         )
         for i in range(max(need, 0))
     )
-    return GroupPlan(tuple(out.items.values()), made, tally)
+    moves = _flat_moves(states, out.items, made)
+    return GroupPlan(tuple(out.items.values()), made, tally, (), moves)
+
+
+def _flat_moves(
+    states: Mapping[str, SliceState], deletes: Mapping[str, PodDelete], made: Sequence[NewReplica]
+) -> tuple[SliceTransition, ...]:
+    moves = [
+        SliceTransition(name, states[name], SliceState.DELETING, d.reason)
+        for name, d in deletes.items()
+    ]
+    moves += [
+        SliceTransition("new pod", SliceState.ABSENT, SliceState.PENDING, new.reason)
+        for new in made
+    ]
+    return tuple(map(check_transition, moves))
