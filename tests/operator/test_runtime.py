@@ -95,5 +95,8 @@ async def test_probes_and_metrics_are_served(world: World) -> None:
             text = await resp.text()
     assert 'raycluster_operator_pods_created_total{reason="ScaleUp"} 4.0' in text
     assert 'state="ready"} 1.0' in text
+    # Slices are counted in every state of the slice state machine, besides the desired ones.
+    for state in ("desired", "pending", "broken", "deleting"):
+        assert f'state="{state}"}}' in text
     assert "raycluster_operator_reconcile_duration_seconds_bucket" in text
     assert "raycluster_operator_workqueue_depth" in text

@@ -19,6 +19,7 @@ import yaml
 
 from kubefacts.names import random_suffix
 from kubefacts.timestamps import parse_time
+from raycluster_operator.api.objects import Resource
 from raycluster_operator.api.problems import Problem
 from raycluster_operator.api.validation import parse_cluster
 from raycluster_operator.planning import ClusterPlan, plan_cluster
@@ -149,7 +150,7 @@ def _objects(stream: TextIO | None, kind: str, namespace: str) -> list[dict[str,
             if not isinstance(item, Mapping) or item.get("kind", kind) != kind:
                 continue
             obj = dict(item)
-            metadata = dict(obj.get("metadata") or {})
+            metadata = dict(Resource(obj).meta)
             metadata.setdefault("namespace", namespace)
             obj["metadata"] = metadata
             out.append(obj)
@@ -200,7 +201,7 @@ def _cell(value: object) -> str:
 def render_table(result: ClusterPlan) -> str:
     rows = [("ACTION", "GROUP", "REPLICA", "INDEX", "HOST", "POD", "REASON")]
     for c in result.creates:
-        generate = (c.manifest.get("metadata") or {}).get("generateName")
+        generate = Resource(c.manifest).generate_name
         rows.append(
             (
                 "create",

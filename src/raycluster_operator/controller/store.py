@@ -8,10 +8,22 @@ that owns a service) to the keys of the objects that carry it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from typing import NamedTuple
 
 from raycluster_operator.api.objects import Obj, Resource
 
 IndexFunc = Callable[[Obj], Iterable[str]]
+
+
+class Change(NamedTuple):
+    """One difference between the cache and a fresh listing, as the handlers receive it."""
+
+    #: ADDED, MODIFIED or DELETED.
+    type: str
+    #: The cached object (None when ADDED).
+    old: Obj | None
+    #: The listed object (None when DELETED).
+    new: Obj | None
 
 
 def object_key(obj: Obj) -> str:
@@ -88,19 +100,19 @@ class Store:
             self._unindex(key, old)
         return old
 
-    def replace(self, objs: Iterable[Obj]) -> list[tuple[str, Obj | None, Obj | None]]:
-        """Swap in a fresh listing; returns the changes as (type, old, new) for the handlers."""
+    def replace(self, objs: Iterable[Obj]) -> list[Change]:
+        """Swap in a fresh listing; returns the changes for the handlers."""
         fresh = {object_key(o): o for o in objs}
-        changes: list[tuple[str, Obj | None, Obj | None]] = []
+        changes: list[Change] = []
         for key in list(self._objects):
             if key not in fresh:
-                changes.append(("DELETED", self.remove(key), None))
+                changes.append(Change("DELETED", self.remove(key), None))
         for obj in fresh.values():
             old = self.upsert(obj)
             if old is None:
-                changes.append(("ADDED", None, obj))
+                changes.append(Change("ADDED", None, obj))
             elif _rv(old) != _rv(obj):
-                changes.append(("MODIFIED", old, obj))
+                changes.append(Change("MODIFIED", old, obj))
         return changes
 
     def _index(self, key: str, obj: Obj) -> None:
