@@ -4,7 +4,7 @@ Objects arrive from the API server as JSON and stay plain dicts (``Obj``) in the
 the wire: the operator patches and re-sends them, and a field it does not model must survive.
 What it *reads* is named here once, with the API's defaults spelled out (an absent
 ``metadata.labels`` is an empty mapping, an absent ``deletionTimestamp`` is None), so a rule
-reads ``pod.labels`` or ``pod.deleting`` instead of digging with ``.get(..) or {}``.
+reads ``pod.labels`` or ``pod.deleting`` instead of digging through nested ``.get`` calls.
 
 The TypedDicts describe the shapes (the fields we read, all optional as on the wire); the view
 classes wrap one body without copying it. A view costs one small object: it keeps the three

@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kubefacts.names import random_suffix
-from raycluster_operator.api.objects import Obj, Pod, RayClusterObject, Resource
+from raycluster_operator.api.objects import Obj, RayClusterObject, Resource
 from raycluster_operator.api.validation import parse_cluster
 from raycluster_operator.controller.events import EventRecorder
 from raycluster_operator.controller.expectations import Expectations
@@ -148,7 +148,7 @@ class Reconciler:
             return Outcome(skipped=f"managed by {managed_by}")
 
         pods = self.pods.by_index("cluster", key)
-        cached = {p.name: p.deleting for p in map(Pod, pods)}
+        cached = {p.name: p.deleting for p in map(Resource, pods)}
         if not self.expectations.satisfied(key, cached.get):
             return Outcome(
                 skipped="waiting for cache", requeue_after=self.expectations.remaining(key)
@@ -192,7 +192,7 @@ class Reconciler:
     async def _finish_deletion(self, key: str, obj: Obj) -> Outcome:
         """Carry out ``plan_deletion``: the pods first, then Ray's finalizer (metadata only)."""
         pods = self.pods.by_index("cluster", key)
-        cached = {p.name: p.deleting for p in map(Pod, pods)}
+        cached = {p.name: p.deleting for p in map(Resource, pods)}
         if not self.expectations.satisfied(key, cached.get):
             return Outcome(
                 skipped="waiting for cache", requeue_after=self.expectations.remaining(key)
@@ -299,7 +299,7 @@ class Reconciler:
         failures: list[str],
     ) -> None:
         ns, _ = split_key(key)
-        uids = {p.name: p.uid for p in map(Pod, pods)}
+        uids = {p.name: p.uid for p in map(Resource, pods)}
         self.expectations.expect(key, deletes=[d.name for d in deletes])
         results = await self.writer.run_all(
             self.client.delete(PODS, ns, d.name, uid=d.uid or uids.get(d.name)) for d in deletes
