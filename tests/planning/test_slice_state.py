@@ -31,6 +31,7 @@ from raycluster_operator.planning.slice_state import (
 )
 
 from .test_group_convergence import scenarios
+from .test_group_rules import STATIC
 from .world import Create, World, make_pod, stamp, suffixes
 
 Scenario = tuple[WorkerGroupSpec, list[dict[str, Any]], GroupSwitches]
@@ -302,4 +303,4 @@ def test_the_planner_rejects_its_own_invalid_move(monkeypatch: pytest.MonkeyPatc
         make_pod("b", replica_index=0, replica_name="workers-a", host_index=1, state="failed"),
     ]
     with pytest.raises(InvalidTransition, match="broken -> deleting"):
-        plan_of(spec, World.of(pods), GroupSwitches(scale_down=True, dense=True), suffixes())
+        plan_of(spec, World.of(pods), STATIC, suffixes())

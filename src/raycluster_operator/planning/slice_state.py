@@ -101,9 +101,8 @@ _REQUESTS = _STOPS | {
     # Two slices claim one index: the newer one goes, however healthy.
     DeleteReason.DUPLICATE_REPLICA_INDEX,
 }
-_CREATES = frozenset(
-    {CreateReason.SCALE_UP, CreateReason.REPLACE_REPLICA, CreateReason.COMPACT_INDICES}
-)
+#: Why the planner creates a slice: every create reason but the head's.
+_CREATES = frozenset(CreateReason) - {CreateReason.HEAD_MISSING}
 
 _S = SliceState
 _O = Observation
