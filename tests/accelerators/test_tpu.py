@@ -1,4 +1,4 @@
-"""TPU slices: every topology of REFERENCE.md, the numOfHosts check, and the host env."""
+"""TPU slices: every topology of docs/design.md §9.2, the numOfHosts check, and the host env."""
 
 from __future__ import annotations
 
@@ -7,40 +7,9 @@ import pytest
 from raycluster_operator.accelerators import tpu
 from raycluster_operator.accelerators.identity import HostIdentity
 from raycluster_operator.accelerators.profile import validate_group
+from tpu_topologies import GKE, TABLE
 
 from .conftest import make_group, tpu_group
-
-GKE = {
-    "v4": "tpu-v4-podslice",
-    "v5e": "tpu-v5-lite-podslice",
-    "v5p": "tpu-v5p-slice",
-    "v6e": "tpu-v6e-slice",
-    "tpu7x": "tpu7x",
-}
-
-# (generation, topology, chips per host, hosts per slice) — REFERENCE.md's table.
-TABLE = [
-    *[
-        (g, t, 4, h)
-        for g in ("v4", "v5p", "tpu7x")
-        for t, h in [("2x2x1", 1), ("2x2x2", 2), ("2x2x4", 4), ("2x4x4", 8), ("4x4x4", 16)]
-    ],
-    *[
-        (g, t, c, h)
-        for g in ("v5e", "v6e")
-        for t, c, h in [
-            ("1x1", 1, 1),
-            ("2x2", 4, 1),
-            ("2x4", 8, 1),
-            ("2x4", 4, 2),
-            ("4x4", 4, 4),
-            ("4x8", 4, 8),
-            ("8x8", 4, 16),
-            ("8x16", 4, 32),
-            ("16x16", 4, 64),
-        ]
-    ],
-]
 
 
 @pytest.mark.parametrize(("gen", "topology", "chips", "hosts"), TABLE)
