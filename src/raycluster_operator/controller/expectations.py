@@ -13,8 +13,11 @@ a create the cache does not show yet is only *vouched for* (planning treats it a
 so it is not created twice), until the cache shows it, a watch reports it gone, or the
 deadline passes. An ``AlreadyExists`` answer is vouched for the same way, so a same-named
 object the caches cannot see (one without the operator's label) is asked for again only once
-per deadline. This object is the one owner of all of it: the reconciler registers writes,
-the sources report sightings through the reconciler, nothing else reads or writes it.
+per deadline. A status written is remembered with the resourceVersion it was computed from:
+until the cache moves past that version, planning reads the written status, so the same
+status is not written twice. This object is the one owner of all of it: the reconciler
+registers writes, the sources report sightings through the reconciler, nothing else reads or
+writes it.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 Clock = Callable[[], float]
 #: Looks a pod name up in the cache: None when absent, else whether it is terminating.
@@ -46,6 +50,8 @@ class Expectations:
         self._pending: dict[str, _Pending] = {}
         #: Per cluster, objects created (or found existing) but not yet seen, with deadlines.
         self._vouched: dict[str, dict[ObjectId, float]] = {}
+        #: Per cluster, the status last written and the resourceVersion it was computed from.
+        self._statuses: dict[str, tuple[str, dict[str, Any]]] = {}
 
     def expect(self, key: str, *, creates: Iterable[str] = (), deletes: Iterable[str] = ()) -> None:
         entry = self._pending.setdefault(key, _Pending())
@@ -106,6 +112,19 @@ class Expectations:
             del entry[ident]
         return frozenset(entry)
 
+    def wrote_status(self, key: str, version: str, status: dict[str, Any]) -> None:
+        self._statuses[key] = (version, status)
+
+    def written_status(self, key: str, version: str) -> dict[str, Any] | None:
+        """The status written over ``version`` while the cache still shows that version."""
+        written = self._statuses.get(key)
+        if written is None:
+            return None
+        if written[0] != version:
+            del self._statuses[key]
+            return None
+        return written[1]
+
     def forget_names(
         self, key: str, *, creates: Iterable[str] = (), deletes: Iterable[str] = ()
     ) -> None:
@@ -118,3 +137,4 @@ class Expectations:
     def forget(self, key: str) -> None:
         self._pending.pop(key, None)
         self._vouched.pop(key, None)
+        self._statuses.pop(key, None)

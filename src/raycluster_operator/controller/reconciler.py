@@ -112,10 +112,8 @@ class Reconciler:
         self.recorder = recorder
         self.metrics = metrics
         self.options = options or PlanOptions()
+        #: Writes not yet seen in the caches; owned here, fed by ``observe``.
         self.expectations = Expectations(timeout=expectations_timeout)
-        #: Status we wrote, by cluster, with the resourceVersion of the object it was
-        #: computed from: until the cache moves past that version, planning reads this one.
-        self._written: dict[str, tuple[str, dict[str, Any]]] = {}
 
     def observe(self, change: Change) -> None:
         """A sighting from the sources: proves (or retracts) a write the pass waits for."""
@@ -153,19 +151,13 @@ class Reconciler:
     # -- reading ---------------------------------------------------------------------------
 
     def _forget(self, key: str) -> None:
-        self._written.pop(key, None)
         self.expectations.forget(key)
         self.metrics.forget_cluster(*split_key(key))
 
     def _as_written(self, key: str, obj: Obj) -> Obj:
         """The cached cluster, with the status we last wrote if the cache has not caught up."""
-        written = self._written.get(key)
-        if written is None:
-            return obj
-        if written[0] != _version(obj):
-            del self._written[key]
-            return obj
-        return {**obj, "status": written[1]}
+        written = self.expectations.written_status(key, _version(obj))
+        return obj if written is None else {**obj, "status": written}
 
     def _present(self, key: str) -> frozenset[ObjectId]:
         ns, _ = split_key(key)
@@ -282,7 +274,7 @@ class Reconciler:
         ns, name = split_key(key)
         try:
             await self.client.patch_status(RAYCLUSTERS, ns, name, patch)
-            self._written[key] = (_version(obj), desired)
+            self.expectations.wrote_status(key, _version(obj), desired)
         except NotFound:
             pass
         except KubeError as exc:
