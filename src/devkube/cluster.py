@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sys
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -47,6 +48,14 @@ RUNTIMES: dict[str, Callable[[RuntimeContext], Runtime]] = {
 }
 
 
+def _binds_pod_ips(runtime: str | Runtime) -> bool:
+    """A process runtime, by name or as an instance (whose module is then loaded already)."""
+    if isinstance(runtime, str):
+        return runtime == "process"
+    module = sys.modules.get("devkube.process.runtime")
+    return module is not None and isinstance(runtime, module.ProcessRuntime)
+
+
 class DevCluster:
     """Async context manager; `start()`/`stop()` for callers that manage the lifetime."""
 
@@ -67,7 +76,7 @@ class DevCluster:
             raise ValueError(f"unknown runtime {runtime!r} (known: {', '.join(RUNTIMES)})")
         self._kubelet_delay = kubelet_delay
         self.node_manifests = build_nodes(parse_spec(nodes))
-        if runtime == "process" or hasattr(runtime, "adapt_nodes"):
+        if _binds_pod_ips(runtime):
             # [process runtime integration] pods bind their IPs: nodes get loopback pod ranges.
             from devkube.process.runtime import loopback_nodes
 

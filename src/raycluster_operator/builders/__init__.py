@@ -7,7 +7,6 @@ from raycluster_operator.builders.pods import (
     WorkerPods,
     build_head_pod,
     build_worker_pod,
-    host_identity,
 )
 from raycluster_operator.builders.services import (
     build_head_service,
@@ -22,6 +21,5 @@ __all__ = [
     "build_head_service",
     "build_headless_service",
     "build_worker_pod",
-    "host_identity",
     "needs_headless_service",
 ]

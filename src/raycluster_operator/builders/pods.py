@@ -201,17 +201,6 @@ def build_head_pod(cluster: RayCluster) -> dict[str, Any]:
     )
 
 
-def host_identity(
-    cluster: RayCluster,
-    group: WorkerGroupSpec,
-    replica_index: int | None,
-    replica_name: str | None,
-    host_index: int | None,
-) -> HostIdentity:
-    """The pod's place; an unindexed single-host pod (gate off) has an empty slice name."""
-    return WorkerPods(cluster, group).identity(replica_index, replica_name, host_index)
-
-
 def build_worker_pod(
     cluster: RayCluster,
     group: WorkerGroupSpec,

@@ -64,7 +64,6 @@ class EventRecorder:
         self.window = window
         self._clock = clock
         self._seen: dict[tuple[str, ...], _Seen] = {}
-        self.emitted = 0
 
     async def emit(
         self,
@@ -84,7 +83,6 @@ class EventRecorder:
         now = self._clock()
         wall = _micro(datetime.now(UTC))
         log.info("event %s %s/%s %s: %s", type_, ref["kind"], ref["name"], reason, note)
-        self.emitted += 1
         self._prune(now)
         seen = self._seen.get(key)
         try:

@@ -9,17 +9,33 @@ from raycluster_operator.planning.deletion import (
     DeletionPlan,
     plan_deletion,
 )
+from raycluster_operator.planning.pass_plan import (
+    DEFAULT_CONTROLLER_NAMES,
+    ClusterState,
+    ObjectId,
+    PassPlan,
+    PlanOptions,
+    object_id,
+    plan_pass,
+)
 from raycluster_operator.planning.reasons import CreateReason, DeleteReason
 
 __all__ = [
+    "DEFAULT_CONTROLLER_NAMES",
     "IDLE_TERMINATION_FINALIZER",
     "ClusterPlan",
+    "ClusterState",
     "CreateReason",
     "DeleteReason",
     "DeletionPlan",
+    "ObjectId",
+    "PassPlan",
+    "PlanOptions",
     "PlannedEvent",
     "PodCreate",
     "PodDelete",
+    "object_id",
     "plan_cluster",
     "plan_deletion",
+    "plan_pass",
 ]

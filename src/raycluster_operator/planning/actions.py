@@ -42,3 +42,11 @@ class PlannedEvent:
     message: str
     #: Pod name the Event is about; None means the RayCluster itself.
     regarding: str | None = None
+    #: The Event's ``action``: what the operator does about it (``CreatePod``, ``DeletePod``),
+    #: decided with the Event rather than guessed from its reason afterwards.
+    action: str = "Reconcile"
+
+
+#: Event actions for pod writes.
+CREATE_POD = "CreatePod"
+DELETE_POD = "DeletePod"

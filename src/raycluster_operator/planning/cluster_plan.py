@@ -20,7 +20,13 @@ from raycluster_operator.api import labels
 from raycluster_operator.api.models import RayCluster, WorkerGroupSpec
 from raycluster_operator.api.names import head_service_name
 from raycluster_operator.api.problems import Problem
-from raycluster_operator.planning.actions import PlannedEvent, PodCreate, PodDelete
+from raycluster_operator.planning.actions import (
+    CREATE_POD,
+    DELETE_POD,
+    PlannedEvent,
+    PodCreate,
+    PodDelete,
+)
 from raycluster_operator.planning.desired import (
     autoscaling_on,
     cluster_suspended,
@@ -169,7 +175,12 @@ def plan_cluster(
                 ),
             )
             events.append(
-                PlannedEvent("Normal", CreateReason.HEAD_MISSING.value, "creating the head pod")
+                PlannedEvent(
+                    "Normal",
+                    CreateReason.HEAD_MISSING.value,
+                    "creating the head pod",
+                    action=CREATE_POD,
+                )
             )
         wanted_services = desired_services(cluster)
         if autoscaling:
@@ -276,7 +287,10 @@ def _create_events(group: str, replicas: Sequence[NewReplica]) -> list[PlannedEv
         size = f" ({len(replica.hosts)} hosts)" if replica.name else ""
         out.append(
             PlannedEvent(
-                "Normal", replica.reason.value, f"group {group}: creating {what}{where}{size}"
+                "Normal",
+                replica.reason.value,
+                f"group {group}: creating {what}{where}{size}",
+                action=CREATE_POD,
             )
         )
     return out
@@ -298,6 +312,7 @@ def _delete_events(deletes: Sequence[PodDelete]) -> list[PlannedEvent]:
                 reason.value,
                 f"{first.message}{count}",
                 first.name if len(items) == 1 else None,
+                action=DELETE_POD,
             )
         )
     return out
