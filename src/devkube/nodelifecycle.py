@@ -5,7 +5,9 @@ heartbeats and taints nodes by their Ready condition, acting only through the AP
   `grace` seconds (kube: --node-monitor-grace-period, 40 s; dev default 10 s) gets its Ready
   condition set to Unknown, reason NodeStatusUnknown, "Kubelet stopped posting node status."
   Heartbeats are timed by when this controller saw them change, not by the timestamps they
-  carry (clock skew), as kube does; a node first seen counts as heard from then.
+  carry (clock skew), as kube does; a node first seen counts as heard from then, and so does
+  every node after a pass that came late (the event loop was busy: this controller cannot
+  have seen heartbeats it had no time to read, and must not call their nodes dead).
 - Taints (TaintNodesByCondition and the NoExecute tainting pass): Ready=False ->
   node.kubernetes.io/not-ready NoSchedule and NoExecute; Ready=Unknown ->
   node.kubernetes.io/unreachable NoSchedule and NoExecute; Ready=True -> neither;
@@ -39,6 +41,7 @@ UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 LIFECYCLE_TAINTS = frozenset({NOT_READY_TAINT, UNREACHABLE_TAINT, UNSCHEDULABLE_TAINT})
 UNKNOWN_REASON = "NodeStatusUnknown"
 UNKNOWN_MESSAGE = "Kubelet stopped posting node status."
+NEVER_REASON = "NodeStatusNeverUpdated"
 NEVER_MESSAGE = "Kubelet never posted node status."
 
 
@@ -96,6 +99,7 @@ class NodeLifecycleController:
         self.monitor_every = monitor_every
         # node -> (last heartbeat seen: lease renewTime and Ready lastHeartbeatTime, loop time)
         self._heard: dict[str, tuple[tuple[str, str], float]] = {}
+        self._last_pass: float | None = None
         self._dirty = asyncio.Event()
         self.nodes.subscribe(self._changed)
         self._task: asyncio.Task[None] | None = None
@@ -141,6 +145,9 @@ class NodeLifecycleController:
     async def monitor(self) -> None:
         """One pass over every node: health, taints, pods."""
         now = asyncio.get_running_loop().time()
+        if self._last_pass is not None and now - self._last_pass > self.grace / 2:
+            self._heard = {name: (beat, now) for name, (beat, _) in self._heard.items()}
+        self._last_pass = now
         nodes = list(self.nodes.cache.values())
         names = {str(_meta(n).get("name")) for n in nodes}
         for gone in [n for n in self._heard if n not in names]:
@@ -172,7 +179,7 @@ class NodeLifecycleController:
             if condition.get("status") != "Unknown":
                 condition.update(
                     status="Unknown",
-                    reason=UNKNOWN_REASON,
+                    reason=NEVER_REASON if never else UNKNOWN_REASON,
                     message=NEVER_MESSAGE if never else UNKNOWN_MESSAGE,
                     lastTransitionTime=now,
                 )
@@ -182,7 +189,7 @@ class NodeLifecycleController:
                 {
                     "type": "Ready",
                     "status": "Unknown",
-                    "reason": UNKNOWN_REASON,
+                    "reason": NEVER_REASON,
                     "message": NEVER_MESSAGE,
                     "lastHeartbeatTime": now,
                     "lastTransitionTime": now,

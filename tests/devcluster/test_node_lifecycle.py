@@ -84,7 +84,8 @@ async def test_stopped_kubelet_goes_unknown_tainted_and_comes_back(
 
     before = await eventually(leases_renewed)
     table = await kubectl("get", "leases", "-n", "kube-node-lease")
-    assert NODE in table.stdout, table.stdout
+    assert table.stdout.split()[:3] == ["NAME", "HOLDER", "AGE"], table.stdout
+    assert f"{NODE}   {NODE}" in table.stdout, table.stdout
 
     stopped = await kubectl("annotate", "node", NODE, f"{ANNOTATION}=stopped")
     assert stopped.returncode == 0, stopped.stderr
