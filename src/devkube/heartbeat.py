@@ -20,6 +20,7 @@ from typing import Any
 
 from devkube.client import ApiClient, ApiError, resource_path
 from devkube.informer import Informer
+from devkube.nodes import PRESSURE_CONDITIONS
 from kubefacts.timestamps import micro_time, rfc3339
 
 log = logging.getLogger(__name__)
@@ -124,32 +125,43 @@ class Heartbeats:
             await self._client.create(lease_path(), lease)
 
     async def _post_status(self, node: Mapping[str, Any], ready: bool) -> None:
+        """Post the kubelet's conditions (the pressure ones False, Ready as given) when one
+        differs from the stored node, or when the last post is `status_every` old."""
         name = str((node.get("metadata") or {}).get("name"))
-        current = ready_condition_of(node)
-        status = "True" if ready else "False"
+        stored = {str(c.get("type")): c for c in (node.get("status") or {}).get("conditions") or []}
+        wanted = {kind: ("False", reason, message) for kind, reason, message in PRESSURE_CONDITIONS}
+        wanted["Ready"] = (
+            ("True", "KubeletReady", READY_MESSAGE)
+            if ready
+            else ("False", "KubeletNotReady", NOT_READY_MESSAGE)
+        )
         now = asyncio.get_running_loop().time()
         stale = now - self._posted.get(name, -math.inf) >= self.status_every
-        if current is not None and current.get("status") == status and not stale:
+        differs = any(
+            stored.get(kind, {}).get("status") != status for kind, (status, _, _) in wanted.items()
+        )
+        if not differs and not stale:
             return
         stamp = rfc3339(datetime.now(UTC))
-        changed = current is None or current.get("status") != status
-        condition = {
-            "type": "Ready",
-            "status": status,
-            "reason": "KubeletReady" if ready else "KubeletNotReady",
-            "message": READY_MESSAGE if ready else NOT_READY_MESSAGE,
-            "lastHeartbeatTime": stamp,
-            "lastTransitionTime": stamp
-            if changed or current is None
-            else current.get("lastTransitionTime", stamp),
-        }
-        others = [
-            c
-            for c in (node.get("status") or {}).get("conditions") or []
-            if c.get("type") != "Ready"
-        ]
+        conditions = []
+        for kind, (status, reason, message) in wanted.items():
+            current = stored.get(kind) or {}
+            changed = current.get("status") != status
+            conditions.append(
+                {
+                    "type": kind,
+                    "status": status,
+                    "reason": reason,
+                    "message": message,
+                    "lastHeartbeatTime": stamp,
+                    "lastTransitionTime": stamp
+                    if changed
+                    else current.get("lastTransitionTime", stamp),
+                }
+            )
+        others = [c for kind, c in stored.items() if kind not in wanted]
         await self._client.patch(
             resource_path("v1", "nodes", name=name, subresource="status"),
-            {"status": {"conditions": [*others, condition]}},
+            {"status": {"conditions": [*conditions, *others]}},
         )
         self._posted[name] = now

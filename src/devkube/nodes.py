@@ -253,7 +253,8 @@ def _node(
                 {"type": "Hostname", "address": name},
             ],
             "conditions": [
-                ready_condition(True, "KubeletReady", "kubelet is posting ready status")
+                *healthy_pressure_conditions(),
+                ready_condition(True, "KubeletReady", "kubelet is posting ready status"),
             ],
             "nodeInfo": {
                 "kubeletVersion": "v1.31.0-devcluster",
@@ -263,6 +264,25 @@ def _node(
             },
         },
     }
+
+
+# The node conditions a healthy kubelet reports besides Ready: (type, reason, message), False.
+PRESSURE_CONDITIONS: tuple[tuple[str, str, str], ...] = (
+    ("MemoryPressure", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+    ("DiskPressure", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+    ("PIDPressure", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+)
+
+
+def healthy_pressure_conditions(now: str = "") -> list[dict[str, str]]:
+    conditions = []
+    for kind, reason, message in PRESSURE_CONDITIONS:
+        condition = {"type": kind, "status": "False", "reason": reason, "message": message}
+        if now:
+            condition["lastHeartbeatTime"] = now
+            condition["lastTransitionTime"] = now
+        conditions.append(condition)
+    return conditions
 
 
 def ready_condition(ready: bool, reason: str, message: str, now: str = "") -> dict[str, str]:

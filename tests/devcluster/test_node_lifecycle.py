@@ -99,6 +99,8 @@ async def test_stopped_kubelet_goes_unknown_tainted_and_comes_back(
         assert {(UNREACHABLE, "NoSchedule"), (UNREACHABLE, "NoExecute")} <= taints_of(node)
         no_execute = [t for t in node["spec"]["taints"] if t["effect"] == "NoExecute"]
         assert all(t.get("timeAdded") for t in no_execute)
+        # Every condition goes Unknown, as kube's controller does it.
+        assert {c["status"] for c in node["status"]["conditions"]} == {"Unknown"}
 
     await eventually(unknown_and_tainted)
     # The pod's Ready goes False (its kubelet cannot say so); the 300 s default toleration
@@ -124,6 +126,8 @@ async def test_stopped_kubelet_goes_unknown_tainted_and_comes_back(
         node = await get_json(kubectl, "node", NODE)
         assert ready_of(node)["status"] == "True"
         assert ready_of(node)["reason"] == "KubeletReady"
+        pressure = [c for c in node["status"]["conditions"] if c["type"] != "Ready"]
+        assert len(pressure) == 3 and {c["status"] for c in pressure} == {"False"}
         assert not {k for k, _ in taints_of(node)} & {UNREACHABLE, NOT_READY}
 
     await eventually(ready_again)

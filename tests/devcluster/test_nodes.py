@@ -104,7 +104,15 @@ def test_each_tpu_pool_is_one_slice_of_hosts_with_gke_labels() -> None:
     assert first["spec"]["taints"] == [
         {"key": "google.com/tpu", "value": "present", "effect": "NoSchedule"}
     ]
-    assert first["status"]["conditions"][0] == {
+    conditions = {c["type"]: c for c in first["status"]["conditions"]}
+    assert [c["type"] for c in first["status"]["conditions"]] == [
+        "MemoryPressure",
+        "DiskPressure",
+        "PIDPressure",
+        "Ready",
+    ]
+    assert conditions["MemoryPressure"]["status"] == "False"
+    assert conditions["Ready"] == {
         "type": "Ready",
         "status": "True",
         "reason": "KubeletReady",
