@@ -5,14 +5,18 @@ pod GC of a deleted node's pods, cordon and drain."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
 import yaml
 
-from conftest import Eventually, Kubectl
 from devkube import DevCluster
+
+# The shared fixtures' types (tests/conftest.py), named here: conftest is not importable by name
+# when several test directories run together.
+Kubectl = Callable[..., Awaitable[Any]]
+Eventually = Callable[..., Awaitable[Any]]
 
 GRACE = 2.0  # seconds without heartbeat before Unknown (dev default 10, kube 40)
 NODE = "cpu-0-n0"

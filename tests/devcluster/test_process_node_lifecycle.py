@@ -4,14 +4,18 @@ until their pod is finished (the kubelet back) or removed from the API (force-de
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
 
-from conftest import Eventually, Kubectl
 from devkube import DevCluster
 from devkube.process import process_runtime_available
+
+# The shared fixtures' types (tests/conftest.py), named here: conftest is not importable by name
+# when several test directories run together.
+Kubectl = Callable[..., Awaitable[Any]]
+Eventually = Callable[..., Awaitable[Any]]
 
 AVAILABLE, WHY = process_runtime_available()
 pytestmark = pytest.mark.skipif(not AVAILABLE, reason=WHY)
