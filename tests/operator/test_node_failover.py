@@ -98,3 +98,64 @@ async def test_a_slice_on_a_stopped_node_is_replaced_after_eviction(world: World
         assert len(await world.pods("lost", live=False)) == len(await world.pods("lost"))
 
     await eventually(replaced, within=60)
+
+
+async def test_a_slice_on_a_dead_node_is_replaced_elsewhere_once_it_is_out_of_service(
+    world: World,
+) -> None:
+    """The kubelet never comes back: the admin's out-of-service taint lets the pod garbage
+    collector release the evicted host, and the slice comes back whole on another pool."""
+    await world.start_operator()
+    group = tpu_group("tpu", replicas=1)
+    group["template"]["spec"]["tolerations"] = [
+        {
+            "key": "node.kubernetes.io/unreachable",
+            "operator": "Exists",
+            "effect": "NoExecute",
+            "tolerationSeconds": 1,
+        }
+    ]
+    await world.apply(raycluster("dead", [group]))
+
+    async def one_ready_slice() -> list[dict[str, Any]]:
+        pods = await world.workers("dead")
+        assert slices(pods) == {0: FOUR}
+        assert all(ready(p) for p in pods)
+        return pods
+
+    before = await eventually(one_ready_slice, within=30)
+    old_uids = {p["metadata"]["uid"] for p in before}
+    node = before[0]["spec"]["nodeName"]
+    pool = {p["spec"]["nodeName"].rsplit("-h", 1)[0] for p in before}
+    assert len(pool) == 1
+    await annotate_kubelet(world, node, "stopped")
+
+    async def evicted() -> None:
+        pods = await world.pods("dead", live=False)
+        assert all(
+            p["metadata"].get("deletionTimestamp") for p in pods if p["metadata"]["uid"] in old_uids
+        )
+
+    await eventually(evicted, within=30)
+    await world.cluster.client.patch(
+        f"/api/v1/nodes/{node}",
+        {
+            "spec": {
+                "taints": [
+                    *(await world.cluster.client.get(f"/api/v1/nodes/{node}"))["spec"]["taints"],
+                    {
+                        "key": "node.kubernetes.io/out-of-service",
+                        "value": "nodeshutdown",
+                        "effect": "NoExecute",
+                    },
+                ]
+            }
+        },
+    )
+
+    async def replaced_elsewhere() -> None:
+        pods = await one_ready_slice()
+        assert not {p["metadata"]["uid"] for p in pods} & old_uids
+        assert {p["spec"]["nodeName"].rsplit("-h", 1)[0] for p in pods}.isdisjoint(pool)
+
+    await eventually(replaced_elsewhere, within=60)
