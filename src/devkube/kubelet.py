@@ -156,9 +156,6 @@ class Kubelet:
             return None
         return node not in self._lost_nodes
 
-    def kubelet_running(self, node: str) -> bool:
-        return node not in self._stopped
-
     def _on_node_event(self, event: WatchEvent) -> None:
         items = event.object.get("items") or [] if event.type == "SYNC" else [event.object]
         if event.type == "SYNC":

@@ -94,7 +94,7 @@ class NodeLifecycleController:
         self._client = client
         self.nodes = nodes
         self.pods = pods
-        self.leases = Informer(client, lease_path(), self._lease_event)
+        self.leases = Informer(client, lease_path(), self._changed)
         self.grace = grace
         self.monitor_every = monitor_every
         # node -> (last heartbeat seen: lease renewTime and Ready lastHeartbeatTime, loop time)
@@ -105,9 +105,6 @@ class NodeLifecycleController:
         self._task: asyncio.Task[None] | None = None
 
     def _changed(self, _event: WatchEvent) -> None:
-        self._dirty.set()
-
-    def _lease_event(self, _event: WatchEvent) -> None:
         self._dirty.set()
 
     async def start(self) -> None:
