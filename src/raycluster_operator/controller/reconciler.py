@@ -242,6 +242,7 @@ class Reconciler:
                 event.reason,
                 event.message,
                 action=_action(event.reason),
+                related=by_name.get(event.related) if event.related else None,
             )
             for event in plan.events
         )
