@@ -127,11 +127,11 @@ def plan_cluster(
         stop: DeleteReason | None = None
         if suspending or suspended:
             stop = DeleteReason.CLUSTER_SUSPENDED
-        elif group_pods and (group.suspend or group.group_name in group_stopping):
+        elif group.suspend or (group_pods and group.group_name in group_stopping):
+            # A group's suspension is one-way too: it ends only when its last pod is gone.
             stop = DeleteReason.GROUP_SUSPENDED
-            groups_suspending.add(group.group_name)
-        elif group.suspend:
-            stop = DeleteReason.GROUP_SUSPENDED
+            if group_pods:
+                groups_suspending.add(group.group_name)
         planned = plan_group(
             group,
             group_pods,
