@@ -174,3 +174,31 @@ async def test_suspend_completes_to_suspended_and_a_group_suspend_is_one_way(
         assert obj["status"]["state"] == "suspended"
 
     await eventually(suspended, within=30)
+
+
+async def test_a_deleted_head_is_replaced_only_after_its_pod_is_gone(
+    world: World, tmp_path: Path
+) -> None:
+    kubectl = Kubectl(world.cluster, tmp_path)
+    await world.start_operator()
+    await kubectl.apply(raycluster("hd", [cpu_group("g", replicas=1)]))
+
+    async def head() -> str:
+        heads = [p for p in await kubectl.pods("hd") if node_type(p) == "head"]
+        assert len(heads) == 1 and heads[0]["status"].get("phase") == "Running"
+        return str(heads[0]["metadata"]["name"])
+
+    old = await eventually(head, within=30)
+    await kubectl.patch_merge("pod", old, {"metadata": {"finalizers": [FINALIZER]}})
+    await kubectl("delete", "pod", old, "--wait=false")
+    await asyncio.sleep(1.5)
+    # The old head terminates but is held: no second head meanwhile.
+    assert [p["metadata"]["name"] for p in await kubectl.pods("hd") if node_type(p) == "head"] == [
+        old
+    ]
+    await release(kubectl, [old])
+
+    async def replaced() -> None:
+        assert await head() != old
+
+    await eventually(replaced, within=30)
