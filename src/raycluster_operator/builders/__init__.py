@@ -11,7 +11,9 @@ from raycluster_operator.builders.pods import (
 from raycluster_operator.builders.services import (
     build_head_service,
     build_headless_service,
+    build_serve_service,
     needs_headless_service,
+    needs_serve_service,
 )
 
 __all__ = [
@@ -20,6 +22,8 @@ __all__ = [
     "build_head_pod",
     "build_head_service",
     "build_headless_service",
+    "build_serve_service",
     "build_worker_pod",
     "needs_headless_service",
+    "needs_serve_service",
 ]

@@ -260,7 +260,12 @@ class Reconciler:
         by_name = {p["metadata"]["name"]: p for p in pods}
         await self.writer.run_all(
             self.recorder.emit(
-                by_name.get(e.regarding or "", obj), e.type, e.reason, e.message, action=e.action
+                by_name.get(e.regarding or "", obj),
+                e.type,
+                e.reason,
+                e.message,
+                action=e.action,
+                related=by_name.get(e.related) if e.related else None,
             )
             for e in events
         )

@@ -60,6 +60,11 @@ class Observed:
     pods_remaining: int = 0
     #: Group -> (delete reason, message, pods) of what this pass deletes there, if anything.
     deletions: Mapping[str, tuple[str, str, int]] = field(default_factory=dict)
+    #: The cluster's pods are being removed for suspension and some still exist (whatever
+    #: ``spec.suspend`` says now: planning/suspension.py).
+    suspending: bool = False
+    #: Worker groups whose pods are being removed for the group's own suspension.
+    groups_suspending: frozenset[str] = frozenset()
 
 
 def previous_status(cluster: RayCluster) -> dict[str, Any]:
@@ -132,6 +137,9 @@ def _group_entry(
         "desiredPods": tally.desired_pods,
         "readyPods": tally.ready_pods,
     }
+    if tally.group in seen.groups_suspending:
+        # Read back by planning/suspension.py: the group keeps suspending after a restart.
+        entry["suspending"] = True
     # "Why did my slice go away?" stays answerable after the Event has expired: the latest
     # deletion in the group, kept from the previous status until a newer one replaces it.
     deletion = seen.deletions.get(tally.group)
@@ -160,6 +168,8 @@ def _state(
         return STATE_FAILED
     if suspended:
         return STATE_SUSPENDED if seen.pods_remaining == 0 else before.get("state") or None
+    if seen.suspending:
+        return before.get("state") or None
     if all_ready or before.get("state") == STATE_READY:
         return STATE_READY
     return None
@@ -185,7 +195,7 @@ def _conditions(
         c.get("type") == PROVISIONED and c.get("status") == "True"
         for c in before.get("conditions") or ()
     )
-    if suspended:
+    if suspended or seen.suspending:
         out.append((PROVISIONED, False, "RayClusterSuspended", "the cluster is suspended"))
     elif all_ready or was_provisioned:
         out.append((PROVISIONED, True, "AllPodRunningAndReadyFirstTime", ""))
@@ -200,7 +210,8 @@ def _conditions(
         out.append((REPLICA_FAILURE, False, "NoReplicaFailure", ""))
 
     remaining = seen.pods_remaining > 0
-    if suspended and remaining:
+    if seen.suspending or (suspended and remaining):
+        # One-way: stays True until no pod is left, even if the spec resumed meanwhile.
         out.append((SUSPENDING, True, "RayClusterSuspending", f"{seen.pods_remaining} pods left"))
     else:
         out.append((SUSPENDING, False, "RayClusterNotSuspending", ""))
