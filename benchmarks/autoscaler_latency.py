@@ -234,7 +234,7 @@ def main() -> int:
 
     async def start_operator() -> tuple[KubeClient, Manager, asyncio.Task[None]]:
         client = KubeClient.from_kubeconfig(cluster.kubeconfig_dict())
-        options = ManagerOptions(metrics_addr=None, health_addr=None, leader_elect=False)
+        options = ManagerOptions.from_flat(metrics_addr=None, health_addr=None, leader_elect=False)
         manager = Manager(client, options)
         return client, manager, asyncio.create_task(manager.run())
 

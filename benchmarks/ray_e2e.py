@@ -282,7 +282,9 @@ async def run() -> None:
         op_client = KubeClient.from_kubeconfig(cluster.kubeconfig_dict())
         manager = Manager(
             op_client,
-            ManagerOptions(metrics_addr=None, health_addr=None, leader_elect=False, identity="b"),
+            ManagerOptions.from_flat(
+                metrics_addr=None, health_addr=None, leader_elect=False, identity="b"
+            ),
         )
         task = asyncio.create_task(manager.run())
         try:

@@ -1,4 +1,5 @@
-"""A whole dev cluster in one object: API server, simulated nodes, scheduler, kubelet and GC.
+"""A whole dev cluster in one object: API server, simulated nodes, scheduler, kubelet, GC, and
+the node lifecycle controllers (node health and taints, taint-based eviction, pod GC).
 
     async with DevCluster() as cluster:
         cluster.write_kubeconfig("kubeconfig")
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sys
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -25,10 +27,13 @@ from devkube.discovery import Discovery
 from devkube.gc import GarbageCollector
 from devkube.informer import Informer
 from devkube.kubelet import Kubelet
+from devkube.nodelifecycle import NodeLifecycleController
 from devkube.nodes import build_nodes, parse_spec
+from devkube.podgc import PodGarbageCollector
 from devkube.runtime import Runtime, RuntimeContext, simulated_runtime
 from devkube.scheduler import Scheduler
 from devkube.server import ApiServer, Faults
+from devkube.tainteviction import TaintEvictionController
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +52,14 @@ RUNTIMES: dict[str, Callable[[RuntimeContext], Runtime]] = {
 }
 
 
+def _binds_pod_ips(runtime: str | Runtime) -> bool:
+    """A process runtime, by name or as an instance (whose module is then loaded already)."""
+    if isinstance(runtime, str):
+        return runtime == "process"
+    module = sys.modules.get("devkube.process.runtime")
+    return module is not None and isinstance(runtime, module.ProcessRuntime)
+
+
 class DevCluster:
     """Async context manager; `start()`/`stop()` for callers that manage the lifetime."""
 
@@ -62,12 +75,18 @@ class DevCluster:
         termination_cap: float = 0.5,
         eviction_delay: float = 0.5,
         faults: Faults | None = None,
+        node_grace: float = 10.0,
+        node_status_every: float = 60.0,
+        pod_gc_every: float = 2.0,
     ) -> None:
+        """`node_grace`: seconds without a heartbeat before a node goes Ready=Unknown (kube's
+        --node-monitor-grace-period, 40 s there); kubelets renew their Lease every quarter of
+        it and post node status at least every `node_status_every` seconds."""
         if isinstance(runtime, str) and runtime not in RUNTIMES:
             raise ValueError(f"unknown runtime {runtime!r} (known: {', '.join(RUNTIMES)})")
         self._kubelet_delay = kubelet_delay
         self.node_manifests = build_nodes(parse_spec(nodes))
-        if runtime == "process" or hasattr(runtime, "adapt_nodes"):
+        if _binds_pod_ips(runtime):
             # [process runtime integration] pods bind their IPs: nodes get loopback pod ranges.
             from devkube.process.runtime import loopback_nodes
 
@@ -76,10 +95,16 @@ class DevCluster:
         self._runtime_choice = runtime
         self._termination_cap = termination_cap
         self._eviction_delay = eviction_delay
+        self._node_grace = node_grace
+        self._node_status_every = node_status_every
+        self._pod_gc_every = pod_gc_every
         self._client: ApiClient | None = None
         self._scheduler: Scheduler | None = None
         self._kubelet: Kubelet | None = None
         self._gc: GarbageCollector | None = None
+        self._node_lifecycle: NodeLifecycleController | None = None
+        self._taint_eviction: TaintEvictionController | None = None
+        self._pod_gc: PodGarbageCollector | None = None
         self._discovery: Discovery | None = None
         self._shared: list[Informer] = []
 
@@ -108,17 +133,39 @@ class DevCluster:
             eviction_delay=self._eviction_delay,
             pods=pods,
             nodes=nodes,
+            lease_duration=self._node_grace,
+            status_every=self._node_status_every,
+        )
+        self._node_lifecycle = NodeLifecycleController(
+            self._client, nodes=nodes, pods=pods, grace=self._node_grace
+        )
+        self._taint_eviction = TaintEvictionController(self._client, nodes=nodes, pods=pods)
+        self._pod_gc = PodGarbageCollector(
+            self._client, nodes=nodes, pods=pods, every=self._pod_gc_every
         )
         self._gc = GarbageCollector(
             self._client, self._discovery, shared={i.path: i for i in self._shared}
         )
         self.server.log_source = self._kubelet.log_source
         await self._kubelet.start()  # starts the shared informers, nodes first
-        await asyncio.gather(self._scheduler.start(), self._gc.start())
+        await asyncio.gather(
+            self._scheduler.start(),
+            self._gc.start(),
+            self._node_lifecycle.start(),
+            self._taint_eviction.start(),
+            self._pod_gc.start(),
+        )
         log.info("dev cluster up at %s with %d nodes", self.url, len(self.node_manifests))
 
     async def stop(self) -> None:
-        for part in (self._gc, self._scheduler, self._kubelet):
+        for part in (
+            self._pod_gc,
+            self._taint_eviction,
+            self._node_lifecycle,
+            self._gc,
+            self._scheduler,
+            self._kubelet,
+        ):
             if part is not None:
                 await part.stop()
         for informer in self._shared:

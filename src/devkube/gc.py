@@ -74,11 +74,28 @@ class GarbageCollector:
         for informer in self._shared.values():
             informer.subscribe(self._changed)
         self._dirty = asyncio.Event()
+        self._seen: dict[str, tuple[str, str, str]] = {}  # uid -> what the collector reads
         self._task: asyncio.Task[None] | None = None
         self._discovered_at = 0.0
         self.passes = 0
 
-    def _changed(self, _event: WatchEvent) -> None:
+    def _changed(self, event: WatchEvent) -> None:
+        # Only what the collector reads makes a pass worth it: a status write or a Lease
+        # renewal (every node, every few seconds) changes none of it.
+        meta = event.object.get("metadata") or {}
+        uid = str(meta.get("uid", ""))
+        if event.type == "DELETED":
+            self._seen.pop(uid, None)
+        elif event.type in ("ADDED", "MODIFIED"):
+            signature = (
+                repr(meta.get("ownerReferences")),
+                str(meta.get("deletionTimestamp")),
+                repr(meta.get("finalizers")),
+            )
+            unchanged = self._seen.get(uid) == signature
+            self._seen[uid] = signature
+            if unchanged and event.type == "MODIFIED":
+                return
         self._dirty.set()
 
     async def start(self) -> None:

@@ -3,9 +3,19 @@
 For each pod bound to a node it assigns a pod IP from the node's range, reports the pod
 Pending (containers creating), asks the runtime to start the containers, and reports them
 Running and Ready as the runtime says so. It finishes graceful deletion (after the pod's grace
-period, capped short), applies the restart policy when a container exits, and simulates
-faults: `fail_pod` makes containers exit, `fail_node` makes a node NotReady, its pods unready
-and then Failed with reason NodeLost.
+period, capped short), applies the restart policy when a container exits, heartbeats for every
+node (`heartbeat.Heartbeats`), and simulates faults: `fail_pod` makes containers exit,
+`fail_node` makes a node's kubelet report NotReady, its pods unready and then Failed with
+reason NodeLost.
+
+A node's kubelet is stopped, as a user does it with kubectl alone, by the node annotation
+`dev.raycluster-operator.io/kubelet=stopped` (`=running`, or removing it, starts it again).
+A stopped kubelet is a partitioned node: it sends no heartbeat and writes nothing (no pod
+status, no finished deletions, no new pods started), while the containers it runs keep running
+and restarting as before. Back, it posts the node Ready, rewrites every pod's status, starts
+the pods bound meanwhile and finishes the deletions that waited. A pod removed from the API
+while the kubelet is stopped (force-deleted, or by the pod garbage collector) has its
+containers stopped at once: the dev cluster does not keep orphaned processes alive.
 """
 
 from __future__ import annotations
@@ -19,8 +29,9 @@ from typing import Any
 
 from devkube.client import ApiClient, ApiError, WatchEvent, resource_path
 from devkube.containerlogs import ContainerLogs
+from devkube.heartbeat import Heartbeats
 from devkube.informer import Informer
-from devkube.placement import TERMINAL_PHASES, node_is_ready
+from devkube.placement import TERMINAL_PHASES
 from devkube.podstatus import (
     ContainerRecord,
     PodRecord,
@@ -33,7 +44,8 @@ from kubefacts.timestamps import now_rfc3339
 
 log = logging.getLogger(__name__)
 
-UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
+KUBELET_ANNOTATION = "dev.raycluster-operator.io/kubelet"
+STOPPED = "stopped"
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -77,6 +89,8 @@ class Kubelet:
         concurrency: int = 32,
         pods: Informer | None = None,
         nodes: Informer | None = None,
+        lease_duration: float = 10.0,
+        status_every: float = 60.0,
     ) -> None:
         self._client = client
         self.runtime = runtime
@@ -87,6 +101,7 @@ class Kubelet:
         self._ready_since: dict[str, tuple[bool, str]] = {}
         self._ip_pools: dict[str, _IpPool] = {}
         self._lost_nodes: set[str] = set()
+        self._stopped: set[str] = set()  # nodes whose kubelet is stopped (the annotation)
         self._terminating: set[str] = set()
         self._locks: dict[str, asyncio.Lock] = {}
         self._last_write: dict[str, asyncio.Task[None]] = {}
@@ -98,6 +113,14 @@ class Kubelet:
         self.pods = pods or Informer(client, "/api/v1/pods")
         self._owns_informers = pods is None and nodes is None
         self.pods.subscribe(self._on_pod_event)
+        self.nodes.subscribe(self._on_node_event)
+        self.heartbeats = Heartbeats(
+            client,
+            self.nodes,
+            self._readiness,
+            lease_duration=lease_duration,
+            status_every=status_every,
+        )
 
     async def start(self) -> None:
         # Nodes first: a pod is only run once its node (IP range, address) is known.
@@ -105,8 +128,10 @@ class Kubelet:
         await self.nodes.synced.wait()
         self.pods.start()
         await self.pods.synced.wait()
+        self.heartbeats.start()
 
     async def stop(self) -> None:
+        await self.heartbeats.stop()
         if self._owns_informers:
             await self.pods.stop()
             await self.nodes.stop()
@@ -122,6 +147,42 @@ class Kubelet:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
+
+    # --- watching nodes: which kubelets run ------------------------------------------------
+
+    def _readiness(self, node: str) -> bool | None:
+        """What node's kubelet reports: nothing when stopped, NotReady when failed."""
+        if node in self._stopped:
+            return None
+        return node not in self._lost_nodes
+
+    def _on_node_event(self, event: WatchEvent) -> None:
+        items = event.object.get("items") or [] if event.type == "SYNC" else [event.object]
+        if event.type == "SYNC":
+            names = {str(_meta(n).get("name")) for n in items}
+            self._stopped &= names
+        for node in items:
+            name = str(_meta(node).get("name"))
+            annotations = _meta(node).get("annotations") or {}
+            stopped = event.type != "DELETED" and annotations.get(KUBELET_ANNOTATION) == STOPPED
+            if stopped and name not in self._stopped:
+                log.info("kubelet of node %s stopped", name)
+                self._stopped.add(name)
+            elif not stopped and name in self._stopped:
+                self._stopped.discard(name)
+                if event.type != "DELETED":
+                    log.info("kubelet of node %s running again", name)
+                    self._resume(name)
+
+    def _resume(self, node: str) -> None:
+        """A kubelet back: heartbeat now, report every pod, catch up on what it missed."""
+        self._spawn(self.heartbeats.beat(node))
+        for uid, record in list(self.records.items()):
+            if record.node == node:
+                self._publish(uid)
+        for pod in list(self.pods.cache.values()):
+            if (pod.get("spec") or {}).get("nodeName") == node:
+                self._observe(pod)
 
     # --- watching pods -------------------------------------------------------------------
 
@@ -153,11 +214,16 @@ class Kubelet:
     def _observe(self, pod: dict[str, Any]) -> None:
         meta = _meta(pod)
         uid = str(meta.get("uid", ""))
+        node_name = str((pod.get("spec") or {}).get("nodeName") or "")
+        if node_name in self._stopped:
+            return  # seen again when the kubelet is back
         if meta.get("deletionTimestamp"):
             self._terminate(pod)
             return
-        node_name = str((pod.get("spec") or {}).get("nodeName") or "")
-        if not node_name or uid in self.records:
+        if uid in self.records:
+            self._reconcile_ready(uid, pod)
+            return
+        if not node_name:
             return
         if (pod.get("status") or {}).get("phase") in (*TERMINAL_PHASES, "Running"):
             return  # finished, or run by a kubelet before us
@@ -192,7 +258,7 @@ class Kubelet:
                 for c in spec.get("containers") or []
             ],
             init_containers=[str(c.get("name", "")) for c in spec.get("initContainers") or []],
-            node_ready=node_name not in self._lost_nodes and node_is_ready(node),
+            node_ready=node_name not in self._lost_nodes,
             qos_class=qos_class(spec),
         )
         self.records[uid] = record
@@ -202,6 +268,18 @@ class Kubelet:
             self._spawn(self._evict_later([uid], node_name))
         else:
             self.runtime.start_pod(pod, record.pod_ip, self)
+
+    def _reconcile_ready(self, uid: str, pod: Mapping[str, Any]) -> None:
+        """Like the status manager's resync: when someone else (the node lifecycle controller)
+        changed the pod's Ready condition, write ours again."""
+        ours = self._ready_since.get(uid)
+        if ours is None:
+            return
+        for condition in (pod.get("status") or {}).get("conditions") or []:
+            if condition.get("type") == "Ready" and (condition.get("status") == "True") != ours[0]:
+                pending = self._last_write.get(uid)
+                if pending is None or pending.done():
+                    self._publish(uid)
 
     def _terminate(self, pod: dict[str, Any]) -> None:
         uid = str(_meta(pod).get("uid", ""))
@@ -218,6 +296,9 @@ class Kubelet:
             grace = spec.get("terminationGracePeriodSeconds", 30)
         wait = min(float(grace), self.termination_cap) if spec.get("nodeName") else 0.0
         await asyncio.sleep(wait)
+        if spec.get("nodeName") in self._stopped:
+            self._terminating.discard(str(meta.get("uid", "")))
+            return  # finished when the kubelet is back
         await self.runtime.stop_pod(pod, wait)
         path = resource_path("v1", "pods", str(meta.get("namespace", "default")), str(meta["name"]))
         delay = 0.05
@@ -256,8 +337,8 @@ class Kubelet:
         while True:
             async with lock, self._writes:
                 record = self.records.get(uid)
-                if record is None or uid in self._terminating:
-                    return
+                if record is None or uid in self._terminating or record.node in self._stopped:
+                    return  # a stopped kubelet reports nothing; it rewrites all when back
                 ready = all(c.ready and c.state == "running" for c in record.containers)
                 ready = ready and record.node_ready and not record.failed_reason
                 previous = self._ready_since.get(uid)
@@ -374,10 +455,11 @@ class Kubelet:
             await task
 
     async def fail_node(self, name: str) -> None:
-        """The node stops reporting: NotReady and tainted unreachable, its pods unready at
-        once, then Failed with reason NodeLost after `eviction_delay`."""
+        """The node's kubelet reports NotReady (its runtime is down): the node NotReady, its
+        pods unready at once, then Failed with reason NodeLost after `eviction_delay`. The
+        node lifecycle controller adds the not-ready taints."""
         self._lost_nodes.add(name)
-        await self._set_node_ready(name, False)
+        await self.heartbeats.beat(name)
         uids = [uid for uid, r in self.records.items() if r.node == name]
         for uid in uids:
             self.records[uid].node_ready = False
@@ -387,7 +469,7 @@ class Kubelet:
     async def restore_node(self, name: str) -> None:
         """The node is back: Ready, untainted, schedulable again (failed pods stay failed)."""
         self._lost_nodes.discard(name)
-        await self._set_node_ready(name, True)
+        await self.heartbeats.beat(name)
 
     async def _evict_later(self, uids: list[str], node: str) -> None:
         await asyncio.sleep(self.eviction_delay)
@@ -408,41 +490,3 @@ class Kubelet:
             await self.runtime.stop_pod(self._pods_by_uid.get(uid, {}), 0)
             writes.append(self._publish(uid))
         await asyncio.gather(*writes)
-
-    async def _set_node_ready(self, name: str, ready: bool) -> None:
-        node = await self._client.get(resource_path("v1", "nodes", name=name))
-        now = now_rfc3339()
-        conditions = [
-            c
-            for c in (node.get("status") or {}).get("conditions") or []
-            if c.get("type") != "Ready"
-        ]
-        conditions.append(
-            {
-                "type": "Ready",
-                "status": "True" if ready else "False",
-                "reason": "KubeletReady" if ready else "NodeStatusUnknown",
-                "message": "kubelet is posting ready status"
-                if ready
-                else "Kubelet stopped posting node status.",
-                "lastHeartbeatTime": now,
-                "lastTransitionTime": now,
-            }
-        )
-        await self._client.patch(
-            resource_path("v1", "nodes", name=name, subresource="status"),
-            {"status": {"conditions": conditions}},
-        )
-        taints = [
-            t
-            for t in (node.get("spec") or {}).get("taints") or []
-            if t.get("key") != UNREACHABLE_TAINT
-        ]
-        if not ready:
-            taints += [
-                {"key": UNREACHABLE_TAINT, "effect": "NoSchedule", "timeAdded": now},
-                {"key": UNREACHABLE_TAINT, "effect": "NoExecute", "timeAdded": now},
-            ]
-        await self._client.patch(
-            resource_path("v1", "nodes", name=name), {"spec": {"taints": taints or None}}
-        )

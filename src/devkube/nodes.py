@@ -7,6 +7,9 @@ Spec grammar (one entry per `--nodes` option; entries may also be comma-separate
 
     tpu:<generation>:<topology>[:<pools>]   generation v4 | v5e | v5p | v6e | tpu7x
                                             one pool = the hosts of one slice
+    tpu:<machine type>:<topology>[:<pools>] the same with GKE's machine type, which fixes the
+                                            chips per host: ct6e-standard-4t:2x4 is 2 hosts of
+                                            4 chips, ct6e-standard-8t:2x4 one host of 8
     gpu:<model>:<hosts per domain>[:<domains>]   hosts of a domain share nvidia.com/gpu.clique
     cpu:<count>                             plain nodes
 """
@@ -24,6 +27,9 @@ GPU_RESOURCE = "nvidia.com/gpu"
 ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
 TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
 NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+BETA_INSTANCE_TYPE_LABEL = "beta.kubernetes.io/instance-type"  # GKE still sets both
+CPU_MACHINE_TYPE = "n2-standard-16"  # what the plain nodes' 16 CPUs / 64Gi are on GKE
 CLIQUE_LABEL = "nvidia.com/gpu.clique"
 
 DEFAULT_SPEC: tuple[str, ...] = ("tpu:v6e:4x4:2", "gpu:gb200:18:1", "cpu:4")
@@ -33,16 +39,40 @@ DEFAULT_SPEC: tuple[str, ...] = ("tpu:v6e:4x4:2", "gpu:gb200:18:1", "cpu:4")
 class TpuGeneration:
     accelerator: str  # the value of cloud.google.com/gke-tpu-accelerator
     dimensions: int  # 2-D (v5e, v6e) or 3-D (v4, v5p, tpu7x) topologies
+
+
+TPU_GENERATIONS: dict[str, TpuGeneration] = {
+    "v4": TpuGeneration("tpu-v4-podslice", 3),
+    "v5e": TpuGeneration("tpu-v5-lite-podslice", 2),
+    "v5p": TpuGeneration("tpu-v5p-slice", 3),
+    "v6e": TpuGeneration("tpu-v6e-slice", 2),
+    "tpu7x": TpuGeneration("tpu7x", 3),
+}
+
+
+@dataclass(frozen=True)
+class TpuMachine:
+    """A GKE TPU machine type: one VM (one node) with `chips` TPU chips."""
+
+    generation: str
+    chips: int
     cpu: str
     memory: str
 
 
-TPU_GENERATIONS: dict[str, TpuGeneration] = {
-    "v4": TpuGeneration("tpu-v4-podslice", 3, "240", "407Gi"),
-    "v5e": TpuGeneration("tpu-v5-lite-podslice", 2, "224", "192Gi"),
-    "v5p": TpuGeneration("tpu-v5p-slice", 3, "208", "448Gi"),
-    "v6e": TpuGeneration("tpu-v6e-slice", 2, "180", "720Gi"),
-    "tpu7x": TpuGeneration("tpu7x", 3, "224", "960Gi"),
+# GKE's TPU machine types (the `--machine-type` of a TPU node pool). v5e and v6e come with 1,
+# 4 or 8 chips per VM: a multi-host slice is made of 4-chip VMs, an 8-chip VM is only ever the
+# single-host 2x4 slice. v4, v5p and tpu7x VMs always carry 4 chips.
+TPU_MACHINES: dict[str, TpuMachine] = {
+    "ct4p-hightpu-4t": TpuMachine("v4", 4, "240", "407Gi"),
+    "ct5lp-hightpu-1t": TpuMachine("v5e", 1, "24", "48Gi"),
+    "ct5lp-hightpu-4t": TpuMachine("v5e", 4, "112", "192Gi"),
+    "ct5lp-hightpu-8t": TpuMachine("v5e", 8, "224", "384Gi"),
+    "ct5p-hightpu-4t": TpuMachine("v5p", 4, "208", "448Gi"),
+    "ct6e-standard-1t": TpuMachine("v6e", 1, "44", "176Gi"),
+    "ct6e-standard-4t": TpuMachine("v6e", 4, "180", "720Gi"),
+    "ct6e-standard-8t": TpuMachine("v6e", 8, "180", "1440Gi"),
+    "tpu7x-standard-4t": TpuMachine("tpu7x", 4, "224", "960Gi"),
 }
 
 # GPUs per node by model; GB200/GB300 trays carry 4 GPUs, HGX boards 8.
@@ -64,6 +94,7 @@ class TpuPools:
     generation: str
     topology: str
     pools: int
+    machine: str = ""  # GKE machine type; empty: the generation's usual one for the topology
 
 
 @dataclass(frozen=True)
@@ -81,8 +112,7 @@ class CpuNodes:
 NodeGroup = TpuPools | GpuDomains | CpuNodes
 
 
-def tpu_slice_shape(generation: str, topology: str) -> tuple[int, int]:
-    """(hosts, chips per host) of one slice, as GKE provisions it."""
+def _chips(generation: str, topology: str) -> int:
     info = TPU_GENERATIONS.get(generation)
     if info is None:
         raise NodeSpecError(
@@ -97,14 +127,47 @@ def tpu_slice_shape(generation: str, topology: str) -> tuple[int, int]:
             f"TPU {generation} needs a {info.dimensions}-D topology like "
             f"{'2x2x2' if info.dimensions == 3 else '4x4'}, got {topology!r}"
         )
-    chips = math.prod(dims)
-    if info.dimensions == 2 and chips <= 8:
-        return 1, chips  # single-host v5e/v6e machine types carry 1, 4 or 8 chips
-    if chips <= 4:
-        return 1, chips
-    if chips % 4:
-        raise NodeSpecError(f"TPU topology {topology!r} is not a whole number of 4-chip hosts")
-    return chips // 4, 4
+    return math.prod(dims)
+
+
+def default_machine(generation: str, topology: str) -> str:
+    """The machine type GKE uses for a topology when none is named: the single-host VM for
+    v5e/v6e slices of up to 8 chips (1x1 -> 1t, 2x2 -> 4t, 2x4 -> 8t), else the 4-chip VM."""
+    chips = _chips(generation, topology)
+    wanted = chips if TPU_GENERATIONS[generation].dimensions == 2 and chips in (1, 8) else 4
+    for name, machine in TPU_MACHINES.items():
+        if machine.generation == generation and machine.chips == wanted:
+            return name
+    raise NodeSpecError(f"no {generation} machine type with {wanted} chips")  # pragma: no cover
+
+
+def tpu_slice_shape(generation: str, topology: str, machine: str = "") -> tuple[int, int]:
+    """(hosts, chips per host) of one slice, as GKE provisions it on `machine` (default: the
+    generation's usual machine type for the topology)."""
+    chips = _chips(generation, topology)
+    machine = machine or default_machine(generation, topology)
+    found = TPU_MACHINES.get(machine)
+    if found is None:
+        raise NodeSpecError(
+            f"unknown TPU machine type {machine!r} (known: {', '.join(TPU_MACHINES)})"
+        )
+    if found.generation != generation:
+        raise NodeSpecError(f"machine type {machine} is TPU {found.generation}, not {generation}")
+    per_host = found.chips
+    if per_host == 4 and TPU_GENERATIONS[generation].dimensions == 3 and chips < 4:
+        return 1, chips  # the smallest 3-D slices sit on one 4-chip VM
+    if per_host == 4 and chips == 4:
+        return 1, 4
+    if per_host in (1, 8) and chips != per_host:
+        raise NodeSpecError(
+            f"machine type {machine} ({per_host} chips) only serves the single-host "
+            f"{'1x1' if per_host == 1 else '2x4'} topology, not {topology!r}"
+        )
+    if chips % per_host or chips < per_host:
+        raise NodeSpecError(
+            f"TPU topology {topology!r} is not a whole number of {per_host}-chip hosts"
+        )
+    return chips // per_host, per_host
 
 
 def parse_entry(entry: str) -> NodeGroup:
@@ -113,8 +176,10 @@ def parse_entry(entry: str) -> NodeGroup:
     try:
         if kind == "tpu" and len(parts) in (3, 4):
             pools = int(parts[3]) if len(parts) == 4 else 1
-            tpu_slice_shape(parts[1], parts[2])  # validate now, not when building
-            group: NodeGroup = TpuPools(parts[1], parts[2], pools)
+            machine = parts[1] if parts[1] in TPU_MACHINES else ""
+            generation = TPU_MACHINES[machine].generation if machine else parts[1]
+            tpu_slice_shape(generation, parts[2], machine)  # validate now, not when building
+            group: NodeGroup = TpuPools(generation, parts[2], pools, machine)
             count = pools
         elif kind == "gpu" and len(parts) in (3, 4):
             if parts[1] not in GPU_MODELS:
@@ -132,7 +197,7 @@ def parse_entry(entry: str) -> NodeGroup:
             group = CpuNodes(count)
         else:
             raise NodeSpecError(
-                f"bad node spec {entry!r}: expected tpu:<gen>:<topology>[:<pools>], "
+                f"bad node spec {entry!r}: expected tpu:<gen|machine type>:<topology>[:<pools>], "
                 "gpu:<model>:<hosts>[:<domains>] or cpu:<count>"
             )
     except ValueError as error:
@@ -188,7 +253,8 @@ def _node(
                 {"type": "Hostname", "address": name},
             ],
             "conditions": [
-                ready_condition(True, "KubeletReady", "kubelet is posting ready status")
+                *healthy_pressure_conditions(),
+                ready_condition(True, "KubeletReady", "kubelet is posting ready status"),
             ],
             "nodeInfo": {
                 "kubeletVersion": "v1.31.0-devcluster",
@@ -198,6 +264,25 @@ def _node(
             },
         },
     }
+
+
+# The node conditions a healthy kubelet reports besides Ready: (type, reason, message), False.
+PRESSURE_CONDITIONS: tuple[tuple[str, str, str], ...] = (
+    ("MemoryPressure", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+    ("DiskPressure", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+    ("PIDPressure", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+)
+
+
+def healthy_pressure_conditions(now: str = "") -> list[dict[str, str]]:
+    conditions = []
+    for kind, reason, message in PRESSURE_CONDITIONS:
+        condition = {"type": kind, "status": "False", "reason": reason, "message": message}
+        if now:
+            condition["lastHeartbeatTime"] = now
+            condition["lastTransitionTime"] = now
+        conditions.append(condition)
+    return conditions
 
 
 def ready_condition(ready: bool, reason: str, message: str, now: str = "") -> dict[str, str]:
@@ -236,15 +321,29 @@ def build_nodes(groups: Sequence[NodeGroup]) -> list[dict[str, Any]]:
     for group in groups:
         if isinstance(group, TpuPools):
             info = TPU_GENERATIONS[group.generation]
-            hosts, chips = tpu_slice_shape(group.generation, group.topology)
+            topology = group.topology.lower()
+            usual = default_machine(group.generation, topology)
+            machine_type = group.machine or usual
+            machine = TPU_MACHINES[machine_type]
+            hosts, chips = tpu_slice_shape(group.generation, topology, machine_type)
+            # Pools on the usual machine keep their short names; others say their chips.
+            base = f"tpu-{group.generation}-{topology}"
+            if machine_type != usual:
+                base += f"-{machine.chips}t"
             for _ in range(group.pools):
-                pool = pool_name(f"tpu-{group.generation}-{group.topology.lower()}")
+                pool = pool_name(base)
                 labels = {
                     ACCELERATOR_LABEL: info.accelerator,
-                    TOPOLOGY_LABEL: group.topology.lower(),
+                    TOPOLOGY_LABEL: topology,
                     NODEPOOL_LABEL: pool,
+                    INSTANCE_TYPE_LABEL: machine_type,
+                    BETA_INSTANCE_TYPE_LABEL: machine_type,
                 }
-                resources = {"cpu": info.cpu, "memory": info.memory, TPU_RESOURCE: str(chips)}
+                resources = {
+                    "cpu": machine.cpu,
+                    "memory": machine.memory,
+                    TPU_RESOURCE: str(chips),
+                }
                 for h in range(hosts):
                     taints = [accelerator_taint(TPU_RESOURCE)]
                     nodes.append(_node(f"{pool}-h{h}", len(nodes), labels, resources, taints))
@@ -265,7 +364,11 @@ def build_nodes(groups: Sequence[NodeGroup]) -> list[dict[str, Any]]:
         else:
             pool = pool_name("cpu")
             for h in range(group.count):
-                labels = {NODEPOOL_LABEL: pool}
+                labels = {
+                    NODEPOOL_LABEL: pool,
+                    INSTANCE_TYPE_LABEL: CPU_MACHINE_TYPE,
+                    BETA_INSTANCE_TYPE_LABEL: CPU_MACHINE_TYPE,
+                }
                 resources = {"cpu": "16", "memory": "64Gi"}
                 nodes.append(_node(f"{pool}-n{h}", len(nodes), labels, resources))
     return nodes
@@ -275,7 +378,12 @@ SPEC_HELP = """\
 Simulated nodes, repeatable (default: tpu:v6e:4x4:2 gpu:gb200:18:1 cpu:4).
 `tpu:<gen>:<topology>[:<pools>]` adds node pools of one slice each (gen v4, v5e, v5p,
 v6e, tpu7x; e.g. tpu:v6e:4x4:2 = 2 pools of 4 hosts with 4 chips; tpu:v5p:2x2x4 = 1 pool
-of 4 hosts); `gpu:<model>:<hosts>[:<domains>]` adds NVLink domains whose hosts share an
+of 4 hosts; v5e/v6e 2x4 = 1 host with 8 chips). Name GKE's machine type instead of the
+generation to pick the hosts: tpu:ct6e-standard-4t:2x4 = 1 pool of 2 hosts with 4 chips,
+tpu:ct6e-standard-8t:2x4 = 1 host with 8 (also ct5lp-hightpu-1t/4t/8t, ct6e-standard-1t,
+ct4p-hightpu-4t, ct5p-hightpu-4t, tpu7x-standard-4t). Nodes carry GKE's labels
+(gke-tpu-accelerator, gke-tpu-topology, gke-nodepool, node.kubernetes.io/instance-type);
+`gpu:<model>:<hosts>[:<domains>]` adds NVLink domains whose hosts share an
 nvidia.com/gpu.clique label (gb200, gb300: 4 GPUs per host; h100, h200, a100: 8);
 `cpu:<count>` adds plain nodes. TPU and GPU nodes are tainted
 <resource>=present:NoSchedule as on GKE; pods requesting the resource tolerate it."""

@@ -76,7 +76,8 @@ def node_is_ready(node: Obj) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
-def _tolerates(pod: Obj, node: Obj, requests: Mapping[str, Fraction]) -> bool:
+def untolerated_taint(pod: Obj, node: Obj, requests: Mapping[str, Fraction]) -> Obj | None:
+    """The first NoSchedule/NoExecute taint of the node the pod does not tolerate, if any."""
     tolerations = list((pod.get("spec") or {}).get("tolerations") or [])
     # ExtendedResourceToleration: asking for an extended resource tolerates its taint.
     tolerations += [
@@ -87,18 +88,22 @@ def _tolerates(pod: Obj, node: Obj, requests: Mapping[str, Fraction]) -> bool:
     for taint in (node.get("spec") or {}).get("taints") or []:
         if taint.get("effect") not in ("NoSchedule", "NoExecute"):
             continue
-        if not any(_toleration_matches(t, taint) for t in tolerations):
-            return False
-    return True
+        if not any(toleration_matches(t, taint) for t in tolerations):
+            found: Obj = taint
+            return found
+    return None
 
 
-def _toleration_matches(toleration: Obj, taint: Obj) -> bool:
+def toleration_matches(toleration: Obj, taint: Obj) -> bool:
+    """As kube's Toleration.ToleratesTaint: an empty effect or key matches any, operator
+    Exists ignores the value, Equal (the default) compares it."""
     if toleration.get("effect") and toleration.get("effect") != taint.get("effect"):
         return False
-    key = toleration.get("key")
+    if toleration.get("key") and toleration.get("key") != taint.get("key"):
+        return False
     if toleration.get("operator") == "Exists":
-        return not key or key == taint.get("key")
-    return bool(key == taint.get("key") and toleration.get("value") == taint.get("value"))
+        return True
+    return str(toleration.get("value") or "") == str(taint.get("value") or "")
 
 
 def _node_affinity_ok(pod: Obj, node: Obj) -> bool:
@@ -232,12 +237,15 @@ class _World:
     def why_not(
         self, pod: Obj, node: Obj, requests: Mapping[str, Fraction], rules: _AffinityRules
     ) -> str | None:
-        if not node_is_ready(node):
-            return "node(s) were not ready"
+        # As kube-scheduler: no check of the Ready condition itself; the node lifecycle
+        # controller's not-ready/unreachable taints keep pods off a node that is not Ready.
         if (node.get("spec") or {}).get("unschedulable"):
             return "node(s) were unschedulable"
-        if not _tolerates(pod, node, requests):
-            return "node(s) had untolerated taint"
+        taint = untolerated_taint(pod, node, requests)
+        if taint is not None:
+            return (
+                f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value') or ''}}}"
+            )
         if not _node_affinity_ok(pod, node):
             return "node(s) didn't match Pod's node affinity/selector"
         short = self.fits(requests, node)

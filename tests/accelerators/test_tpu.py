@@ -1,4 +1,4 @@
-"""TPU slices: every topology of REFERENCE.md, the numOfHosts check, and the host env."""
+"""TPU slices: every topology of docs/design.md §9.2, the numOfHosts check, and the host env."""
 
 from __future__ import annotations
 
@@ -7,40 +7,9 @@ import pytest
 from raycluster_operator.accelerators import tpu
 from raycluster_operator.accelerators.identity import HostIdentity
 from raycluster_operator.accelerators.profile import validate_group
+from tpu_topologies import GKE, TABLE
 
 from .conftest import make_group, tpu_group
-
-GKE = {
-    "v4": "tpu-v4-podslice",
-    "v5e": "tpu-v5-lite-podslice",
-    "v5p": "tpu-v5p-slice",
-    "v6e": "tpu-v6e-slice",
-    "tpu7x": "tpu7x",
-}
-
-# (generation, topology, chips per host, hosts per slice) — REFERENCE.md's table.
-TABLE = [
-    *[
-        (g, t, 4, h)
-        for g in ("v4", "v5p", "tpu7x")
-        for t, h in [("2x2x1", 1), ("2x2x2", 2), ("2x2x4", 4), ("2x4x4", 8), ("4x4x4", 16)]
-    ],
-    *[
-        (g, t, c, h)
-        for g in ("v5e", "v6e")
-        for t, c, h in [
-            ("1x1", 1, 1),
-            ("2x2", 4, 1),
-            ("2x4", 8, 1),
-            ("2x4", 4, 2),
-            ("4x4", 4, 4),
-            ("4x8", 4, 8),
-            ("8x8", 4, 16),
-            ("8x16", 4, 32),
-            ("16x16", 4, 64),
-        ]
-    ],
-]
 
 
 @pytest.mark.parametrize(("gen", "topology", "chips", "hosts"), TABLE)
@@ -132,7 +101,70 @@ def test_env_of_a_v6e_4x4_host() -> None:
         "tpu-1-2.demo-headless,tpu-1-3.demo-headless",
         "TPU_ACCELERATOR_TYPE": "v6e-16",
         "TPU_TOPOLOGY": "4x4",
+        # The GKE webhook's device plugin address: the node's IP, port 2112.
+        "TPU_DEVICE_PLUGIN_HOST_IP": {
+            "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "status.hostIP"}}
+        },
+        "TPU_DEVICE_PLUGIN_ADDR": "$(TPU_DEVICE_PLUGIN_HOST_IP):2112",
     }
+    names = [k for k, _ in tpu.tpu_env(identity(2), V6E, (), megascale_coordinator=None)]
+    # $(VAR) expansion only sees variables listed earlier.
+    assert names.index("TPU_DEVICE_PLUGIN_HOST_IP") < names.index("TPU_DEVICE_PLUGIN_ADDR")
+
+
+V7X = tpu.tpu_slice(tpu_group("tpu7x", "2x2x4", 4, 4))
+
+
+def test_v7x_gives_every_tpu_container_its_own_worker_id_and_process_port() -> None:
+    per = [
+        dict(
+            tpu.tpu_env(
+                identity(1),
+                V7X,
+                (),
+                megascale_coordinator="tpu-0-0.demo-headless",
+                container_index=c,
+                tpu_containers=2,
+            )
+        )
+        for c in range(2)
+    ]
+    assert [e["TPU_WORKER_ID"] for e in per] == ["2", "3"]
+    assert [e["TPU_PROCESS_PORT"] for e in per] == ["8476", "8477"]
+    addresses = per[0]["TPU_PROCESS_ADDRESSES"].split(",")
+    assert addresses[:3] == [
+        "tpu-1-0.demo-headless:8476",
+        "tpu-1-0.demo-headless:8477",
+        "tpu-1-1.demo-headless:8476",
+    ]
+    assert (
+        len(addresses) == 8 and per[1]["TPU_PROCESS_ADDRESSES"] == per[0]["TPU_PROCESS_ADDRESSES"]
+    )
+    # Hostnames stay one per host, as the webhook keeps them.
+    assert per[0]["TPU_WORKER_HOSTNAMES"].count(",") == 3
+
+
+def test_v7x_megascale_names_the_coordinator_port_and_a_port_per_container() -> None:
+    env = [
+        dict(
+            tpu.tpu_env(
+                identity(0),
+                V7X,
+                {"MEGASCALE_NUM_SLICES"},
+                megascale_coordinator="tpu-0-0.demo-headless",
+                container_index=c,
+                tpu_containers=2,
+            )
+        )
+        for c in range(2)
+    ]
+    assert env[0]["MEGASCALE_COORDINATOR_ADDRESS"] == "tpu-0-0.demo-headless:8081"
+    assert [e["MEGASCALE_PORT"] for e in env] == ["8081", "8082"]
+
+
+def test_older_generations_have_no_process_addresses() -> None:
+    env = dict(tpu.tpu_env(identity(1), V6E, (), megascale_coordinator=None))
+    assert "TPU_PROCESS_ADDRESSES" not in env and "TPU_PROCESS_PORT" not in env
 
 
 def test_user_set_values_are_kept() -> None:
@@ -156,3 +188,4 @@ def test_megascale_only_when_the_user_asked_for_slices() -> None:
     )
     assert multi["MEGASCALE_SLICE_ID"] == "1"
     assert multi["MEGASCALE_COORDINATOR_ADDRESS"] == "tpu-0-0.demo-headless"
+    assert multi["MEGASCALE_PORT"] == "8081"

@@ -15,6 +15,7 @@ import pytest
 
 from raycluster_operator.api.models import load_cluster
 from raycluster_operator.builders import build_head_pod, build_worker_pod
+from tpu_topologies import GKE, TABLE
 
 from .conftest import cluster_dict, env_of, make_cluster
 
@@ -138,38 +139,6 @@ def test_ray_reads_the_gpu_domain_label_we_pass() -> None:
     params = parse_start(env_of(pod)["KUBERAY_GEN_RAY_START_CMD"])
     labels = label_utils.parse_node_labels_string(params["labels"])
     assert labels == {"ray.io/gpu-domain": "cpu-3", "team": "a"}
-
-
-GKE = {
-    "v4": "tpu-v4-podslice",
-    "v5e": "tpu-v5-lite-podslice",
-    "v5p": "tpu-v5p-slice",
-    "v6e": "tpu-v6e-slice",
-    "tpu7x": "tpu7x",
-}
-# REFERENCE.md's topology table: (generation, topology, chips per host, hosts per slice).
-TABLE = [
-    *[
-        (g, t, 4, h)
-        for g in ("v4", "v5p", "tpu7x")
-        for t, h in [("2x2x1", 1), ("2x2x2", 2), ("2x2x4", 4), ("2x4x4", 8), ("4x4x4", 16)]
-    ],
-    *[
-        (g, t, c, h)
-        for g in ("v5e", "v6e")
-        for t, c, h in [
-            ("1x1", 1, 1),
-            ("2x2", 4, 1),
-            ("2x4", 8, 1),
-            ("2x4", 4, 2),
-            ("4x4", 4, 4),
-            ("4x8", 4, 8),
-            ("8x8", 4, 16),
-            ("8x16", 4, 32),
-            ("16x16", 4, 64),
-        ]
-    ],
-]
 
 
 @pytest.mark.parametrize(("gen", "topology", "chips", "hosts"), TABLE)

@@ -63,3 +63,21 @@ async def test_a_failing_event_write_never_raises(server: ApiServer, kube: KubeC
     server.faults.fail("create", "events", code=500)
     await EventRecorder(kube).emit(CLUSTER, "Normal", "ScaleUp", "x", action="CreatePod")
     assert kube.counts["create"] == 1
+
+
+async def test_many_similar_events_fold_into_one_combined_event(kube: KubeClient) -> None:
+    """client-go's aggregator: past 10 distinct notes with one object, type and reason in the
+    window, the rest are one "(combined from similar events)" Event whose count grows."""
+    recorder = EventRecorder(kube, instance="test")
+    for i in range(25):
+        await recorder.emit(
+            CLUSTER, "Warning", "HostFailed", f"slice s{i} at index {i}", action="DeletePod"
+        )
+    events = (await kube.list(EVENTS, "default")).items
+    assert len(events) == 11
+    combined = [e for e in events if e["note"].startswith("(combined from similar events): ")]
+    assert len(combined) == 1
+    assert combined[0]["series"]["count"] == 15
+    # A different reason is not similar: it gets its own Event.
+    await recorder.emit(CLUSTER, "Normal", "ScaleUp", "creating", action="CreatePod")
+    assert len((await kube.list(EVENTS, "default")).items) == 12

@@ -70,3 +70,22 @@ def test_a_pod_created_and_deleted_between_two_passes_still_counts() -> None:
     exp.observe("ns/c", "p1", terminating_or_gone=False)  # ADDED, then removed by a user
     exp.observe("ns/c", "p2", terminating_or_gone=True)
     assert exp.satisfied("ns/c", lookup_in({}))
+
+
+def test_a_vouched_object_is_present_until_the_cache_speaks_or_the_deadline_passes() -> None:
+    now = [0.0]
+    exp = Expectations(timeout=10.0, clock=lambda: now[0])
+    exp.vouch("ns/c", [("Role", "c"), ("ServiceAccount", "c")])
+    assert exp.vouched("ns/c") == {("Role", "c"), ("ServiceAccount", "c")}
+    exp.observe_object("ns/c", ("Role", "c"))  # seen (or seen gone): the cache is the truth
+    assert exp.vouched("ns/c") == {("ServiceAccount", "c")}
+    assert exp.satisfied("ns/c", lambda _: None)  # vouches never hold a cluster back
+    now[0] = 10.0
+    assert exp.vouched("ns/c") == frozenset()
+
+
+def test_forgetting_a_cluster_drops_its_vouches() -> None:
+    exp = Expectations()
+    exp.vouch("ns/c", [("Service", "c-head-svc")])
+    exp.forget("ns/c")
+    assert exp.vouched("ns/c") == frozenset()

@@ -20,7 +20,7 @@ from lightkube.resources.core_v1 import ConfigMap, Pod
 from lightkube.types import OnErrorAction, OnErrorResult, PatchType
 
 from devkube.server import ApiServer
-from devkube.server.testing import ThreadedServer, write_ca
+from devkube_testing import ThreadedServer, write_ca
 
 # ---------------------------------------------------------------- the official client (sync)
 

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from devkube.server import ApiServer, LogRequest
-from devkube.server.testing import write_kubeconfig
+from devkube_testing import write_kubeconfig
 
 CRD = """
 apiVersion: apiextensions.k8s.io/v1

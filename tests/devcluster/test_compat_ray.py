@@ -20,7 +20,7 @@ import aiohttp
 import pytest
 
 from devkube.server import ApiServer
-from devkube.server.testing import client_ssl_context, write_ca
+from devkube_testing import client_ssl_context, write_ca
 
 pytest.importorskip("ray.autoscaler._private.kuberay.node_provider")
 

@@ -84,6 +84,87 @@ def test_dev_writes_a_kubeconfig_kubectl_can_use_and_stops_cleanly(tmp_path: Pat
     assert not kubeconfig.exists()
 
 
+def test_tpu_pools_by_gke_machine_type_with_kubectl(tmp_path: Path) -> None:
+    """v6e 2x4 as GKE offers it: two 4-chip hosts (ct6e-standard-4t) or one 8-chip host."""
+    kubeconfig = tmp_path / "kubeconfig"
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "raycluster_operator",
+            "dev",
+            "--no-operator",
+            "--port",
+            "0",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--nodes",
+            "tpu:ct6e-standard-4t:2x4",
+            "--nodes",
+            "tpu:v6e:2x4,tpu:ct5lp-hightpu-4t:4x4",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        wait_for_file(kubeconfig, process)
+        columns = [
+            "cloud.google.com/gke-nodepool",
+            "cloud.google.com/gke-tpu-accelerator",
+            "cloud.google.com/gke-tpu-topology",
+            "node.kubernetes.io/instance-type",
+        ]
+        listing = subprocess.run(
+            [
+                KUBECTL,
+                f"--kubeconfig={kubeconfig}",
+                "get",
+                "nodes",
+                "--no-headers",
+                "-o",
+                "custom-columns=NAME:.metadata.name,TPU:.status.capacity.google\\.com/tpu",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert listing.returncode == 0, listing.stderr
+        chips = dict(line.split() for line in listing.stdout.splitlines())
+        assert chips == {
+            "tpu-v6e-2x4-4t-0-h0": "4",
+            "tpu-v6e-2x4-4t-0-h1": "4",
+            "tpu-v6e-2x4-0-h0": "8",
+            **{f"tpu-v5e-4x4-0-h{h}": "4" for h in range(4)},
+        }
+        labelled = subprocess.run(
+            [KUBECTL, f"--kubeconfig={kubeconfig}", "get", "nodes", "-L", ",".join(columns)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert labelled.returncode == 0, labelled.stderr
+        rows = {line.split()[0]: line.split()[-4:] for line in labelled.stdout.splitlines()[1:]}
+        assert rows["tpu-v6e-2x4-4t-0-h1"] == [
+            "tpu-v6e-2x4-4t-0",
+            "tpu-v6e-slice",
+            "2x4",
+            "ct6e-standard-4t",
+        ]
+        assert rows["tpu-v6e-2x4-0-h0"] == [
+            "tpu-v6e-2x4-0",
+            "tpu-v6e-slice",
+            "2x4",
+            "ct6e-standard-8t",
+        ]
+        assert rows["tpu-v5e-4x4-0-h3"][1:] == ["tpu-v5-lite-podslice", "4x4", "ct5lp-hightpu-4t"]
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+
+
 def test_bad_node_spec_is_a_usage_error() -> None:
     result = CliRunner().invoke(main, ["dev", "--nodes", "tpu:v6e:3x3x3"])
     assert result.exit_code == 2
@@ -95,6 +176,7 @@ def test_help_documents_the_node_grammar() -> None:
     assert result.exit_code == 0
     for piece in (
         "tpu:<gen>:<topology>[:<pools>]",
+        "tpu:ct6e-standard-4t:2x4",
         "gpu:<model>:<hosts>[:<domains>]",
         "cpu:<count>",
     ):

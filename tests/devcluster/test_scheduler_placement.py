@@ -213,12 +213,31 @@ def test_gt_and_lt_compare_integers() -> None:
 
 
 def test_not_ready_nodes_and_terminal_pods() -> None:
+    # As kube-scheduler: a NotReady node is kept off by the node lifecycle controller's
+    # not-ready taint (TaintNodesByCondition), not by reading its Ready condition.
+    not_ready = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
     down = [
-        {**n, "status": {**n["status"], "conditions": [{"type": "Ready", "status": "False"}]}}
+        {
+            **n,
+            "spec": {**n["spec"], "taints": [*(n["spec"].get("taints") or []), not_ready]},
+            "status": {**n["status"], "conditions": [{"type": "Ready", "status": "False"}]},
+        }
         for n in NODES
+        if not n["spec"].get("taints")
     ]
     result = place({"metadata": {"name": "p"}, "spec": {"containers": [{}]}}, down, [])
-    assert result.node is None and "10 node(s) were not ready" in result.message
+    assert result.node is None
+    assert f"{len(down)} node(s) had untolerated taint {{node.kubernetes.io/not-ready: }}" in (
+        result.message
+    )
+    tolerant = {
+        "metadata": {"name": "t"},
+        "spec": {
+            "containers": [{}],
+            "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists"}],
+        },
+    }
+    assert place(tolerant, down, []).node is not None
     # A Failed pod no longer holds its TPUs.
     dead = tpu_pod("old", "s9")
     dead["spec"]["nodeName"] = "tpu-v6e-4x4-0-h0"

@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 
 from devkube.server import ApiServer
-from devkube.server.testing import client_ssl_context
+from devkube_testing import client_ssl_context
 
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 WIDGETS = "/apis/example.com/v1/namespaces/default/widgets"

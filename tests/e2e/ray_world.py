@@ -182,7 +182,7 @@ async def start_world(nodes: list[str] | None = None) -> RayWorld:
         kube = KubeClient.from_kubeconfig(cluster.kubeconfig_dict())
         manager = Manager(
             KubeClient.from_kubeconfig(cluster.kubeconfig_dict()),
-            ManagerOptions(
+            ManagerOptions.from_flat(
                 metrics_addr=None,
                 health_addr=None,
                 leader_elect=False,

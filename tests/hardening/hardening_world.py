@@ -50,7 +50,7 @@ def fast_options(**overrides: Any) -> ManagerOptions:
         identity="hardening",
     )
     base.update(overrides)
-    return ManagerOptions(**base)
+    return ManagerOptions.from_flat(**base)
 
 
 def desired_slices(group: Obj) -> int:

@@ -36,7 +36,7 @@ def fast_options(**overrides: Any) -> ManagerOptions:
         identity="test-operator",
     )
     base.update(overrides)
-    return ManagerOptions(**base)
+    return ManagerOptions.from_flat(**base)
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""Property: from any pod set, re-planning one group converges to exactly the desired slices.
+"""Property: from any pod set, re-planning one group converges to exactly the desired slices,
+and no healthy slice is ever deleted except by scale-down or workersToDelete.
 
 Random groups and random pod sets (missing, extra, failed, terminating, unlabelled and
 duplicated hosts, stale shapes, leftover indices) are planned, the plan applied by the tiny
@@ -19,6 +20,7 @@ from raycluster_operator.planning.desired import desired_slices
 from raycluster_operator.planning.group_plan import GroupPlan, GroupSwitches, plan_group
 from raycluster_operator.planning.pods import parse_index, read_pod
 from raycluster_operator.planning.reasons import DeleteReason
+from raycluster_operator.planning.replicas import sort_into_replicas
 
 from .world import Create, World, make_pod, suffixes
 
@@ -70,7 +72,7 @@ def scenarios(draw: st.DrawFn) -> tuple[WorkerGroupSpec, list[dict[str, Any]], G
     spec["scaleStrategy"] = {"workersToDelete": [*chosen, "not-a-pod"]}
     autoscaling = draw(st.booleans())
     random_delete = draw(st.booleans())
-    switches = GroupSwitches(scale_down=not autoscaling or random_delete, dense=not autoscaling)
+    switches = GroupSwitches(scale_down=not autoscaling or random_delete)
     return WorkerGroupSpec.model_validate(spec), pods, switches
 
 
@@ -93,6 +95,37 @@ def indices_held(world: World) -> set[int]:
         if index is not None:
             held.add(index)
     return held
+
+
+#: The only reasons a healthy slice may be deleted for (docs/design.md, "Slice indices").
+ASKED_FOR = {DeleteReason.SCALE_DOWN, DeleteReason.WORKERS_TO_DELETE}
+
+
+def healthy_slices(world: World, hosts: int) -> dict[str, tuple[int | None, frozenset[str]]]:
+    """Replica key -> (index, pod names) of every complete replica whose index no other
+    complete replica shares (two sharing one index is itself a fault: the newer is broken)."""
+    found = sort_into_replicas([read_pod(p) for p in world.list()], hosts)
+    complete = [r for r in found.replicas if r.complete]
+    counts: dict[int | None, int] = defaultdict(int)
+    for replica in complete:
+        counts[replica.index] += 1
+    return {
+        r.key: (r.index, frozenset(p.name for p in r.pods))
+        for r in complete
+        if counts[r.index] == 1
+    }
+
+
+def assert_no_healthy_slice_deleted_unasked(world: World, hosts: int, plan: GroupPlan) -> set[str]:
+    """Every delete of a healthy slice's pod is a scale-down or workersToDelete; returns the
+    healthy slices that plan removes on purpose."""
+    reasons = {d.name: d.reason for d in plan.deletes}
+    removed = set()
+    for key, (_, members) in healthy_slices(world, hosts).items():
+        for name in members & reasons.keys():
+            assert reasons[name] in ASKED_FOR, f"healthy slice {key} deleted for {reasons[name]}"
+            removed.add(key)
+    return removed
 
 
 def apply(world: World, plan: GroupPlan) -> None:
@@ -125,8 +158,11 @@ def test_replanning_converges_to_exactly_the_desired_slices(
     hosts = spec.num_of_hosts
     desired = desired_slices(spec)
     first = True
+    removed: set[str] = set()
+    start = healthy_slices(world, hosts)
     for _ in range(MAX_STEPS):
         plan = plan_once(spec, world, switches, suffix)
+        removed |= assert_no_healthy_slice_deleted_unasked(world, hosts, plan)
         names = {p["metadata"]["name"]: p for p in world.list()}
         for delete in plan.deletes:
             assert not names[delete.name]["metadata"].get("deletionTimestamp")
@@ -150,9 +186,12 @@ def test_replanning_converges_to_exactly_the_desired_slices(
         raise AssertionError(f"no convergence in {MAX_STEPS} steps")
 
     slices = live_replicas(world, hosts)
-    if switches.dense:
-        assert sorted(slices) == list(range(desired))
-    elif switches.scale_down:
+    # A healthy slice not removed on purpose is still there, at the same index.
+    end = healthy_slices(world, hosts)
+    for key, (index, _) in start.items():
+        if key not in removed:
+            assert key in end and end[key][0] == index, f"healthy slice {key} moved or vanished"
+    if switches.scale_down:
         assert len(slices) == desired
     else:
         assert len(slices) >= desired

@@ -11,8 +11,8 @@ from raycluster_operator.planning.reasons import CreateReason, DeleteReason
 
 from .world import make_pod, suffixes
 
-STATIC = GroupSwitches(scale_down=True, dense=True)
-AUTOSCALED = GroupSwitches(scale_down=False, dense=False)
+STATIC = GroupSwitches(scale_down=True)
+AUTOSCALED = GroupSwitches(scale_down=False)
 
 
 def group(hosts: int = 4, replicas: int = 2, **extra: Any) -> WorkerGroupSpec:
@@ -69,7 +69,7 @@ def test_a_failed_host_deletes_its_whole_replica_and_a_new_one_is_made() -> None
     pods = slice_pods(0, "workers-aaaaa", states={2: "failed"}) + slice_pods(1, "workers-bbbbb")
     p = plan(group(), pods)
     assert deleted(p) == {f"workers-aaaaa-h{h}": DeleteReason.HOST_FAILED for h in range(4)}
-    # Index 0 is still held by the old pods, so autoscaling-off waits for it (dense indices).
+    # Index 0 is still held by the old pods, so autoscaling-off waits for it (own index).
     assert p.replicas == ()
     # With autoscaling on too: a broken slice comes back at its own index, not another one.
     p = plan(group(), pods, AUTOSCALED)
@@ -177,7 +177,7 @@ def test_autoscaling_on_never_scales_down_by_itself() -> None:
 
 def test_random_pod_delete_scales_down_with_autoscaling_on() -> None:
     pods = slice_pods(0, "workers-aaaaa") + slice_pods(1, "workers-bbbbb")
-    switches = GroupSwitches(scale_down=True, dense=False)
+    switches = GroupSwitches(scale_down=True)
     d = deleted(plan(group(replicas=1), pods, switches))
     assert {n.split("-h")[0] for n in d} == {"workers-bbbbb"}
 
@@ -202,11 +202,31 @@ def test_an_index_is_not_reused_while_an_older_replica_still_has_pods() -> None:
     assert not p.deletes
 
 
-def test_dense_mode_compacts_a_gap_by_creating_low_then_removing_high() -> None:
+def test_a_gap_below_a_healthy_slice_is_never_compacted() -> None:
+    # Slice 5 runs work; moving it to index 1 would kill that work for a cosmetic gain.
     pods = slice_pods(0, "workers-aaaaa") + slice_pods(5, "workers-fffff")
-    p = plan(group(replicas=2), pods)
-    assert not p.deletes
-    assert [(r.index, r.reason) for r in p.replicas] == [(1, CreateReason.COMPACT_INDICES)]
+    for switches in (STATIC, AUTOSCALED):
+        p = plan(group(replicas=2), pods, switches)
+        assert not p.deletes and not p.replicas
+
+
+def test_after_workers_to_delete_frees_a_low_index_the_survivor_keeps_its_own() -> None:
+    pods = slice_pods(0, "workers-aaaaa") + slice_pods(1, "workers-bbbbb")
+    spec = group(replicas=1, scaleStrategy={"workersToDelete": ["workers-aaaaa-h2"]})
+    for switches in (STATIC, AUTOSCALED):
+        p = plan(spec, pods, switches)
+        assert {n.split("-h")[0] for n in deleted(p)} == {"workers-aaaaa"}
+        assert not p.replicas
+        # Once slice 0 is gone, slice 1 stays where it is: nothing is created or deleted.
+        p = plan(spec, slice_pods(1, "workers-bbbbb"), switches)
+        assert not p.deletes and not p.replicas
+
+
+def test_a_new_slice_fills_the_lowest_free_index_below_a_survivor() -> None:
+    pods = slice_pods(1, "workers-bbbbb")
+    for switches in (STATIC, AUTOSCALED):
+        p = plan(group(replicas=2), pods, switches)
+        assert [(r.index, r.reason) for r in p.replicas] == [(0, CreateReason.SCALE_UP)]
 
 
 def test_two_complete_replicas_sharing_an_index_keep_the_older() -> None:
@@ -257,27 +277,27 @@ def test_single_host_duplicate_index_keeps_the_older_pod() -> None:
 
 
 def test_gate_off_counts_pods_and_replaces_failed_ones_singly() -> None:
-    switches = GroupSwitches(scale_down=True, dense=True, multi_host_indexing=False)
+    switches = GroupSwitches(scale_down=True, multi_host_indexing=False)
     pods = [make_pod(f"p{i}", state="failed" if i == 0 else "ready") for i in range(4)]
     p = plan(group(hosts=2, replicas=2), pods, switches)
     assert deleted(p) == {"p0": DeleteReason.POD_FAILED}
     assert [(r.index, r.hosts) for r in p.replicas] == [(None, (None,))]
 
 
-def test_dense_group_waits_for_an_index_held_by_terminating_pods() -> None:
+def test_a_broken_slice_waits_for_its_own_index_held_by_terminating_pods() -> None:
     pods = slice_pods(0, "workers-aaaaa") + slice_pods(
         1, "workers-bbbbb", states={h: "terminating" for h in range(4)}, created=100
     )
-    waiting = GroupSwitches(scale_down=True, dense=True, stuck_before="2026-01-01T00:00:00Z")
+    waiting = GroupSwitches(scale_down=True, stuck_before="2026-01-01T00:00:00Z")
     assert plan(group(), pods, waiting).replicas == ()
 
 
-def test_dense_group_stops_waiting_for_pods_stuck_terminating() -> None:
+def test_a_broken_slice_stops_waiting_for_pods_stuck_terminating() -> None:
     pods = slice_pods(0, "workers-aaaaa") + slice_pods(
         1, "workers-bbbbb", states={h: "terminating" for h in range(4)}, created=100
     )
     # Their deletion deadline (2026-01-01T00:01:41Z) is long before `stuck_before`.
-    stuck = GroupSwitches(scale_down=True, dense=True, stuck_before="2026-01-02T00:00:00Z")
+    stuck = GroupSwitches(scale_down=True, stuck_before="2026-01-02T00:00:00Z")
     assert [r.index for r in plan(group(), pods, stuck).replicas] == [2]
 
 

@@ -89,6 +89,8 @@ class World:
     pods: dict[str, dict[str, Any]] = field(default_factory=dict)
     clock: int = 1000
     serial: int = 0
+    #: Pods a finalizer holds: terminating, they stay until released.
+    held: set[str] = field(default_factory=set)
 
     @classmethod
     def of(cls, pods: Iterable[dict[str, Any]]) -> World:
@@ -113,7 +115,8 @@ class World:
         """
         self.clock += 10
         for name in self.terminating():
-            del self.pods[name]
+            if name not in self.held:
+                del self.pods[name]
         for manifest in manifests:
             self.serial += 1
             meta = manifest["metadata"]
@@ -140,10 +143,11 @@ class World:
             )
 
 
-def suffixes() -> Any:
-    """A deterministic ``new_suffix``: distinct 5-character suffixes in KubeRay's alphabet."""
+def suffixes(start: int = 0) -> Any:
+    """A deterministic ``new_suffix``: distinct 5-character suffixes in KubeRay's alphabet
+    (``start`` skips ahead, as a restarted operator draws names it has not drawn before)."""
     alphabet = "bcdfghjklmnpqrstvwxz2456789"
-    count = 0
+    count = start
 
     def next_suffix() -> str:
         nonlocal count

@@ -103,7 +103,7 @@ async def running_operator(kubeconfig: dict[str, Any]) -> AsyncIterator[Manager]
     async with KubeClient.from_kubeconfig(kubeconfig) as client:
         manager = Manager(
             client,
-            ManagerOptions(
+            ManagerOptions.from_flat(
                 metrics_addr=None,
                 health_addr=None,
                 leader_elect=False,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import shutil
 import signal
 import time
@@ -25,6 +26,8 @@ from devkube.process.probespec import (
 )
 from devkube.process.probing import probe_once
 from devkube.process.sandbox import ContainerProcess, PodSandbox
+
+log = logging.getLogger(__name__)
 
 # Exit code a kubelet reports when the container's command could not be started.
 START_ERROR = 128
@@ -100,7 +103,6 @@ class ContainerRunner:
         self.startup = parse_probe(spec.get("startupProbe"), spec)
         self.attempt = 0
         self.ready = False
-        self.last_message = ""
         self._process: ContainerProcess | None = None
         self._forced_code: int | None = None
         self._stopping = False
@@ -116,7 +118,7 @@ class ContainerRunner:
             return 0
         problem = missing_executable(self.launch.argv, self.launch.env.get("PATH"))
         if problem:
-            self.last_message = problem
+            log.warning("container %s cannot start: %s", self.name, problem)
             if events is not None:
                 events.container_exited(self.uid, self.name, START_ERROR, "StartError")
             return START_ERROR
@@ -128,7 +130,7 @@ class ContainerRunner:
             )
         except (RuntimeError, OSError) as error:
             # The pod's sandbox is gone (its PID 1 died): the container cannot start again.
-            self.last_message = str(error)
+            log.warning("container %s cannot start: %s", self.name, error)
             if events is not None and not self._stopping:
                 events.container_exited(self.uid, self.name, START_ERROR, "StartError")
             return START_ERROR
@@ -203,7 +205,6 @@ class ContainerRunner:
         while state.passing:
             await asyncio.sleep(spec.period)
             state = record(spec, state, await probe_once(spec, self.pod_ip, self._exec))
-        self.last_message = "liveness probe failed"
         await self.terminate(self.grace)
 
     async def terminate(self, grace: float) -> None:

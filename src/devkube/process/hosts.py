@@ -56,10 +56,6 @@ def pod_record(pod: Mapping[str, Any], ip: str | None = None) -> PodRecord:
     )
 
 
-def hostname_file(me: PodRecord) -> str:
-    return me.host + "\n"
-
-
 def _names(first: str, namespace: str, own_namespace: str, domain: str) -> list[str]:
     # `first` is `svc` or `host.subdomain`; the short forms resolve only through the search path
     # of the pod's own namespace.

@@ -114,11 +114,6 @@ class ProcessRuntime:
 
     # --- wiring --------------------------------------------------------------------------
 
-    @staticmethod
-    def adapt_nodes(nodes: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-        """DevCluster hook: nodes with loopback pod ranges."""
-        return loopback_nodes(nodes)
-
     def connect(self, api_url: str, token: str, ca_pem: bytes) -> None:
         """Use this API server: pods get its address, token and CA, and the runtime watches
         its pods and services to keep every pod's /etc/hosts current (from the first pod on,

@@ -19,7 +19,7 @@ from typing import Any
 from kubefacts.names import random_suffix
 from kubefacts.timestamps import rfc3339
 
-from . import crds, defaults, deletion, events, patches, validation
+from . import admission, crds, defaults, deletion, events, patches, validation
 from .errors import ApiError, already_exists, bad_request, conflict, invalid, not_found
 from .resources import Registry, ResourceType
 from .selectors import Selection
@@ -232,6 +232,7 @@ class Objects:
         if rt.builtin and rt.group == "":
             if rt.plural == "pods":
                 defaults.pod(obj)
+                admission.default_toleration_seconds(obj)
             elif rt.plural == "services":
                 self._cluster_ips.default_service(obj)
             elif rt.plural == "namespaces":

@@ -209,9 +209,6 @@ BUILTIN: tuple[ResourceType, ...] = (
     ),
 )
 
-# Group preference order for discovery: core-like groups first, CRD groups after.
-PREFERRED_VERSION = "v1"
-
 
 class Registry:
     """Served resources by (group, version, plural); CRDs add and remove entries live."""

@@ -247,9 +247,6 @@ class Store:
         if table is not None:
             table.watchers.discard(watcher)
 
-    def all_watchers(self) -> list[Watcher]:
-        return [w for t in self._tables.values() for w in t.watchers]
-
     def expire_history(self, key: str | None = None) -> None:
         """Forget retained changes of one resource (or all) so that resuming a watch from
         before now answers 410, as after a real server's compaction."""

@@ -157,6 +157,11 @@ _BUILTIN: dict[str, list[Column]] = {
         ("Status", "string", 0, lambda n: (n.get("status") or {}).get("phase", "")),
         ("Age", "string", 0, _age),
     ],
+    "leases": [
+        ("Name", "string", 0, _name),
+        ("Holder", "string", 0, lambda x: json_path(x, ".spec.holderIdentity") or ""),
+        ("Age", "string", 0, _age),
+    ],
     "events": [
         ("Last Seen", "string", 0, _event_last_seen),
         ("Type", "string", 0, lambda e: e.get("type", "")),

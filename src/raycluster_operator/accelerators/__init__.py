@@ -11,6 +11,7 @@ from raycluster_operator.accelerators.profile import (
     validate_cluster,
     validate_group,
 )
+from raycluster_operator.accelerators.tpu import tpu_container_positions
 
 __all__ = [
     "AcceleratorKind",
@@ -19,6 +20,7 @@ __all__ = [
     "merge_affinity",
     "profile_for",
     "slice_affinity",
+    "tpu_container_positions",
     "validate_cluster",
     "validate_group",
 ]

@@ -28,6 +28,7 @@ from typing import Any
 from raycluster_operator.accelerators import tpu
 from raycluster_operator.accelerators.identity import HostIdentity
 from raycluster_operator.accelerators.placement import slice_affinity
+from raycluster_operator.accelerators.tpu import EnvValue
 from raycluster_operator.api import labels
 from raycluster_operator.api.models import RayCluster, WorkerGroupSpec
 from raycluster_operator.api.problems import Problem
@@ -60,11 +61,21 @@ class AcceleratorProfile:
         user_env: Collection[str],
         *,
         megascale_coordinator: str | None = None,
-    ) -> list[tuple[str, str]]:
-        """Accelerator env for one host, leaving out names the user already set."""
+        container_index: int = 0,
+        tpu_containers: int = 1,
+    ) -> list[tuple[str, EnvValue]]:
+        """Accelerator env for one container of a host, leaving out names the user set.
+
+        ``container_index`` / ``tpu_containers``: the container's place among the pod's TPU
+        containers (several on v7x, each its own TPU worker)."""
         if self.kind is AcceleratorKind.TPU and self.tpu is not None:
             return tpu.tpu_env(
-                identity, self.tpu, user_env, megascale_coordinator=megascale_coordinator
+                identity,
+                self.tpu,
+                user_env,
+                megascale_coordinator=megascale_coordinator,
+                container_index=container_index,
+                tpu_containers=tpu_containers,
             )
         return []
 

@@ -12,7 +12,7 @@ import math
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, TypeAlias
 
 from raycluster_operator.accelerators.identity import HostIdentity
 from raycluster_operator.api import labels
@@ -22,6 +22,23 @@ from raycluster_operator.api.quantities import container_quantity
 
 #: Extended resource name of TPU chips.
 TPU_RESOURCE = "google.com/tpu"
+#: The GKE TPU device plugin serves its Prometheus metrics on the node at this port; Ray's
+#: dashboard agent reads ``TPU_DEVICE_PLUGIN_ADDR`` to show TPU utilisation (the webhook's
+#: value, ``$(TPU_DEVICE_PLUGIN_HOST_IP):2112``).
+DEVICE_PLUGIN_METRICS_PORT = 2112
+#: First port of the TPU runtime processes on a host, one port per TPU container (v7x).
+#: LeaderWorkerSet and JAX's own GKE tests use 8476; the GKE webhook's code uses 8471 while
+#: its comment says 8476. We take 8476: two of three sources, and the one libtpu users meet
+#: in LWS. A user's ``TPU_PROCESS_PORT`` is kept.
+TPU_PROCESS_PORT_BASE = 8476
+#: ``MEGASCALE_PORT`` (8080 is Ray's metrics port), as the webhook sets it.
+MEGASCALE_PORT = 8081
+#: Generations whose runtime counts processes, not hosts: one pod may run several TPU
+#: containers (v7x's two chiplets per chip, NUMA-aligned), each its own TPU worker.
+PER_CONTAINER_GENERATIONS = frozenset({"tpu7x"})
+
+#: An env value: text, or a ``valueFrom`` object.
+EnvValue: TypeAlias = str | dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -225,23 +242,62 @@ def validate_tpu_group(group: WorkerGroupSpec, path: str) -> list[Problem]:
 # --- the environment of one host ---
 
 
+def tpu_container_positions(containers: object) -> list[int]:
+    """Positions, in ``spec.containers``, of the containers that request TPU chips."""
+    if not isinstance(containers, list):
+        return []
+    return [
+        i
+        for i, c in enumerate(containers)
+        if isinstance(c, Mapping)
+        and (
+            container_quantity(c, TPU_RESOURCE, kind="limits")
+            or container_quantity(c, TPU_RESOURCE, kind="requests")
+        )
+    ]
+
+
 def tpu_env(
     identity: HostIdentity,
     tpu: TpuSlice,
     user_env: Collection[str],
     *,
     megascale_coordinator: str | None,
-) -> list[tuple[str, str]]:
-    """The TPU variables to add to the ray container, skipping any named in ``user_env``.
+    container_index: int = 0,
+    tpu_containers: int = 1,
+) -> list[tuple[str, EnvValue]]:
+    """The TPU variables for one TPU container of a host, skipping any named in ``user_env``.
 
     ``megascale_coordinator`` is host 0 of slice 0, used only when the user asked for
     multi-slice training by setting ``MEGASCALE_NUM_SLICES`` (as the webhook does).
+    ``container_index`` counts TPU containers of the pod (of ``tpu_containers``): on v7x each
+    is its own TPU worker (``TPU_WORKER_ID = host * containers + index``) reachable at its own
+    port listed in ``TPU_PROCESS_ADDRESSES``; on older generations every TPU container of a
+    host shares the host's worker id.
     """
-    out: list[tuple[str, str]] = [("TPU_WORKER_ID", str(identity.host_index))]
+    per_container = tpu.generation is not None and tpu.generation.name in (
+        PER_CONTAINER_GENERATIONS
+    )
+    worker_id = identity.host_index
+    if per_container:
+        worker_id = identity.host_index * tpu_containers + container_index
+    out: list[tuple[str, EnvValue]] = [("TPU_WORKER_ID", str(worker_id))]
     if identity.slice_name:
         out.append(("TPU_NAME", identity.slice_name))
     if identity.num_hosts > 1 and identity.hostnames:
         out.append(("TPU_WORKER_HOSTNAMES", ",".join(identity.hostnames)))
+        if per_container:
+            out.append(
+                (
+                    "TPU_PROCESS_ADDRESSES",
+                    ",".join(
+                        f"{host}:{TPU_PROCESS_PORT_BASE + c}"
+                        for host in identity.hostnames
+                        for c in range(tpu_containers)
+                    ),
+                )
+            )
+            out.append(("TPU_PROCESS_PORT", str(TPU_PROCESS_PORT_BASE + container_index)))
     if tpu.pod_type is not None:
         out.append(("TPU_ACCELERATOR_TYPE", tpu.pod_type))
     if tpu.topology is not None and parse_topology(tpu.topology) is not None:
@@ -249,5 +305,21 @@ def tpu_env(
     if "MEGASCALE_NUM_SLICES" in user_env:
         out.append(("MEGASCALE_SLICE_ID", str(identity.replica_index)))
         if megascale_coordinator is not None:
-            out.append(("MEGASCALE_COORDINATOR_ADDRESS", megascale_coordinator))
+            # v7x runs one megascale endpoint per container, so the coordinator is named with
+            # container 0's port; older generations have one per host at the default port.
+            suffix = f":{MEGASCALE_PORT}" if per_container else ""
+            out.append(("MEGASCALE_COORDINATOR_ADDRESS", f"{megascale_coordinator}{suffix}"))
+        port = MEGASCALE_PORT + (container_index if per_container else 0)
+        out.append(("MEGASCALE_PORT", str(port)))
+    # The device plugin's metrics endpoint on this pod's node; the address refers to the host
+    # IP variable, so that one must come first in the list.
+    out.append(
+        (
+            "TPU_DEVICE_PLUGIN_HOST_IP",
+            {"valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "status.hostIP"}}},
+        )
+    )
+    out.append(
+        ("TPU_DEVICE_PLUGIN_ADDR", f"$(TPU_DEVICE_PLUGIN_HOST_IP):{DEVICE_PLUGIN_METRICS_PORT}")
+    )
     return [(k, v) for k, v in out if k not in user_env]

@@ -25,6 +25,14 @@ V1_REPLICA_INDEX = "replicaIndex"
 
 # --- services ---
 HEADLESS_SVC = "ray.io/headless-worker-svc"
+#: On pods: ``"true"`` puts the pod behind the serve service. On the serve service itself
+#: KubeRay writes ``<cluster>-serve`` here.
+SERVE = "ray.io/serve"
+SERVE_TRUE = "true"
+ORIGINATED_FROM_CR_NAME = "ray.io/originated-from-cr-name"
+ORIGINATED_FROM_CRD = "ray.io/originated-from-crd"
+#: RayCluster annotation: ``"true"`` asks for the ``<cluster>-serve-svc`` service.
+ENABLE_SERVE_SERVICE_ANNOTATION = "ray.io/enable-serve-service"
 
 # --- values ---
 APP_NAME_VALUE = "kuberay"

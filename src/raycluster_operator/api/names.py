@@ -53,6 +53,10 @@ def headless_service_name(cluster: str) -> str:
     return fit(cluster, suffix="-headless")
 
 
+def serve_service_name(cluster: str) -> str:
+    return fit(cluster, suffix="-serve-svc")
+
+
 def replica_name(group: str, suffix: str) -> str:
     """``ray.io/worker-group-replica-name``: ``<group>-<5 chars>``, a label value."""
     return fit(group, suffix=f"-{suffix}")

@@ -7,12 +7,13 @@ from raycluster_operator.builders.pods import (
     WorkerPods,
     build_head_pod,
     build_worker_pod,
-    host_identity,
 )
 from raycluster_operator.builders.services import (
     build_head_service,
     build_headless_service,
+    build_serve_service,
     needs_headless_service,
+    needs_serve_service,
 )
 
 __all__ = [
@@ -21,7 +22,8 @@ __all__ = [
     "build_head_pod",
     "build_head_service",
     "build_headless_service",
+    "build_serve_service",
     "build_worker_pod",
-    "host_identity",
     "needs_headless_service",
+    "needs_serve_service",
 ]

@@ -29,16 +29,31 @@ def base_labels(cluster: RayCluster, *, group: str, node_type: str) -> dict[str,
     }
 
 
-def merge_labels(user: object, ours: Mapping[str, str]) -> dict[str, str]:
-    """User labels first, then ours on top. The identity keys the operator owns are dropped
-    from the user's labels even where we do not set them (a single-host pod has no replica
-    name), so a template cannot forge a slice identity."""
+def serve_enabled(cluster: RayCluster) -> bool:
+    """The RayCluster asks for KubeRay's serve service (annotation, value exactly "true")."""
+    annotations = cluster.metadata.annotations or {}
+    return annotations.get(labels.ENABLE_SERVE_SERVICE_ANNOTATION) == "true"
+
+
+def default_labels(cluster: RayCluster) -> dict[str, str]:
+    """Labels a pod gets unless its template says otherwise: ``ray.io/serve: "true"`` when
+    the serve service is enabled, so every Ray node is behind it as in KubeRay, while a
+    template may set ``"false"`` (say, on the head) to keep a pod out."""
+    return {labels.SERVE: labels.SERVE_TRUE} if serve_enabled(cluster) else {}
+
+
+def merge_labels(
+    user: object, ours: Mapping[str, str], defaults: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """Defaults first, then the user's labels, then ours on top. The identity keys the
+    operator owns are dropped from the user's labels even where we do not set them (a
+    single-host pod has no replica name), so a template cannot forge a slice identity."""
     kept = {
         str(k): str(v)
         for k, v in (user.items() if isinstance(user, Mapping) else ())
         if str(k) not in labels.OWNED_KEYS
     }
-    return {**kept, **ours}
+    return {**(defaults or {}), **kept, **ours}
 
 
 def owner_reference(cluster: RayCluster) -> dict[str, Any]:

@@ -18,12 +18,18 @@ from raycluster_operator.accelerators import (
     HostIdentity,
     merge_affinity,
     profile_for,
+    tpu_container_positions,
 )
 from raycluster_operator.api import labels, names
 from raycluster_operator.api.models import RayCluster, WorkerGroupSpec
 from raycluster_operator.builders import autoscaler, env, ray_start
 from raycluster_operator.builders.fields import ensure_list
-from raycluster_operator.builders.metadata import base_labels, merge_labels, owner_reference
+from raycluster_operator.builders.metadata import (
+    base_labels,
+    default_labels,
+    merge_labels,
+    owner_reference,
+)
 
 OVERWRITE_CMD_ANNOTATION = "ray.io/overwrite-container-cmd"
 SHM_VOLUME = "shared-mem"
@@ -191,6 +197,7 @@ def build_head_pod(cluster: RayCluster) -> dict[str, Any]:
     pod_labels = merge_labels(
         meta.get("labels"),
         base_labels(cluster, group=labels.HEAD_GROUP, node_type=labels.NODE_TYPE_HEAD),
+        default_labels(cluster),
     )
     return _pod(
         cluster,
@@ -199,17 +206,6 @@ def build_head_pod(cluster: RayCluster) -> dict[str, Any]:
         pod_labels=pod_labels,
         spec=spec,
     )
-
-
-def host_identity(
-    cluster: RayCluster,
-    group: WorkerGroupSpec,
-    replica_index: int | None,
-    replica_name: str | None,
-    host_index: int | None,
-) -> HostIdentity:
-    """The pod's place; an unindexed single-host pod (gate off) has an empty slice name."""
-    return WorkerPods(cluster, group).identity(replica_index, replica_name, host_index)
 
 
 def build_worker_pod(
@@ -277,6 +273,7 @@ class WorkerPods:
         self._labels = base_labels(
             cluster, group=group.group_name, node_type=labels.NODE_TYPE_WORKER
         )
+        self._defaults = default_labels(cluster)
         self._owner = owner_reference(cluster)
         self._generate_name = names.worker_generate_name(name, group.group_name)
         #: ray start flags and command by the pod's extra Ray labels (one entry for most
@@ -355,11 +352,36 @@ class WorkerPods:
         multi = self._multi
         if multi:
             env.add_env(container, env.multi_host_env(identity), present=present)
+        # TPU env goes into every TPU container (on v7x each is its own TPU worker, with its
+        # own id and port); the Ray container gets it even when it requests no chips itself.
+        containers = spec["containers"]
+        positions = tpu_container_positions(containers)
+        ray_position = positions.index(0) if 0 in positions else 0
         env.add_env(
             container,
-            profile.host_env(identity, present, megascale_coordinator=self._coordinator),
+            profile.host_env(
+                identity,
+                present,
+                megascale_coordinator=self._coordinator,
+                container_index=ray_position,
+                tpu_containers=max(len(positions), 1),
+            ),
             present=present,
         )
+        for index, position in enumerate(positions):
+            if position == 0:
+                continue
+            other = containers[position]
+            env.add_env(
+                other,
+                profile.host_env(
+                    identity,
+                    env.env_names(other),
+                    megascale_coordinator=self._coordinator,
+                    container_index=index,
+                    tpu_containers=len(positions),
+                ),
+            )
         if profile.kind is AcceleratorKind.TPU and not identity.slice_name:
             env.add_env(container, [("TPU_NAME", env.field_ref("metadata.name"))], present=present)
         if multi:
@@ -388,7 +410,7 @@ class WorkerPods:
         metadata: dict[str, Any] = {
             "generateName": self._generate_name,
             "namespace": cluster.metadata.namespace,
-            "labels": merge_labels(self._meta.get("labels"), ours),
+            "labels": merge_labels(self._meta.get("labels"), ours, self._defaults),
             "ownerReferences": [dict(self._owner)],
         }
         annotations = self._meta.get("annotations")

@@ -17,7 +17,7 @@ from raycluster_operator import OPERATOR_NAME
 from raycluster_operator.api import labels, names
 from raycluster_operator.api.models import RayCluster
 from raycluster_operator.builders import ray_start
-from raycluster_operator.builders.metadata import base_labels, object_meta
+from raycluster_operator.builders.metadata import base_labels, object_meta, serve_enabled
 
 _DEFAULT_PORTS = {
     "client": ray_start.CLIENT_PORT,
@@ -123,5 +123,37 @@ def build_headless_service(cluster: RayCluster) -> dict[str, Any]:
             "clusterIP": "None",
             "publishNotReadyAddresses": True,
             "selector": {labels.CLUSTER: name, labels.NODE_TYPE: labels.NODE_TYPE_WORKER},
+        },
+    }
+
+
+def needs_serve_service(cluster: RayCluster) -> bool:
+    return serve_enabled(cluster)
+
+
+def build_serve_service(cluster: RayCluster) -> dict[str, Any]:
+    """KubeRay's ``<cluster>-serve-svc`` for a RayCluster annotated
+    ``ray.io/enable-serve-service: "true"``: only the ``serve`` port (the head container's
+    port of that name, else 8000), KubeRay's labels, the head service's type, and a selector
+    on the cluster's pods labelled ``ray.io/serve: "true"`` (every pod by default; see
+    ``metadata.default_labels``). KubeRay selects on the cluster label alone for a
+    RayCluster; the extra key lets a template take a pod out of serving traffic."""
+    name = cluster.metadata.name
+    port = head_service_ports(cluster).get("serve", ray_start.SERVE_PORT)
+    svc_labels = {
+        labels.ORIGINATED_FROM_CR_NAME: name,
+        labels.ORIGINATED_FROM_CRD: "RayCluster",
+        labels.SERVE: f"{name}-serve",
+        labels.APP_NAME: labels.APP_NAME_VALUE,
+        labels.CREATED_BY: OPERATOR_NAME,
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": object_meta(cluster, name=names.serve_service_name(name), labels_=svc_labels),
+        "spec": {
+            "type": cluster.spec.head_group_spec.service_type or "ClusterIP",
+            "selector": {labels.CLUSTER: name, labels.SERVE: labels.SERVE_TRUE},
+            "ports": [{"name": "serve", "port": port}],
         },
     }

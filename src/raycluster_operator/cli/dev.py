@@ -218,7 +218,9 @@ async def _operator_attached(cluster: DevCluster, *, enabled: bool) -> AsyncIter
     if not enabled:
         yield
         return
+    from raycluster_operator.controller.controller import ControllerOptions
     from raycluster_operator.controller.manager import Manager, ManagerOptions
+    from raycluster_operator.controller.serving import ServingOptions
     from raycluster_operator.kube import KubeClient
 
     logging.getLogger("httpx2").setLevel(logging.WARNING)
@@ -226,11 +228,13 @@ async def _operator_attached(cluster: DevCluster, *, enabled: bool) -> AsyncIter
     manager = Manager(
         client,
         ManagerOptions(
-            metrics_addr="127.0.0.1:0",
-            health_addr="127.0.0.1:0",
-            leader_elect=False,
-            identity="dev-operator",
-            resync_period=60.0,
+            serving=ServingOptions(
+                metrics_addr="127.0.0.1:0",
+                health_addr="127.0.0.1:0",
+                leader_elect=False,
+                identity="dev-operator",
+            ),
+            controller=ControllerOptions(resync_period=60.0),
         ),
     )
     task = asyncio.create_task(manager.run(), name="operator")

@@ -10,20 +10,28 @@ import signal
 
 import click
 
-from raycluster_operator.controller.leader import LeaseTiming
+from raycluster_operator.controller.controller import ControllerOptions
 from raycluster_operator.controller.logs import configure_logging
-from raycluster_operator.controller.manager import (
-    Manager,
-    ManagerOptions,
-    default_identity,
-    in_cluster_namespace,
-)
+from raycluster_operator.controller.manager import Manager, ManagerOptions
 from raycluster_operator.controller.ratelimit import TokenBucket
+from raycluster_operator.controller.serving import ServingOptions, default_identity
+from raycluster_operator.controller.sources import SourceOptions
 from raycluster_operator.kube import KubeClient
+from raycluster_operator.planning import PlanOptions
 
 log = logging.getLogger(__name__)
 
 KNOWN_GATES = {"RayMultiHostIndexing": True}
+#: Where Kubernetes mounts the pod's namespace for its service account.
+POD_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+def pod_namespace(default: str = "default") -> str:
+    """The namespace this pod runs in (for the Lease), or ``default`` outside a cluster."""
+    if os.path.exists(POD_NAMESPACE_FILE):
+        with open(POD_NAMESPACE_FILE) as f:
+            return f.read().strip() or default
+    return default
 
 
 def parse_feature_gates(text: str) -> dict[str, bool]:
@@ -86,18 +94,22 @@ def run(
     configure_logging(log_format)
     gates = parse_feature_gates(feature_gates)
     options = ManagerOptions(
-        namespaces=namespaces,
-        reconcile_concurrency=reconcile_concurrency,
-        metrics_addr=metrics_addr or None,
-        health_addr=health_addr or None,
-        leader_elect=leader_elect,
-        lease_namespace=lease_namespace or in_cluster_namespace(),
-        lease_name=lease_name,
-        lease_timing=LeaseTiming(),
-        identity=os.environ.get("POD_NAME") or default_identity(),
-        resync_period=resync_period,
-        multi_host_indexing=gates["RayMultiHostIndexing"],
-        random_pod_delete=os.environ.get("ENABLE_RANDOM_POD_DELETE", "").lower() == "true",
+        sources=SourceOptions(namespaces=namespaces),
+        controller=ControllerOptions(
+            reconcile_concurrency=reconcile_concurrency, resync_period=resync_period
+        ),
+        serving=ServingOptions(
+            metrics_addr=metrics_addr or None,
+            health_addr=health_addr or None,
+            leader_elect=leader_elect,
+            lease_namespace=lease_namespace or pod_namespace(),
+            lease_name=lease_name,
+            identity=os.environ.get("POD_NAME") or default_identity(),
+        ),
+        planning=PlanOptions(
+            multi_host_indexing=gates["RayMultiHostIndexing"],
+            random_pod_delete=os.environ.get("ENABLE_RANDOM_POD_DELETE", "").lower() == "true",
+        ),
     )
     try:
         client = KubeClient.from_kubeconfig(
@@ -117,7 +129,7 @@ async def _serve(client: KubeClient, options: ManagerOptions) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, manager.stop)
-    log.info("raycluster-operator starting as %s", options.identity)
+    log.info("raycluster-operator starting as %s", options.serving.identity)
     try:
         await manager.run()
     finally:

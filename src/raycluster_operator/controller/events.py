@@ -1,8 +1,14 @@
 """events.k8s.io/v1 Events: the user-facing answer to "why did my slice go away?".
 
-Every create and delete carries its reason; repeats of the same event about the same object
-(an invalid group reconciled again, say) are folded into one Event whose ``series.count``
-grows, as client-go's correlator does, instead of a new object each time.
+Every create and delete carries its reason; volume is bounded the way client-go's event
+correlator bounds it:
+
+- repeats of the same event about the same object (same type, reason and note) fold into one
+  Event whose ``series.count`` grows, instead of a new object each time;
+- once more than ``SIMILAR_LIMIT`` events with the same object, type and reason but different
+  notes arrive within the window (a slice deleted and recreated in a loop, each with its own
+  slice name), the rest fold into one ``(combined from similar events): ...`` Event whose
+  count grows.
 """
 
 from __future__ import annotations
@@ -20,6 +26,10 @@ from raycluster_operator.kube import KubeClient, KubeError, NotFound
 log = logging.getLogger(__name__)
 
 NOTE_MAX = 1024
+#: client-go's ``maxEvents`` of its aggregator: distinct notes per (object, type, reason)
+#: before they are combined.
+SIMILAR_LIMIT = 10
+COMBINED_PREFIX = "(combined from similar events): "
 
 
 @dataclass
@@ -63,7 +73,8 @@ class EventRecorder:
         self.window = window
         self._clock = clock
         self._seen: dict[tuple[str, ...], _Seen] = {}
-        self.emitted = 0
+        #: (object, type, reason) -> distinct notes seen in the window, and when last.
+        self._similar: dict[tuple[str, ...], tuple[set[str], float]] = {}
 
     async def emit(
         self,
@@ -79,11 +90,11 @@ class EventRecorder:
         ref = reference(regarding)
         namespace = ref["namespace"] or "default"
         note = note[:NOTE_MAX]
-        key = (namespace, ref["kind"], ref["name"], ref.get("uid", ""), type_, reason, note)
         now = self._clock()
+        note, fold = self._aggregate(ref, namespace, type_, reason, note, now)
+        key = (namespace, ref["kind"], ref["name"], ref.get("uid", ""), type_, reason, fold)
         wall = _micro(datetime.now(UTC))
         log.info("event %s %s/%s %s: %s", type_, ref["kind"], ref["name"], reason, note)
-        self.emitted += 1
         self._prune(now)
         seen = self._seen.get(key)
         try:
@@ -122,7 +133,25 @@ class EventRecorder:
         except KubeError as exc:
             log.warning("could not record event %s on %s: %s", reason, ref["name"], exc)
 
+    def _aggregate(
+        self, ref: Obj, namespace: str, type_: str, reason: str, note: str, now: float
+    ) -> tuple[str, str]:
+        """The note to record and the key it folds under: itself, or once too many similar
+        notes came within the window, one combined Event per (object, type, reason)."""
+        similar = (namespace, ref["kind"], ref["name"], ref.get("uid", ""), type_, reason)
+        notes, at = self._similar.get(similar, (set(), now))
+        if now - at >= self.window:
+            notes = set()
+        self._similar[similar] = (notes, now)
+        if note not in notes and len(notes) >= SIMILAR_LIMIT:
+            return (COMBINED_PREFIX + note)[:NOTE_MAX], COMBINED_PREFIX
+        notes.add(note)
+        return note, note
+
     def _prune(self, now: float) -> None:
+        if len(self._similar) >= 4096:
+            for key in [k for k, v in self._similar.items() if now - v[1] >= self.window]:
+                del self._similar[key]
         if len(self._seen) < 4096:
             return
         for key in [k for k, v in self._seen.items() if now - v.at >= self.window]:

@@ -7,6 +7,17 @@ in the cache, a deleted name absent or terminating. Names, not counts: the event
 reports every sighting (``observe``), and the caller registers only names the cache does not
 already show, so an event seen before the write returned still counts. A deadline makes
 sure a lost watch event can only delay a cluster, never wedge it.
+
+Objects other than pods (services, the autoscaler's RBAC objects) do not hold a cluster back:
+a create the cache does not show yet is only *vouched for* (planning treats it as present,
+so it is not created twice), until the cache shows it, a watch reports it gone, or the
+deadline passes. An ``AlreadyExists`` answer is vouched for the same way, so a same-named
+object the caches cannot see (one without the operator's label) is asked for again only once
+per deadline. A status written is remembered with the resourceVersion it was computed from:
+until the cache moves past that version, planning reads the written status, so the same
+status is not written twice. This object is the one owner of all of it: the reconciler
+registers writes, the sources report sightings through the reconciler, nothing else reads or
+writes it.
 """
 
 from __future__ import annotations
@@ -14,10 +25,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 Clock = Callable[[], float]
 #: Looks a pod name up in the cache: None when absent, else whether it is terminating.
 Lookup = Callable[[str], "bool | None"]
+
+
+#: (kind, name) of an object in a cluster's namespace.
+ObjectId = tuple[str, str]
 
 
 @dataclass
@@ -32,6 +48,10 @@ class Expectations:
         self.timeout = timeout
         self._clock = clock
         self._pending: dict[str, _Pending] = {}
+        #: Per cluster, objects created (or found existing) but not yet seen, with deadlines.
+        self._vouched: dict[str, dict[ObjectId, float]] = {}
+        #: Per cluster, the status last written and the resourceVersion it was computed from.
+        self._statuses: dict[str, tuple[str, dict[str, Any]]] = {}
 
     def expect(self, key: str, *, creates: Iterable[str] = (), deletes: Iterable[str] = ()) -> None:
         entry = self._pending.setdefault(key, _Pending())
@@ -70,11 +90,40 @@ class Expectations:
         entry = self._pending.get(key)
         return 0.0 if entry is None else max(0.0, entry.deadline - self._clock())
 
-    def outstanding(self, key: str) -> tuple[frozenset[str], frozenset[str]]:
-        entry = self._pending.get(key)
-        if entry is None:
-            return frozenset(), frozenset()
-        return frozenset(entry.creates), frozenset(entry.deletes)
+    def vouch(self, key: str, objects: Iterable[ObjectId]) -> None:
+        """Objects of cluster ``key`` known to exist though the cache may not show them."""
+        deadline = self._clock() + self.timeout
+        entry = self._vouched.setdefault(key, {})
+        for ident in objects:
+            entry[ident] = deadline
+
+    def observe_object(self, key: str, ident: ObjectId) -> None:
+        """The cache saw ``ident`` appear or go: from now on the cache is the truth."""
+        entry = self._vouched.get(key)
+        if entry is not None:
+            entry.pop(ident, None)
+
+    def vouched(self, key: str) -> frozenset[ObjectId]:
+        entry = self._vouched.get(key)
+        if not entry:
+            return frozenset()
+        now = self._clock()
+        for ident in [i for i, deadline in entry.items() if now >= deadline]:
+            del entry[ident]
+        return frozenset(entry)
+
+    def wrote_status(self, key: str, version: str, status: dict[str, Any]) -> None:
+        self._statuses[key] = (version, status)
+
+    def written_status(self, key: str, version: str) -> dict[str, Any] | None:
+        """The status written over ``version`` while the cache still shows that version."""
+        written = self._statuses.get(key)
+        if written is None:
+            return None
+        if written[0] != version:
+            del self._statuses[key]
+            return None
+        return written[1]
 
     def forget_names(
         self, key: str, *, creates: Iterable[str] = (), deletes: Iterable[str] = ()
@@ -87,3 +136,5 @@ class Expectations:
 
     def forget(self, key: str) -> None:
         self._pending.pop(key, None)
+        self._vouched.pop(key, None)
+        self._statuses.pop(key, None)

@@ -1,36 +1,43 @@
-"""One RayCluster, one pass: read the caches, ask planning what to do, do it.
+"""One RayCluster, one pass: read the caches, ask planning what to do, do it, record it.
 
-The reconciler decides nothing about pods; ``planning.plan_cluster`` does, from the cached
-cluster, pods and services. This module only executes a plan safely:
+Every decision is ``planning.plan_pass``'s, from what the caches show (docs/design.md,
+"Runtime"). This module only executes a plan safely:
 
-- it plans only when the cache shows every write of the previous pass (expectations), so a
-  lagging informer never causes a double create or a repeated delete;
-- deletes go first (with a uid precondition), then creates, all hosts of a slice at once
-  through the bounded writer;
+- it plans only when the cache shows every pod write of the previous pass (expectations), so
+  a lagging informer never causes a double create or a repeated delete; objects created but
+  not yet cached, and the status last written, are handed to planning as present;
+- objects first, then deletes (with a uid precondition), then creates, all hosts of a slice
+  at once through the bounded writer;
 - every create and delete reaches a log line and a metric with its named reason, and the
-  plan's Events (one per replica created or deleted, with the reason) are recorded after the
-  writes;
+  plan's Events are recorded after the writes;
 - status is merge-patched through the status subresource only when it differs, so a
   converged cluster costs no writes; the spec is never written;
-- clusters that name another controller in ``spec.managedBy`` are left alone.
+- a failed write makes the pass fail: ``ReconcileError`` (retried with backoff), or
+  ``TerminalError`` when every failure is one retrying cannot fix (an ``Invalid`` or
+  ``Forbidden`` answer), which is recorded as a Warning Event and waits for the next change.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from kubefacts.names import random_suffix
-from raycluster_operator.api.objects import Obj, RayClusterObject, Resource
-from raycluster_operator.api.validation import parse_cluster
 from raycluster_operator.controller.events import EventRecorder
 from raycluster_operator.controller.expectations import Expectations
 from raycluster_operator.controller.mergepatch import merge_patch
 from raycluster_operator.controller.metrics import Metrics
-from raycluster_operator.controller.store import StoreView, split_key
+from raycluster_operator.controller.sources import (
+    BY_CLUSTER,
+    BY_NAMESPACE,
+    BY_OWNER,
+    Caches,
+    Change,
+)
+from raycluster_operator.controller.store import split_key
 from raycluster_operator.controller.writer import Writer
 from raycluster_operator.kube import (
     PODS,
@@ -44,351 +51,257 @@ from raycluster_operator.kube import (
 )
 from raycluster_operator.planning import (
     IDLE_TERMINATION_FINALIZER,
-    ClusterPlan,
-    CreateReason,
-    DeleteReason,
-    EventReason,
+    ClusterState,
+    ObjectId,
+    PassPlan,
+    PlannedEvent,
+    PlanOptions,
     PodCreate,
     PodDelete,
-    plan_cluster,
-    plan_deletion,
+    object_id,
+    plan_pass,
 )
-from raycluster_operator.planning.status import unreadable_status
 
 log = logging.getLogger(__name__)
 
-#: ``spec.managedBy`` values that mean "this operator" (KubeRay's own value included: we are
-#: a drop-in replacement for it).
-DEFAULT_CONTROLLER_NAMES = frozenset({"ray.io/kuberay-operator", "ray.io/raycluster-operator"})
-
-
-def new_suffix() -> str:
-    return random_suffix()
-
-
-@dataclass(frozen=True)
-class ReconcilerOptions:
-    multi_host_indexing: bool = True
-    random_pod_delete: bool = False
-    controller_names: frozenset[str] = DEFAULT_CONTROLLER_NAMES
+Obj = dict[str, Any]
+#: The Event recorded on a cluster when the API refused a write for good.
+WRITE_REJECTED = "WriteRejected"
 
 
 class ReconcileError(Exception):
     """Some writes of a pass failed; the key is retried with backoff."""
 
 
-@dataclass
-class Outcome:
-    """What one pass did (for tests, logs and the requeue decision)."""
+class TerminalError(ReconcileError):
+    """Every failed write was refused for good (Invalid, Forbidden): retrying the same write
+    cannot help, so the key waits for the next change (or resync) instead of backing off."""
 
-    created: list[str] = field(default_factory=list)
-    deleted: list[str] = field(default_factory=list)
-    status_written: bool = False
-    skipped: str = ""
+
+@dataclass(frozen=True)
+class Result:
+    """When to look at the cluster again without a change (None: only on a change)."""
+
     requeue_after: float | None = None
+
+
+@dataclass(frozen=True)
+class _Failure:
+    what: str
+    error: BaseException
+
+    def __str__(self) -> str:
+        return f"{self.what}: {self.error}"
 
 
 class Reconciler:
     def __init__(
         self,
         client: KubeClient,
+        caches: Caches,
         *,
-        clusters: StoreView,
-        pods: StoreView,
-        services: StoreView,
-        expectations: Expectations,
         writer: Writer,
         recorder: EventRecorder,
         metrics: Metrics,
-        options: ReconcilerOptions = ReconcilerOptions(),
-        extras: Mapping[str, StoreView] | None = None,
+        options: PlanOptions | None = None,
+        expectations_timeout: float = 120.0,
     ) -> None:
         self.client = client
-        self.clusters = clusters
-        self.pods = pods
-        self.services = services
-        self.expectations = expectations
+        self.caches = caches
         self.writer = writer
         self.recorder = recorder
         self.metrics = metrics
-        self.options = options
-        #: Caches of the autoscaler's ServiceAccount/Role/RoleBinding, by kind. Without one
-        #: for a kind, an object is created once per operator run and never re-checked.
-        self.extras = dict(extras or {})
-        #: Extra objects created (or found existing) but not yet in the cache: not created
-        #: again while the cache catches up, or ever if the cache never shows them (a
-        #: same-named object without our label, which is not ours to replace).
-        self._known_extras: set[tuple[str, str, str]] = set()
-        #: Status we wrote, by cluster, with the resourceVersion of the object it was
-        #: computed from: until the cache moves past that version, the same status is not
-        #: written again (the cache merely has not seen our write yet).
-        self._written: dict[str, tuple[str, dict[str, Any]]] = {}
-        #: Generation of clusters already reported as unreadable (one Warning per change).
-        self._unreadable: dict[str, object] = {}
+        self.options = options or PlanOptions()
+        #: Writes not yet seen in the caches; owned here, fed by ``observe``.
+        self.expectations = Expectations(timeout=expectations_timeout)
 
-    def extra_deleted(self, kind: str, namespace: str, name: str) -> None:
-        """An autoscaler object left the cache: the next pass creates it again, even if it
-        went before a pass ever saw it there."""
-        self._known_extras.discard((kind, namespace, name))
-
-    async def reconcile(self, key: str) -> Outcome:
-        ns, name = split_key(key)
-        obj = self.clusters.get(key)
-        if obj is None:
-            self._written.pop(key, None)
-            self._unreadable.pop(key, None)
-            self.expectations.forget(key)
-            self.metrics.forget_cluster(ns, name)
-            return Outcome(skipped="gone")
-        stored = RayClusterObject(obj)
-        if stored.deleting:
-            return await self._finish_deletion(key, obj)
-        managed_by = stored.managed_by
-        if managed_by and managed_by not in self.options.controller_names:
-            return Outcome(skipped=f"managed by {managed_by}")
-
-        pods = self.pods.by_index("cluster", key)
-        cached = {p.name: p.deleting for p in map(Resource, pods)}
-        if not self.expectations.satisfied(key, cached.get):
-            return Outcome(
-                skipped="waiting for cache", requeue_after=self.expectations.remaining(key)
-            )
-
-        cluster, problems = parse_cluster(obj)
-        if cluster is None:
-            generation = stored.generation or stored.resource_version
-            if self._unreadable.get(key) != generation:
-                self._unreadable[key] = generation
-                text = "; ".join(str(p) for p in problems) or "the RayCluster cannot be read"
-                await self.recorder.emit(
-                    obj, "Warning", EventReason.INVALID_SPEC, text, action="Validate"
-                )
-            status = unreadable_status(
-                stored.status,
-                problems,
-                stored.generation,
-                now=datetime.now(UTC),
-            )
-            outcome = Outcome(skipped="invalid")
-            failures: list[str] = []
-            await self._write_status(ns, name, obj, status, outcome, failures)
-            if failures:
-                raise ReconcileError("; ".join(failures))
-            return outcome
-        self._unreadable.pop(key, None)
-
-        services = self.services.by_index("owner", key)
-        plan = plan_cluster(
-            cluster,
-            pods,
-            services,
-            now=datetime.now(UTC),
-            new_suffix=new_suffix,
-            multi_host_indexing=self.options.multi_host_indexing,
-            random_pod_delete=self.options.random_pod_delete,
-        )
-        return await self._execute(key, obj, plan, pods)
-
-    async def _finish_deletion(self, key: str, obj: Obj) -> Outcome:
-        """Carry out ``plan_deletion``: the pods first, then Ray's finalizer (metadata only)."""
-        pods = self.pods.by_index("cluster", key)
-        cached = {p.name: p.deleting for p in map(Resource, pods)}
-        if not self.expectations.satisfied(key, cached.get):
-            return Outcome(
-                skipped="waiting for cache", requeue_after=self.expectations.remaining(key)
-            )
-        plan = plan_deletion(obj, pods)
-        if plan is None:
-            return Outcome(skipped="deleting")
-        ns, name = split_key(key)
-        outcome = Outcome(skipped="deleting")
-        failures: list[str] = []
-        if plan.deletes:
-            await self._delete(key, obj, plan.deletes, pods, outcome, failures)
-            await self.recorder.emit(
-                obj,
-                "Normal",
-                DeleteReason.CLUSTER_DELETING.value,
-                f"RayCluster is being deleted: removing {len(plan.deletes)} pods",
-                action="DeletePod",
-            )
-        if plan.release_finalizer:
-            try:
-                await self.client.json_patch(RAYCLUSTERS, ns, name, plan.release_finalizer)
-                log.info("released finalizer %s of %s", IDLE_TERMINATION_FINALIZER, key)
-            except NotFound:
-                pass
-            except KubeError as exc:
-                failures.append(f"release finalizer: {exc}")
-        if failures:
-            raise ReconcileError("; ".join(failures))
-        return outcome
-
-    async def _execute(self, key: str, obj: Obj, plan: ClusterPlan, pods: Sequence[Obj]) -> Outcome:
-        ns, name = split_key(key)
-        outcome = Outcome()
-        failures: list[str] = []
-
-        await self._ensure_services(ns, plan, failures)
-        await self._ensure_extras(ns, plan, failures)
-        if plan.deletes:
-            await self._delete(key, obj, plan.deletes, pods, outcome, failures)
-        if plan.creates:
-            await self._create(key, obj, plan.creates, outcome, failures)
-        by_name = {Resource(p).name: p for p in pods}
-        await self.writer.run_all(
-            self.recorder.emit(
-                by_name.get(event.regarding or "", obj),
-                event.type,
-                event.reason,
-                event.message,
-                action=_action(event.reason),
-            )
-            for event in plan.events
-        )
-        await self._write_status(ns, name, obj, plan.status, outcome, failures)
-        self.metrics.set_slices(ns, name, plan.tallies)
-        if failures:
-            raise ReconcileError("; ".join(failures))
-        return outcome
-
-    async def _ensure_services(self, ns: str, plan: ClusterPlan, failures: list[str]) -> None:
-        missing = [
-            svc
-            for svc in plan.services
-            if svc["metadata"]["name"] in plan.missing_services
-            and self.services.get(f"{ns}/{svc['metadata']['name']}") is None
-        ]
-        if not missing:
+    def observe(self, change: Change) -> None:
+        """A sighting from the sources: proves (or retracts) a write the pass waits for."""
+        if not change.observed or change.kind == "RayCluster":
             return
-        results = await self.writer.run_all(
-            self.client.create(kind_of(svc), svc, namespace=ns) for svc in missing
+        if change.kind == "Pod":
+            self.expectations.observe(change.key, change.name, terminating_or_gone=change.gone)
+        else:
+            self.expectations.observe_object(change.key, (change.kind, change.name))
+
+    async def reconcile(self, key: str) -> Result:
+        obj = self.caches.clusters.get(key)
+        if obj is None:
+            self._forget(key)
+            return Result()
+        pods = self.caches.pods.by_index(BY_CLUSTER, key)
+        cached = {p["metadata"]["name"]: bool(p["metadata"].get("deletionTimestamp")) for p in pods}
+        if not self.expectations.satisfied(key, cached.get):
+            return Result(requeue_after=self.expectations.remaining(key))
+        obj = self._as_written(key, obj)
+        state = ClusterState(
+            cluster=obj,
+            pods=pods,
+            services=self.caches.services.by_index(BY_OWNER, key),
+            present=self._present(key),
         )
-        for svc, result in zip(missing, results, strict=True):
-            if isinstance(result, BaseException) and not isinstance(result, AlreadyExists):
-                failures.append(f"create service {svc['metadata']['name']}: {result}")
-            elif not isinstance(result, BaseException):
-                log.info("created service %s/%s", ns, svc["metadata"]["name"])
+        plan = plan_pass(
+            state, now=datetime.now(UTC), new_suffix=random_suffix, options=self.options
+        )
+        if plan.note:
+            log.debug("reconcile %s: %s", key, plan.note)
+        await self._execute(key, obj, plan, pods)
+        return Result()
 
-    async def _ensure_extras(self, ns: str, plan: ClusterPlan, failures: list[str]) -> None:
-        for extra in plan.extra_objects:
-            ident = (str(extra.get("kind")), ns, str(extra["metadata"]["name"]))
-            cache = self.extras.get(ident[0])
-            if cache is not None and cache.get(f"{ns}/{ident[2]}") is not None:
-                # Seen in the cache: from now on its absence there means it was deleted.
-                self._known_extras.discard(ident)
-                continue
-            if ident in self._known_extras:
-                continue
-            try:
-                await self.client.create(kind_of(extra), extra, namespace=ns)
-            except AlreadyExists:
-                pass
-            except (KubeError, KeyError) as exc:
-                failures.append(f"create {ident[0]} {ident[2]}: {exc}")
-                continue
-            self._known_extras.add(ident)
+    # -- reading ---------------------------------------------------------------------------
 
-    async def _delete(
-        self,
-        key: str,
-        obj: Obj,
-        deletes: Sequence[PodDelete],
-        pods: Sequence[Obj],
-        outcome: Outcome,
-        failures: list[str],
+    def _forget(self, key: str) -> None:
+        self.expectations.forget(key)
+        self.metrics.forget_cluster(*split_key(key))
+
+    def _as_written(self, key: str, obj: Obj) -> Obj:
+        """The cached cluster, with the status we last wrote if the cache has not caught up."""
+        written = self.expectations.written_status(key, _version(obj))
+        return obj if written is None else {**obj, "status": written}
+
+    def _present(self, key: str) -> frozenset[ObjectId]:
+        ns, _ = split_key(key)
+        present = {("Service", _name(s)) for s in self.caches.services.by_index(BY_NAMESPACE, ns)}
+        for kind, cache in self.caches.rbac.items():
+            present.update((kind, _name(o)) for o in cache.by_index(BY_NAMESPACE, ns))
+        return frozenset(present) | self.expectations.vouched(key)
+
+    # -- writing ---------------------------------------------------------------------------
+
+    async def _execute(self, key: str, obj: Obj, plan: PassPlan, pods: Sequence[Obj]) -> None:
+        failures: list[_Failure] = []
+        if plan.objects:
+            await self._create_objects(key, plan.objects, failures)
+        if plan.deletes:
+            await self._delete_pods(key, plan.deletes, pods, failures)
+        if plan.creates:
+            await self._create_pods(key, plan.creates, failures)
+        if plan.release_finalizer:
+            await self._release_finalizer(key, plan.release_finalizer, failures)
+        await self._record(obj, plan.events, pods)
+        if plan.status is not None:
+            await self._write_status(key, obj, plan.status, failures)
+        if plan.slices is not None:
+            self.metrics.set_slices(*split_key(key), list(plan.slices))
+        if failures:
+            await self._fail(obj, failures)
+
+    async def _create_objects(
+        self, key: str, objects: Sequence[Obj], failures: list[_Failure]
     ) -> None:
         ns, _ = split_key(key)
-        uids = {p.name: p.uid for p in map(Resource, pods)}
+        results = await self.writer.run_all(
+            self.client.create(kind_of(o), o, namespace=ns) for o in objects
+        )
+        made: list[ObjectId] = []
+        for o, result in zip(objects, results, strict=True):
+            kind, name = object_id(o)
+            if isinstance(result, AlreadyExists) or not isinstance(result, BaseException):
+                made.append((kind, name))
+                if not isinstance(result, BaseException):
+                    log.info("created %s %s/%s", kind, ns, name)
+            else:
+                failures.append(_Failure(f"create {kind} {name}", result))
+        self.expectations.vouch(key, made)
+
+    async def _delete_pods(
+        self, key: str, deletes: Sequence[PodDelete], pods: Sequence[Obj], failures: list[_Failure]
+    ) -> None:
+        ns, _ = split_key(key)
+        uids = {p["metadata"]["name"]: p["metadata"].get("uid") for p in pods}
         self.expectations.expect(key, deletes=[d.name for d in deletes])
         results = await self.writer.run_all(
             self.client.delete(PODS, ns, d.name, uid=d.uid or uids.get(d.name)) for d in deletes
         )
-        done: list[PodDelete] = []
         for d, result in zip(deletes, results, strict=True):
-            if isinstance(result, NotFound | Conflict):
-                # Already gone, or replaced by a namesake: nothing of ours left to delete.
-                self.expectations.forget_names(key, deletes=[d.name])
-                continue
             if isinstance(result, BaseException):
+                # NotFound/Conflict: already gone, or replaced by a namesake; nothing of ours
+                # is left to delete, and no deletion will ever be observed.
                 self.expectations.forget_names(key, deletes=[d.name])
-                failures.append(f"delete pod {d.name}: {result}")
+                if not isinstance(result, NotFound | Conflict):
+                    failures.append(_Failure(f"delete pod {d.name}", result))
                 continue
-            done.append(d)
-            outcome.deleted.append(d.name)
             self.metrics.pods_deleted.labels(str(d.reason)).inc()
             log.info("deleted pod %s/%s (%s): %s", ns, d.name, d.reason, d.message)
 
-    async def _create(
-        self,
-        key: str,
-        obj: Obj,
-        creates: Sequence[PodCreate],
-        outcome: Outcome,
-        failures: list[str],
+    async def _create_pods(
+        self, key: str, creates: Sequence[PodCreate], failures: list[_Failure]
     ) -> None:
         ns, _ = split_key(key)
         results = await self.writer.run_all(
             self.client.create(PODS, _in_namespace(c.manifest, ns), namespace=ns) for c in creates
         )
-        created: list[tuple[PodCreate, str]] = []
+        created: list[str] = []
         for c, result in zip(creates, results, strict=True):
             if isinstance(result, BaseException):
-                failures.append(f"create pod in group {c.group}: {result}")
+                failures.append(_Failure(f"create pod in group {c.group}", result))
                 continue
-            pod_name = Resource(result).name
-            created.append((c, pod_name))
-            outcome.created.append(pod_name)
+            created.append(str(result["metadata"]["name"]))
             self.metrics.pods_created.labels(str(c.reason)).inc()
         # A pod the watch already delivered (before the POST returned) needs no waiting for.
-        unseen = [n for _, n in created if self.pods.get(f"{ns}/{n}") is None]
+        unseen = [n for n in created if self.caches.pods.get(f"{ns}/{n}") is None]
         self.expectations.expect(key, creates=unseen)
         if created:
-            log.info(
-                "created %d pods for %s: %s", len(created), key, ", ".join(n for _, n in created)
-            )
+            log.info("created %d pods for %s: %s", len(created), key, ", ".join(created))
 
-    async def _write_status(
-        self,
-        ns: str,
-        name: str,
-        obj: Obj,
-        desired: dict[str, Any],
-        outcome: Outcome,
-        failures: list[str],
+    async def _release_finalizer(
+        self, key: str, patch: Sequence[dict[str, Any]], failures: list[_Failure]
     ) -> None:
-        current = RayClusterObject(obj).status
-        patch = merge_patch(current, desired)
-        if not patch:
-            return
-        key = f"{ns}/{name}"
-        version = RayClusterObject(obj).resource_version
-        if self._written.get(key) == (version, desired):
-            return  # already written; the cache has not caught up with our own write
+        ns, name = split_key(key)
         try:
-            await self.client.patch_status(RAYCLUSTERS, ns, name, patch)
-            outcome.status_written = True
-            self._written[key] = (version, desired)
+            await self.client.json_patch(RAYCLUSTERS, ns, name, list(patch))
+            log.info("released finalizer %s of %s", IDLE_TERMINATION_FINALIZER, key)
         except NotFound:
             pass
         except KubeError as exc:
-            failures.append(f"write status: {exc}")
+            failures.append(_Failure("release finalizer", exc))
+
+    async def _record(self, obj: Obj, events: Iterable[PlannedEvent], pods: Sequence[Obj]) -> None:
+        by_name = {p["metadata"]["name"]: p for p in pods}
+        await self.writer.run_all(
+            self.recorder.emit(
+                by_name.get(e.regarding or "", obj),
+                e.type,
+                e.reason,
+                e.message,
+                action=e.action,
+                related=by_name.get(e.related) if e.related else None,
+            )
+            for e in events
+        )
+
+    async def _write_status(
+        self, key: str, obj: Obj, desired: dict[str, Any], failures: list[_Failure]
+    ) -> None:
+        patch = merge_patch(obj.get("status") or {}, desired)
+        if not patch:
+            return
+        ns, name = split_key(key)
+        try:
+            await self.client.patch_status(RAYCLUSTERS, ns, name, patch)
+            self.expectations.wrote_status(key, _version(obj), desired)
+        except NotFound:
+            pass
+        except KubeError as exc:
+            failures.append(_Failure("write status", exc))
+
+    async def _fail(self, obj: Obj, failures: Sequence[_Failure]) -> None:
+        text = "; ".join(map(str, failures))
+        if all(isinstance(f.error, KubeError) and f.error.terminal for f in failures):
+            await self.recorder.emit(obj, "Warning", WRITE_REJECTED, text, action="Reconcile")
+            raise TerminalError(text)
+        raise ReconcileError(text)
 
 
-_CREATE_REASONS = frozenset(r.value for r in CreateReason)
-_DELETE_REASONS = frozenset(r.value for r in DeleteReason)
+def _version(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion", ""))
 
 
-def _action(reason: str) -> str:
-    """The Event's ``action``: what the operator did about it."""
-    if reason in _CREATE_REASONS:
-        return "CreatePod"
-    if reason in _DELETE_REASONS:
-        return "DeletePod"
-    return "Reconcile"
+def _name(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("name", ""))
 
 
 def _in_namespace(manifest: Obj, ns: str) -> Obj:
-    meta = dict(Resource(manifest).meta)
+    meta = dict(manifest.get("metadata") or {})
     meta["namespace"] = ns
     return {**manifest, "metadata": meta}

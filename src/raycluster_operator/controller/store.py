@@ -57,6 +57,11 @@ def by_owner(kind: str) -> IndexFunc:
     return index
 
 
+def by_namespace(obj: Obj) -> Iterable[str]:
+    """Index by namespace: everything of a kind next to a cluster."""
+    return [str((obj.get("metadata") or {}).get("namespace") or "")]
+
+
 class Store:
     def __init__(self, indexers: dict[str, IndexFunc] | None = None) -> None:
         self._objects: dict[str, Obj] = {}

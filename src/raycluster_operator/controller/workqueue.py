@@ -43,10 +43,6 @@ class WorkQueue:
         """Queue depth: keys waiting for a worker (not those in flight or delayed)."""
         return len(self._queue)
 
-    @property
-    def shutting_down(self) -> bool:
-        return self._shutdown
-
     def add(self, key: str) -> None:
         if self._shutdown or key in self._dirty:
             return

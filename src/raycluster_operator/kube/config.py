@@ -7,7 +7,6 @@ apply an explicit, opt-in ``insecure`` override. TLS is verified unless that fla
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +36,3 @@ def load_config(
     if insecure:
         config = config._replace(cluster=Cluster(server=config.cluster.server, insecure=True))
     return config
-
-
-def in_cluster() -> bool:
-    return "KUBERNETES_SERVICE_HOST" in os.environ

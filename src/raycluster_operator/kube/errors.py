@@ -1,7 +1,8 @@
 """The few API failures the controller tells apart, independent of the client library.
 
 The controller decides what to do from the kind of failure (ignore a NotFound on delete,
-re-list on Gone, wait on TooManyRequests, back off on ServerError), so the adapter maps every
+re-list on Gone, wait on TooManyRequests, back off on ServerError, wait for the next change on
+a ``terminal`` one), so the adapter maps every
 HTTP status to one of these and nothing above `kube` sees an httpx or lightkube exception.
 """
 
@@ -12,6 +13,10 @@ import contextlib
 
 class KubeError(Exception):
     """An API call failed; ``code`` is the HTTP status (0 when no answer arrived)."""
+
+    #: Retrying the same request cannot succeed until something else changes (the object,
+    #: RBAC, an admission policy): the controller waits for a change instead of backing off.
+    terminal = False
 
     def __init__(self, message: str, *, code: int = 0, reason: str = "") -> None:
         super().__init__(message)
@@ -48,9 +53,13 @@ class ServerError(KubeError):
 class Invalid(KubeError):
     """The server rejected the object (HTTP 400/422); retrying the same write will not help."""
 
+    terminal = True
+
 
 class Forbidden(KubeError):
-    """HTTP 401/403: RBAC or credentials are wrong."""
+    """HTTP 401/403: RBAC or credentials are wrong (or a quota is spent)."""
+
+    terminal = True
 
 
 def error_for(code: int, body: object, *, retry_after_header: str | None = None) -> KubeError:

@@ -10,22 +10,38 @@ from raycluster_operator.planning.deletion import (
     plan_deletion,
 )
 from raycluster_operator.planning.group_plan import GroupTally
+from raycluster_operator.planning.pass_plan import (
+    DEFAULT_CONTROLLER_NAMES,
+    ClusterState,
+    ObjectId,
+    PassPlan,
+    PlanOptions,
+    object_id,
+    plan_pass,
+)
 from raycluster_operator.planning.reasons import CreateReason, DeleteReason, EventReason
 from raycluster_operator.planning.slice_state import SliceState, SliceTransition
 
 __all__ = [
+    "DEFAULT_CONTROLLER_NAMES",
     "IDLE_TERMINATION_FINALIZER",
     "ClusterPlan",
+    "ClusterState",
     "CreateReason",
     "DeleteReason",
     "DeletionPlan",
     "EventReason",
     "GroupTally",
+    "ObjectId",
+    "PassPlan",
+    "PlanOptions",
     "PlannedEvent",
     "PodCreate",
     "PodDelete",
     "SliceState",
     "SliceTransition",
+    "object_id",
     "plan_cluster",
     "plan_deletion",
+    "plan_pass",
 ]

@@ -33,6 +33,9 @@ class PodDelete:
     host_index: int | None = None
     #: Lets the controller delete with a uid precondition, so a recreated namesake is safe.
     uid: str | None = None
+    #: The pod whose state or naming caused the deletion (a failed host, a name in
+    #: workersToDelete); None when the cause is the spec (scale-down, suspend).
+    trigger: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,3 +45,13 @@ class PlannedEvent:
     message: str
     #: Pod name the Event is about; None means the RayCluster itself.
     regarding: str | None = None
+    #: The Event's ``action``: what the operator does about it (``CreatePod``, ``DeletePod``),
+    #: decided with the Event rather than guessed from its reason afterwards.
+    action: str = "Reconcile"
+    #: A pod the Event also names (``related``), such as the host that took its slice down.
+    related: str | None = None
+
+
+#: Event actions for pod writes.
+CREATE_POD = "CreatePod"
+DELETE_POD = "DeletePod"

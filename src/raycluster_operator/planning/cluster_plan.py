@@ -20,7 +20,13 @@ from raycluster_operator.api import labels
 from raycluster_operator.api.models import RayCluster, WorkerGroupSpec
 from raycluster_operator.api.names import head_service_name
 from raycluster_operator.api.problems import Problem
-from raycluster_operator.planning.actions import PlannedEvent, PodCreate, PodDelete
+from raycluster_operator.planning.actions import (
+    CREATE_POD,
+    DELETE_POD,
+    PlannedEvent,
+    PodCreate,
+    PodDelete,
+)
 from raycluster_operator.planning.desired import (
     autoscaling_on,
     cluster_suspended,
@@ -50,9 +56,13 @@ from raycluster_operator.planning.services import (
 from raycluster_operator.planning.slice_state import SliceTransition
 from raycluster_operator.planning.spec_check import SpecCheck, check_spec
 from raycluster_operator.planning.status import INVALID_SPEC, Deletion, Observed, build_status
+from raycluster_operator.planning.suspension import (
+    cluster_was_suspending,
+    groups_were_suspending,
+)
 
-#: How long after its grace period a terminating pod counts as stuck (a lost node): a group
-#: with autoscaling off then stops waiting for the replica index that pod holds.
+#: How long after its grace period a terminating pod counts as stuck (a lost node): a broken
+#: replica's replacement then stops waiting for the replica index that pod holds.
 STUCK_AFTER = timedelta(minutes=2)
 
 
@@ -102,11 +112,17 @@ def plan_cluster(
     act = not check.cluster_problems
     mine = [v for v in map(read_pod, pods) if _belongs(v, cluster)]
     heads, by_group, removed = _partition(mine, cluster.spec.worker_group_specs)
+    # Pods the operator manages (heads, workers of any group); a pod of the cluster that is
+    # neither is never touched, so it does not hold a suspension up either.
+    managed = [*heads, *removed, *(p for group_pods in by_group.values() for p in group_pods)]
     suspended = cluster_suspended(cluster)
+    # One-way suspension (planning/suspension.py): once started, it runs until no pod is left.
+    suspending = act and bool(managed) and (suspended or cluster_was_suspending(cluster))
+    group_stopping = groups_were_suspending(cluster)
+    groups_suspending: set[str] = set()
     autoscaling = autoscaling_on(cluster)
     switches = GroupSwitches(
         scale_down=not autoscaling or random_pod_delete,
-        dense=not autoscaling,
         multi_host_indexing=multi_host_indexing,
         stuck_before=rfc3339(now - STUCK_AFTER),
     )
@@ -125,13 +141,14 @@ def plan_cluster(
                 tally_group(group, group_pods, desired=desired, multi_host_indexing=indexed)
             )
             continue
-        stop = (
-            DeleteReason.CLUSTER_SUSPENDED
-            if suspended
-            else DeleteReason.GROUP_SUSPENDED
-            if group.suspend
-            else None
-        )
+        stop: DeleteReason | None = None
+        if suspending or suspended:
+            stop = DeleteReason.CLUSTER_SUSPENDED
+        elif group.suspend or (group_pods and group.group_name in group_stopping):
+            # A group's suspension is one-way too: it ends only when its last pod is gone.
+            stop = DeleteReason.GROUP_SUSPENDED
+            if group_pods:
+                groups_suspending.add(group.group_name)
         planned = plan_group(
             group,
             group_pods,
@@ -165,9 +182,26 @@ def plan_cluster(
                         pod.uid,
                     )
                 )
-        head = plan_head(heads, suspended=suspended)
+        head = plan_head(heads, suspended=suspended or suspending)
         head_current = head.current
         deletes += head.deletes
+        if suspending:
+            # Every managed pod goes, whichever group (or none in the spec) it belongs to.
+            going = {d.name for d in deletes}
+            for pod in managed:
+                if not pod.terminating and pod.name not in going:
+                    deletes.append(
+                        PodDelete(
+                            pod.name,
+                            pod.group or "",
+                            pod.replica_name,
+                            DeleteReason.CLUSTER_SUSPENDED,
+                            f"cluster suspending: removing pod {pod.name}",
+                            pod.replica_index,
+                            pod.host_index,
+                            pod.uid,
+                        )
+                    )
         if head.create:
             creates.insert(
                 0,
@@ -181,7 +215,12 @@ def plan_cluster(
                 ),
             )
             events.append(
-                PlannedEvent("Normal", CreateReason.HEAD_MISSING, "creating the head pod")
+                PlannedEvent(
+                    "Normal",
+                    CreateReason.HEAD_MISSING,
+                    "creating the head pod",
+                    action=CREATE_POD,
+                )
             )
         wanted_services = desired_services(cluster)
         if autoscaling:
@@ -200,7 +239,9 @@ def plan_cluster(
             problems=check.problems,
             cluster_invalid=not act,
             failures=dict(failures),
-            pods_remaining=len(mine),
+            pods_remaining=len(managed),
+            suspending=suspending,
+            groups_suspending=frozenset(groups_suspending),
             deletions=_headline_deletions(deletes),
         ),
         now=now,
@@ -283,33 +324,47 @@ def _worker_creates(
 
 
 def _create_events(group: str, replicas: Sequence[NewReplica]) -> list[PlannedEvent]:
+    """One Event on the RayCluster per slice created, naming group, slice and index."""
     out = []
     for replica in replicas:
-        what = f"replica {replica.name}" if replica.name else "a pod"
+        what = f"slice {replica.name}" if replica.name else "a pod"
         where = f" at index {replica.index}" if replica.index is not None else ""
         size = f" ({len(replica.hosts)} hosts)" if replica.name else ""
         out.append(
-            PlannedEvent("Normal", replica.reason, f"group {group}: creating {what}{where}{size}")
+            PlannedEvent(
+                "Normal",
+                replica.reason,
+                f"group {group}: creating {what}{where}{size}",
+                action=CREATE_POD,
+            )
         )
     return out
 
 
 def _delete_events(deletes: Sequence[PodDelete]) -> list[PlannedEvent]:
-    """One Event per deleted replica (not per pod), naming the reason and the pod count."""
+    """One Event on the RayCluster per deleted slice (not per pod): the group, the slice name
+    and index, the reason, and the pod that triggered it, so that
+    ``kubectl get events --field-selector involvedObject.kind=RayCluster`` answers "why did
+    my slice go?". The triggering pod is also the Event's ``related`` object."""
     grouped: dict[tuple[str, str, DeleteReason], list[PodDelete]] = {}
     for item in deletes:
         key = (item.group, item.replica_name or item.name, item.reason)
         grouped.setdefault(key, []).append(item)
     out = []
-    for (_, _, reason), items in grouped.items():
+    for (group, _, reason), items in grouped.items():
         first = items[0]
+        what = f"slice {first.replica_name}" if first.replica_name else f"pod {first.name}"
+        where = f" at index {first.replica_index}" if first.replica_index is not None else ""
         count = f" ({len(items)} pods)" if len(items) > 1 else ""
+        cause = f", triggered by pod {first.trigger}" if first.trigger else ""
         out.append(
             PlannedEvent(
                 "Warning" if reason.is_warning else "Normal",
                 reason,
-                f"{first.message}{count}",
-                first.name if len(items) == 1 else None,
+                f"group {group or '?'}: deleting {what}{where}{count}{cause}: {first.message}",
+                None,
+                action=DELETE_POD,
+                related=first.trigger,
             )
         )
     return out

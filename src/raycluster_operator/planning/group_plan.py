@@ -3,13 +3,19 @@
 The decision is a function of the group spec, the group's pods and a few switches; it never
 looks at another group's pods, so nothing outside the group can be deleted by it.
 
+The index policy (docs/design.md, "Slice indices"), autoscaling on and off alike: a healthy
+replica keeps its index for life and is deleted only by scale-down or workersToDelete, never
+to compact indices (a running TPU job would die for a cosmetic gain: Ray and JAX identify a
+slice by TPU_NAME, not by density); a new replica takes the lowest index no pod carries;
+scale-down without workersToDelete removes the highest indices first; a broken replica comes
+back at its own index.
+
 Where this differs from KubeRay, on purpose: every broken replica goes in one pass (KubeRay:
 one incomplete replica per pass), oversized and duplicate-host replicas are broken (KubeRay
 keeps them), a terminating host breaks its replica (KubeRay ignores it), unlabelled pods are
 replaced (KubeRay leaks them), surplus goes from the highest index (KubeRay: map order), and
 a broken replica's replacement waits for its old index to be released instead of taking a
-higher one (autoscaling on or off), so a slice comes back with its own index, hostnames and
-TPU_NAME, and indices stay dense without moving a healthy slice later.
+higher one, so a slice comes back with its own index, hostnames and TPU_NAME.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from raycluster_operator.api.models import WorkerGroupSpec
 from raycluster_operator.api.names import replica_name
 from raycluster_operator.planning.actions import PlannedEvent, PodDelete
 from raycluster_operator.planning.desired import hosts
-from raycluster_operator.planning.indices import free_below, lowest_free
+from raycluster_operator.planning.indices import lowest_free
 from raycluster_operator.planning.pods import PodView
 from raycluster_operator.planning.reasons import CreateReason, DeleteReason, EventReason
 from raycluster_operator.planning.replicas import GroupPods, Replica, sort_into_replicas
@@ -87,13 +93,11 @@ class GroupSwitches:
 
     #: Surplus replicas are removed (autoscaling off, or ENABLE_RANDOM_POD_DELETE).
     scale_down: bool
-    #: Autoscaling off: live indices are kept dense 0..desired-1 (new replicas only take
-    #: indices below ``desired`` and wait for one to be released rather than go above).
-    dense: bool
     #: Feature gate RayMultiHostIndexing.
     multi_host_indexing: bool = True
     #: Terminating pods whose deletion deadline is before this time (RFC 3339) are stuck, as
-    #: on a lost node; a dense group stops waiting for the indices they hold. "" = never.
+    #: on a lost node; a broken replica's replacement stops waiting for the index they hold
+    #: and takes the lowest free one instead. "" = never.
     stuck_before: str = ""
 
 
@@ -106,7 +110,12 @@ class _Deletions:
         self.replica_keys: set[str] = set()
 
     def pod(
-        self, pod: PodView, reason: DeleteReason, message: str, replica: Replica | None = None
+        self,
+        pod: PodView,
+        reason: DeleteReason,
+        message: str,
+        replica: Replica | None = None,
+        trigger: str | None = None,
     ) -> None:
         if pod.terminating or pod.name in self.items:
             return
@@ -119,12 +128,15 @@ class _Deletions:
             replica_index=replica.index if replica else pod.replica_index,
             host_index=pod.host_index,
             uid=pod.uid,
+            trigger=trigger,
         )
 
-    def replica(self, replica: Replica, reason: DeleteReason, message: str) -> None:
+    def replica(
+        self, replica: Replica, reason: DeleteReason, message: str, trigger: str | None = None
+    ) -> None:
         self.replica_keys.add(replica.key)
         for pod in replica.pods:
-            self.pod(pod, reason, message, replica)
+            self.pod(pod, reason, message, replica, trigger)
 
 
 def plan_group(
@@ -154,13 +166,14 @@ def plan_group(
             pod,
             DeleteReason.POD_WITHOUT_REPLICA_IDENTITY,
             f"pod {pod.name} has no replica identity labels; it is replaced by a labelled replica",
+            trigger=pod.name,
         )
     replaced = -(-sum(1 for p in found.unidentified if not p.terminating) // n)
 
     # Rule 1: a broken replica goes whole, for the fault its state names.
     for replica in found.replicas:
         if replica.state is SliceState.BROKEN and replica.cause is not None:
-            out.replica(replica, replica.cause, replica.detail)
+            out.replica(replica, replica.cause, replica.detail, _culprit(replica))
             replaced += 1
 
     # Rule 3: a named host takes its replica with it, in this same pass.
@@ -176,14 +189,15 @@ def plan_group(
                     replica,
                     DeleteReason.WORKERS_TO_DELETE,
                     f"{named} is listed in workersToDelete; deleting {what}",
+                    named,
                 )
 
-    valid = [r for r in found.replicas if r.state in SERVING and r.key not in out.replica_keys]
+    valid = [r for r in found.replicas if r.complete and r.key not in out.replica_keys]
     kept = _drop_duplicate_indices(valid, out)
     replaced += len(valid) - len(kept)
     valid = kept
 
-    # Rule 5: surplus goes from the top, so live indices stay dense.
+    # Rule 5: surplus goes from the top, so the lowest indices (the oldest work) stay.
     surplus = len(valid) - desired
     if switches.scale_down and surplus > 0:
         victims = sorted(valid, key=lambda r: (r.index or 0, r.age_key), reverse=True)[:surplus]
@@ -196,38 +210,29 @@ def plan_group(
             )
         valid = [r for r in valid if r.key not in out.replica_keys]
 
-    # Rule 4: lowest free indices, not reused while any pod still carries them.
+    # Rule 4 (docs/design.md, "Slice indices"): a new replica takes the lowest free index,
+    # free meaning no pod with it exists at all, so hostnames and TPU_NAME never name two
+    # slices at once. A slice that broke comes back at its own index, so the job restarting
+    # on it finds the same hostnames and TPU_NAME: while the old pods still hold that index,
+    # the replacement waits (seconds, normally) rather than take another. A slice removed on
+    # purpose (workersToDelete) frees its index for anyone. Healthy replicas are never moved:
+    # a gap below them stays until a new replica fills it.
     taken = {i for i in (p.replica_index for p in pods) if i is not None}
     need = desired - len(valid)
     room = max(MAX_NEW_PODS_PER_PASS // n, 1)
-    if switches.dense:
-        targets = free_below(taken, desired, room)
-        short = min(need, room) - len(targets)
-        if short > 0:
-            short = min(short, len(_stuck_indices(pods, desired, switches.stuck_before)))
-        # A dense group waits for an index its old, terminating pods still hold (seconds,
-        # normally). Pods stuck terminating on a lost node would make it wait forever, so the
-        # replacement then goes above ``desired`` and is compacted down once they are gone.
-        targets += lowest_free(taken, short, start=desired)
-    else:
-        # A slice that broke comes back at its own index, so the job restarting on it finds
-        # the same hostnames and TPU_NAME: while the old pods still hold that index, the
-        # replacement waits (seconds, normally) rather than take another. A slice removed on
-        # purpose (workersToDelete) frees its index for anyone.
-        awaited = _indices_awaiting_replacement(
-            found.replicas, {r.index for r in valid}, wanted, switches.stuck_before
-        )
-        targets = lowest_free(taken, min(need - min(len(awaited), need), room))
+    awaited = _indices_awaiting_replacement(
+        found.replicas, {r.index for r in valid}, wanted, switches.stuck_before
+    )
+    targets = lowest_free(taken, min(need - min(len(awaited), need), room))
     names = {r.name for r in found.replicas if r.name is not None}
     events: list[PlannedEvent] = []
     made: list[NewReplica] = []
     for position, index in enumerate(targets):
-        if position < min(replaced, need):
-            reason = CreateReason.REPLACE_REPLICA
-        elif position < need:
-            reason = CreateReason.SCALE_UP
-        else:
-            reason = CreateReason.COMPACT_INDICES
+        reason = (
+            CreateReason.REPLACE_REPLICA
+            if position < min(replaced, need)
+            else CreateReason.SCALE_UP
+        )
         if n == 1:
             made.append(NewReplica(index, None, (None,), reason))
             continue
@@ -274,6 +279,17 @@ def _moves(
     return tuple(map(check_transition, moves))
 
 
+def _culprit(replica: Replica) -> str | None:
+    """The pod that broke the replica, for the Event: failed first, then terminating."""
+    for pod in replica.pods:
+        if pod.failed:
+            return pod.name
+    for pod in replica.pods:
+        if pod.terminating:
+            return pod.name
+    return None
+
+
 def _indices_awaiting_replacement(
     replicas: Sequence[Replica], live: set[int | None], wanted: set[str], stuck_before: str
 ) -> set[int]:
@@ -296,24 +312,6 @@ def _indices_awaiting_replacement(
             continue
         awaited.add(index)
     return awaited
-
-
-def _stuck_indices(pods: Sequence[PodView], desired: int, stuck_before: str) -> set[int]:
-    """Indices below ``desired`` held only by pods stuck terminating."""
-    if not stuck_before:
-        return set()
-    stuck: set[int] = set()
-    held_otherwise: set[int] = set()
-    for pod in pods:
-        index = pod.replica_index
-        if index is None or index >= desired:
-            continue
-        deadline = pod.deletion_deadline
-        if deadline is not None and deadline < stuck_before:
-            stuck.add(index)
-        else:
-            held_otherwise.add(index)
-    return stuck - held_otherwise
 
 
 def _drop_duplicate_indices(valid: list[Replica], out: _Deletions) -> list[Replica]:

@@ -1,8 +1,11 @@
 """The head pod: exactly one live head, recreated when it fails.
 
-A failed head is deleted in one pass and its replacement created in the next, once the cache
-shows the old one going: creating both in one pass could briefly give the cluster two heads
-answering at the same service.
+Never two live heads (docs/design.md, "Suspend"): a replacement head is created only once no
+head pod of the cluster exists at all, not merely once the old one is terminating. A
+terminating head may run for its whole grace period (or as long as a finalizer holds it),
+still answering at the head service and holding GCS state; a second head beside it would
+split the cluster. A failed head is deleted in one pass and replaced after it is gone, as a
+StatefulSet replaces its pods.
 """
 
 from __future__ import annotations
@@ -46,4 +49,4 @@ def plan_head(head_pods: Sequence[PodView], *, suspended: bool) -> HeadPlan:
     failed = [p for p in head_pods if p.failed and not p.terminating]
     for pod in failed:
         delete(pod, DeleteReason.HEAD_FAILED, f"head {pod.name} failed; it is recreated")
-    return HeadPlan(current is None and not failed, tuple(deletes), current)
+    return HeadPlan(not head_pods, tuple(deletes), current)

@@ -24,8 +24,3 @@ def free_indices(taken: Collection[int], start: int = 0) -> Iterator[int]:
 def lowest_free(taken: Collection[int], count: int, start: int = 0) -> list[int]:
     """The ``count`` lowest indices from ``start`` up that are not in ``taken``."""
     return list(islice(free_indices(taken, start), max(count, 0)))
-
-
-def free_below(taken: Collection[int], limit: int, count: int) -> list[int]:
-    """Up to ``count`` free indices in ``0..limit-1``: holes a dense group still has to fill."""
-    return list(islice((i for i in range(limit) if i not in taken), max(count, 0)))

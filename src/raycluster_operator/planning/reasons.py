@@ -73,9 +73,6 @@ class CreateReason(StrEnum):
     SCALE_UP = "ScaleUp"
     #: Stands in for a replica deleted in the same pass because it was broken.
     REPLACE_REPLICA = "ReplaceReplica"
-    #: Autoscaling off: fills a low index so that a higher one can be removed next pass and
-    #: live indices become dense 0..desired-1.
-    COMPACT_INDICES = "CompactIndices"
     #: No live head pod.
     HEAD_MISSING = "HeadMissing"
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from raycluster_operator.planning.pods import PodView
 from raycluster_operator.planning.reasons import DeleteReason
-from raycluster_operator.planning.slice_state import SliceState, derive_state
+from raycluster_operator.planning.slice_state import SERVING, SliceState, derive_state
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +31,12 @@ class Replica:
     #: Why the replica cannot serve (states BROKEN and DELETING); None when it can.
     cause: DeleteReason | None = None
     detail: str = ""
+
+    @property
+    def complete(self) -> bool:
+        """Every host has a live pod (state pending or ready): the replica counts towards the
+        desired ones."""
+        return self.state in SERVING
 
     @property
     def age_key(self) -> tuple[str, str]:

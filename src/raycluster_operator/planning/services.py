@@ -1,4 +1,5 @@
-"""Services the cluster needs: the head service always, the headless one for multi-host.
+"""Services the cluster needs: the head service always, the headless one for multi-host,
+and KubeRay's serve service when the RayCluster is annotated ``ray.io/enable-serve-service``.
 
 The headless service gives every multi-host pod a stable DNS name
 (``<hostname>.<cluster>-headless``), which TPU_WORKER_HOSTNAMES and JAX rely on; it is only
@@ -19,6 +20,8 @@ def desired_services(cluster: RayCluster) -> tuple[dict[str, Any], ...]:
     out = [builders.build_head_service(cluster)]
     if any(g.num_of_hosts > 1 for g in cluster.spec.worker_group_specs):
         out.append(builders.build_headless_service(cluster))
+    if builders.needs_serve_service(cluster):
+        out.append(builders.build_serve_service(cluster))
     return tuple(out)
 
 

@@ -84,6 +84,11 @@ class Observed:
     pods_remaining: int = 0
     #: Group -> what this pass deletes there, if anything.
     deletions: Mapping[str, Deletion] = field(default_factory=dict)
+    #: The cluster's pods are being removed for suspension and some still exist (whatever
+    #: ``spec.suspend`` says now: planning/suspension.py).
+    suspending: bool = False
+    #: Worker groups whose pods are being removed for the group's own suspension.
+    groups_suspending: frozenset[str] = frozenset()
 
 
 def previous_status(cluster: RayCluster) -> dict[str, Any]:
@@ -156,6 +161,9 @@ def _group_entry(
         "desiredPods": tally.desired_pods,
         "readyPods": tally.ready_pods,
     }
+    if tally.group in seen.groups_suspending:
+        # Read back by planning/suspension.py: the group keeps suspending after a restart.
+        entry["suspending"] = True
     # "Why did my slice go away?" stays answerable after the Event has expired: the latest
     # deletion in the group, kept from the previous status until a newer one replaces it.
     deletion = seen.deletions.get(tally.group)
@@ -183,6 +191,8 @@ def _state(
         return STATE_FAILED
     if suspended:
         return STATE_SUSPENDED if seen.pods_remaining == 0 else before.get("state") or None
+    if seen.suspending:
+        return before.get("state") or None
     if all_ready or before.get("state") == STATE_READY:
         return STATE_READY
     return None
@@ -215,7 +225,7 @@ def _conditions(
         c.get("type") == PROVISIONED and c.get("status") == "True"
         for c in before.get("conditions") or ()
     )
-    if suspended:
+    if suspended or seen.suspending:
         out.append(WantedCondition(PROVISIONED, False, why.SUSPENDED, "the cluster is suspended"))
     elif all_ready or was_provisioned:
         out.append(WantedCondition(PROVISIONED, True, why.ALL_PODS_READY_FIRST_TIME))
@@ -236,7 +246,8 @@ def _conditions(
         out.append(WantedCondition(REPLICA_FAILURE, False, why.NO_REPLICA_FAILURE))
 
     remaining = seen.pods_remaining > 0
-    if suspended and remaining:
+    # One-way: stays True until no pod is left, even if the spec resumed meanwhile.
+    if seen.suspending or (suspended and remaining):
         out.append(
             WantedCondition(SUSPENDING, True, why.SUSPENDING, f"{seen.pods_remaining} pods left")
         )

@@ -1,4 +1,5 @@
-"""Helpers for tests and tools that talk to an `ApiServer` from outside its process."""
+"""Test helpers for talking to a devkube `ApiServer` from outside its process (not shipped:
+they live with the tests that use them)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from .app import ApiServer
+from devkube.server.app import ApiServer
 
 T = TypeVar("T")
 

@@ -1,0 +1,137 @@
+"""The pod garbage collector, as kube-controller-manager's PodGC applies two of its rules.
+
+- Orphans: a pod bound to a node that no longer exists is marked Failed with the
+  DisruptionTarget condition (reason DeletionByPodGC) and force-deleted (grace period 0): no
+  kubelet will ever finish it. A node missing from the watch cache is confirmed gone by a
+  live GET first, so a lagging watch never deletes the pods of a live node (kube waits out a
+  40 s quarantine for the same reason).
+- Out of service: a terminating pod on a node that is not Ready and carries the
+  `node.kubernetes.io/out-of-service` taint (an admin's word that the node is down for good)
+  is force-deleted the same way, so its replacement need not wait for a kubelet that will
+  not come back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from devkube.client import ApiClient, ApiError, WatchEvent, resource_path
+from devkube.heartbeat import ready_condition_of
+from devkube.informer import Informer
+from devkube.placement import TERMINAL_PHASES
+from kubefacts.timestamps import now_rfc3339
+
+log = logging.getLogger(__name__)
+
+OUT_OF_SERVICE_TAINT = "node.kubernetes.io/out-of-service"
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta: Mapping[str, Any] = obj.get("metadata") or {}
+    return meta
+
+
+class PodGarbageCollector:
+    def __init__(
+        self,
+        client: ApiClient,
+        *,
+        nodes: Informer,
+        pods: Informer,
+        every: float = 2.0,
+    ) -> None:
+        self._client = client
+        self.nodes = nodes
+        self.pods = pods
+        self.every = every
+        self._dirty = asyncio.Event()
+        nodes.subscribe(self._node_event)
+        self._task: asyncio.Task[None] | None = None
+
+    def _node_event(self, event: WatchEvent) -> None:
+        self._dirty.set()
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._loop(), name="devcluster pod gc")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _loop(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.every):
+                    await self._dirty.wait()
+            self._dirty.clear()
+            try:
+                await self.collect()
+            except Exception:
+                log.exception("pod garbage collection failed")
+
+    async def collect(self) -> None:
+        nodes = {name: node for (_, name), node in list(self.nodes.cache.items())}
+        out_of_service = {name for name, node in nodes.items() if _out_of_service(node)}
+        orphans: dict[str, list[Mapping[str, Any]]] = {}
+        stranded = []
+        for pod in list(self.pods.cache.values()):
+            node = (pod.get("spec") or {}).get("nodeName")
+            if node and node not in nodes:
+                orphans.setdefault(str(node), []).append(pod)
+            elif node in out_of_service and _meta(pod).get("deletionTimestamp"):
+                stranded.append(self._delete(pod, str(node), "node is out of service"))
+        for node, pods in orphans.items():
+            if await self._node_exists(node):
+                continue
+            await asyncio.gather(*(self._delete(pod, node) for pod in pods))
+        await asyncio.gather(*stranded)
+
+    async def _node_exists(self, name: str) -> bool:
+        try:
+            await self._client.get(resource_path("v1", "nodes", name=name))
+        except ApiError as error:
+            return error.status != 404
+        return True
+
+    async def _delete(
+        self, pod: Mapping[str, Any], node: str, why: str = "node no longer exists"
+    ) -> None:
+        meta = _meta(pod)
+        path = resource_path("v1", "pods", str(meta.get("namespace")), str(meta.get("name")))
+        status = pod.get("status") or {}
+        log.info("pod gc: deleting %s on %s: %s", path, node, why)
+        try:
+            if status.get("phase") not in TERMINAL_PHASES:
+                conditions = [
+                    c for c in status.get("conditions") or [] if c.get("type") != "DisruptionTarget"
+                ]
+                conditions.append(
+                    {
+                        "type": "DisruptionTarget",
+                        "status": "True",
+                        "reason": "DeletionByPodGC",
+                        "message": f"PodGC: {why}",
+                        "lastTransitionTime": now_rfc3339(),
+                    }
+                )
+                await self._client.patch(
+                    f"{path}/status", {"status": {"phase": "Failed", "conditions": conditions}}
+                )
+            await self._client.delete(path, grace_period_seconds=0, uid=str(meta.get("uid")))
+        except ApiError as error:
+            if error.status not in (404, 409):
+                log.warning("pod gc: %s: %s", path, error)
+
+
+def _out_of_service(node: Mapping[str, Any]) -> bool:
+    ready = ready_condition_of(node)
+    taints = (node.get("spec") or {}).get("taints") or []
+    return (ready is None or ready.get("status") != "True") and any(
+        t.get("key") == OUT_OF_SERVICE_TAINT for t in taints
+    )

@@ -1,0 +1,206 @@
+"""Sources: the informers, and which RayCluster each change concerns.
+
+As controller-runtime draws it, a source turns the watch of one kind into the keys of the
+objects the controller reconciles: a RayCluster is its own key, a pod names its cluster in the
+``ray.io/cluster`` label, a service names it in its owner reference, the autoscaler's
+ServiceAccount/Role/RoleBinding carry the label too (watched by it, so that deleting one is
+healed by the next pass, and a converged cluster costs no request to check them). Listeners
+get each change as a ``Change``; the caches are read through ``Caches``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from raycluster_operator.api.labels import CLUSTER
+from raycluster_operator.controller.informer import Handler, Informer
+from raycluster_operator.controller.store import (
+    IndexFunc,
+    StoreView,
+    by_label,
+    by_namespace,
+    by_owner,
+    object_key,
+)
+from raycluster_operator.kube import (
+    PODS,
+    RAYCLUSTERS,
+    ROLE_BINDINGS,
+    ROLES,
+    SERVICE_ACCOUNTS,
+    SERVICES,
+    Kind,
+    KubeClient,
+)
+
+Obj = dict[str, Any]
+#: Index names of the caches.
+BY_CLUSTER = "cluster"
+BY_OWNER = "owner"
+BY_NAMESPACE = "namespace"
+#: The autoscaler's RBAC kinds the operator creates for an autoscaling cluster.
+RBAC_KINDS = (SERVICE_ACCOUNTS, ROLES, ROLE_BINDINGS)
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    #: Namespaces to watch; empty means all namespaces.
+    namespaces: tuple[str, ...] = ()
+    #: Seconds a watch request stays open before it is renewed.
+    watch_timeout: int = 300
+
+
+@dataclass(frozen=True)
+class Change:
+    """Something the caches saw happen to an object of a RayCluster."""
+
+    #: ``namespace/name`` of the RayCluster the change concerns.
+    key: str
+    kind: str
+    name: str
+    #: Deleted, or (a pod) terminating.
+    gone: bool
+    #: False for the previous version of an object whose cluster label changed: the old
+    #: cluster is worth a look, but nothing was observed about its writes.
+    observed: bool = True
+
+
+Listener = Callable[[Change], None]
+
+
+@dataclass(frozen=True)
+class Caches:
+    """What a reconcile reads, never the API: the caches of every watched namespace as one."""
+
+    clusters: StoreView
+    #: Indexed ``BY_CLUSTER`` (``ns/cluster``).
+    pods: StoreView
+    #: Indexed ``BY_OWNER`` (``ns/cluster``) and ``BY_NAMESPACE``.
+    services: StoreView
+    #: By kind; indexed ``BY_NAMESPACE``.
+    rbac: Mapping[str, StoreView]
+
+
+class Sources:
+    def __init__(self, client: KubeClient, options: SourceOptions = SourceOptions()) -> None:
+        self._namespaces: list[str | None] = list(options.namespaces) or [None]
+        make = functools.partial(self._informers, client, options.watch_timeout)
+        self.clusters = make(RAYCLUSTERS, self._on_cluster)
+        self.pods = make(
+            PODS, self._on_pod, label_selector=CLUSTER, indexers={BY_CLUSTER: by_label(CLUSTER)}
+        )
+        self.services = make(
+            SERVICES,
+            self._on_service,
+            indexers={BY_OWNER: by_owner("RayCluster"), BY_NAMESPACE: by_namespace},
+        )
+        self.rbac = {
+            kind.kind: make(
+                kind,
+                functools.partial(self._on_rbac, kind.kind),
+                label_selector=CLUSTER,
+                indexers={BY_NAMESPACE: by_namespace},
+            )
+            for kind in RBAC_KINDS
+        }
+        self.caches = Caches(
+            clusters=_view(self.clusters),
+            pods=_view(self.pods),
+            services=_view(self.services),
+            rbac={kind: _view(infs) for kind, infs in self.rbac.items()},
+        )
+        self._listeners: list[Listener] = []
+
+    def _informers(
+        self,
+        client: KubeClient,
+        watch_timeout: int,
+        kind: Kind,
+        handler: Handler,
+        *,
+        label_selector: str | None = None,
+        indexers: dict[str, IndexFunc] | None = None,
+    ) -> list[Informer]:
+        out = []
+        for ns in self._namespaces:
+            informer = Informer(
+                client,
+                kind,
+                namespace=ns,
+                label_selector=label_selector,
+                indexers=indexers,
+                watch_timeout=watch_timeout,
+            )
+            informer.add_handler(handler)
+            out.append(informer)
+        return out
+
+    @property
+    def informers(self) -> list[Informer]:
+        rbac = [inf for infs in self.rbac.values() for inf in infs]
+        return self.clusters + self.pods + self.services + rbac
+
+    def subscribe(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    def synced(self) -> bool:
+        return all(i.synced.is_set() for i in self.informers)
+
+    async def wait_synced(self) -> None:
+        await asyncio.gather(*(inf.synced.wait() for inf in self.informers))
+
+    # -- event -> key ----------------------------------------------------------------------
+
+    def _emit(self, change: Change) -> None:
+        for listener in self._listeners:
+            listener(change)
+
+    def _on_cluster(self, etype: str, old: Obj | None, new: Obj | None) -> None:
+        obj = new or old
+        if obj is not None:
+            self._emit(Change(object_key(obj), "RayCluster", _name(obj), etype == "DELETED"))
+
+    def _on_pod(self, etype: str, old: Obj | None, new: Obj | None) -> None:
+        current = new or old
+        for obj in (old, new):
+            if obj is None:
+                continue
+            meta = obj.get("metadata") or {}
+            cluster = (meta.get("labels") or {}).get(CLUSTER)
+            if not cluster:
+                continue
+            gone = etype == "DELETED" or bool(meta.get("deletionTimestamp"))
+            key = f"{meta.get('namespace', '')}/{cluster}"
+            self._emit(Change(key, "Pod", _name(obj), gone, observed=obj is current))
+
+    def _on_service(self, etype: str, old: Obj | None, new: Obj | None) -> None:
+        obj = new or old
+        if obj is None:
+            return
+        meta = obj.get("metadata") or {}
+        for ref in meta.get("ownerReferences") or []:
+            if ref.get("kind") == "RayCluster":
+                key = f"{meta.get('namespace', '')}/{ref.get('name')}"
+                self._emit(Change(key, "Service", _name(obj), etype == "DELETED"))
+
+    def _on_rbac(self, kind: str, etype: str, old: Obj | None, new: Obj | None) -> None:
+        obj = new or old
+        if obj is None:
+            return
+        meta = obj.get("metadata") or {}
+        cluster = (meta.get("labels") or {}).get(CLUSTER)
+        if cluster:
+            key = f"{meta.get('namespace', '')}/{cluster}"
+            self._emit(Change(key, kind, _name(obj), etype == "DELETED"))
+
+
+def _view(informers: list[Informer]) -> StoreView:
+    return StoreView([i.store for i in informers])
+
+
+def _name(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("name", ""))

@@ -1,0 +1,184 @@
+"""One pass over any RayCluster object, whatever state it is in: the controller's only decision.
+
+``plan_cluster`` plans a readable, live cluster. Around it, this module decides the cases the
+controller used to settle itself, so that every decision is made here from what the caches
+show and the controller only carries the writes out (docs/design.md, "Runtime"):
+
+- a cluster being deleted with Ray's finalizer: its pods go, then the finalizer is released;
+- a cluster another controller manages (``spec.managedBy``): nothing at all;
+- a cluster whose spec cannot be read: the InvalidSpec condition, and one Warning Event when
+  the condition first appears or its text changes, and nothing else;
+- the services and the autoscaler's ServiceAccount/Role/RoleBinding: created when neither the
+  caches nor the controller's record of its own recent creates show them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from raycluster_operator.api.problems import Problem
+from raycluster_operator.api.validation import parse_cluster
+from raycluster_operator.planning.actions import DELETE_POD, PlannedEvent, PodCreate, PodDelete
+from raycluster_operator.planning.cluster_plan import ClusterPlan, plan_cluster
+from raycluster_operator.planning.deletion import plan_deletion
+from raycluster_operator.planning.group_plan import GroupTally
+from raycluster_operator.planning.reasons import DeleteReason, EventReason
+from raycluster_operator.planning.status import INVALID_SPEC, unreadable_status
+
+Obj = Mapping[str, Any]
+#: (kind, name) of an object in the cluster's namespace.
+ObjectId = tuple[str, str]
+
+#: ``spec.managedBy`` values that mean "this operator" (KubeRay's own value included: we are
+#: a drop-in replacement for it).
+DEFAULT_CONTROLLER_NAMES = frozenset({"ray.io/kuberay-operator", "ray.io/raycluster-operator"})
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """The switches that change what is planned (``--feature-gates`` and the environment)."""
+
+    multi_host_indexing: bool = True
+    random_pod_delete: bool = False
+    controller_names: frozenset[str] = DEFAULT_CONTROLLER_NAMES
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    """What the caches show about one RayCluster: the inputs of a pass."""
+
+    #: The RayCluster as cached (its status overlaid with the controller's own last write
+    #: while the cache has not caught up with it).
+    cluster: Obj
+    #: Pods labelled with the cluster's name.
+    pods: Sequence[Obj] = ()
+    #: Services that name the cluster as their owner.
+    services: Sequence[Obj] = ()
+    #: Services, ServiceAccounts, Roles and RoleBindings known to exist in the cluster's
+    #: namespace: in the caches, or created by the controller and not yet seen there.
+    present: frozenset[ObjectId] = frozenset()
+
+
+@dataclass(frozen=True)
+class PassPlan:
+    """Every write of one pass, in the order the controller carries them out."""
+
+    #: Services and autoscaler RBAC objects to create.
+    objects: tuple[dict[str, Any], ...] = ()
+    deletes: tuple[PodDelete, ...] = ()
+    creates: tuple[PodCreate, ...] = ()
+    #: JSON patch releasing Ray's idle-termination finalizer (metadata only).
+    release_finalizer: tuple[dict[str, Any], ...] = ()
+    #: Recorded after the writes.
+    events: tuple[PlannedEvent, ...] = ()
+    #: The desired ``.status``; None leaves the status alone.
+    status: dict[str, Any] | None = None
+    #: Per worker group slice figures for the metrics; None leaves the gauges alone.
+    slices: tuple[GroupTally, ...] | None = None
+    #: Why the pass does less than a full plan (for the log): empty for a full plan.
+    note: str = ""
+
+
+def plan_pass(
+    state: ClusterState,
+    *,
+    now: datetime,
+    new_suffix: Callable[[], str],
+    options: PlanOptions = PlanOptions(),
+) -> PassPlan:
+    obj = state.cluster
+    meta = obj.get("metadata") or {}
+    if meta.get("deletionTimestamp"):
+        return _deleting(state)
+    spec = obj.get("spec")
+    managed_by = spec.get("managedBy") if isinstance(spec, Mapping) else None
+    if managed_by and managed_by not in options.controller_names:
+        return PassPlan(note=f"managed by {managed_by}")
+    cluster, problems = parse_cluster(obj)
+    if cluster is None:
+        return _unreadable(obj, problems, now)
+    plan = plan_cluster(
+        cluster,
+        state.pods,
+        state.services,
+        now=now,
+        new_suffix=new_suffix,
+        multi_host_indexing=options.multi_host_indexing,
+        random_pod_delete=options.random_pod_delete,
+    )
+    return _full(plan, state.present)
+
+
+def _full(plan: ClusterPlan, present: frozenset[ObjectId]) -> PassPlan:
+    wanted = (*plan.services, *plan.extra_objects)
+    return PassPlan(
+        objects=tuple(o for o in wanted if object_id(o) not in present),
+        deletes=plan.deletes,
+        creates=plan.creates,
+        events=plan.events,
+        status=plan.status,
+        slices=plan.tallies,
+    )
+
+
+def _deleting(state: ClusterState) -> PassPlan:
+    plan = plan_deletion(state.cluster, state.pods)
+    if plan is None:
+        return PassPlan(note="deleting")
+    events: tuple[PlannedEvent, ...] = ()
+    if plan.deletes:
+        events = (
+            PlannedEvent(
+                "Normal",
+                DeleteReason.CLUSTER_DELETING,
+                f"RayCluster is being deleted: removing {len(plan.deletes)} pods",
+                action=DELETE_POD,
+            ),
+        )
+    return PassPlan(
+        deletes=plan.deletes,
+        release_finalizer=plan.release_finalizer,
+        events=events,
+        note="deleting",
+    )
+
+
+def _unreadable(obj: Obj, problems: Sequence[Problem], now: datetime) -> PassPlan:
+    meta = obj.get("metadata") or {}
+    before = obj.get("status")
+    before = before if isinstance(before, Mapping) else {}
+    generation = meta.get("generation")
+    status = unreadable_status(
+        before,
+        problems,
+        generation if isinstance(generation, int) else None,
+        now=now,
+    )
+    text = "; ".join(str(p) for p in problems) or "the RayCluster cannot be read"
+    return PassPlan(
+        events=() if _reported(before, text) else (_invalid_event(text),),
+        status=status,
+        note="invalid",
+    )
+
+
+def _reported(status: Mapping[str, Any], text: str) -> bool:
+    """The InvalidSpec condition already says this: the Warning went out when it was set."""
+    return any(
+        isinstance(c, Mapping)
+        and c.get("type") == INVALID_SPEC
+        and c.get("status") == "True"
+        and c.get("message") == text
+        for c in status.get("conditions") or ()
+    )
+
+
+def _invalid_event(text: str) -> PlannedEvent:
+    return PlannedEvent("Warning", EventReason.INVALID_SPEC, text, action="Validate")
+
+
+def object_id(obj: Obj) -> ObjectId:
+    return str(obj.get("kind", "")), str((obj.get("metadata") or {}).get("name", ""))

