@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kubefacts.names import random_suffix
+from raycluster_operator.api.objects import Obj, RayClusterObject, Resource
 from raycluster_operator.controller.events import EventRecorder
 from raycluster_operator.controller.expectations import Expectations
 from raycluster_operator.controller.mergepatch import merge_patch
@@ -64,7 +65,6 @@ from raycluster_operator.planning import (
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 #: The Event recorded on a cluster when the API refused a write for good.
 WRITE_REJECTED = "WriteRejected"
 
@@ -273,7 +273,7 @@ class Reconciler:
     async def _write_status(
         self, key: str, obj: Obj, desired: dict[str, Any], failures: list[_Failure]
     ) -> None:
-        patch = merge_patch(obj.get("status") or {}, desired)
+        patch = merge_patch(RayClusterObject(obj).status, desired)
         if not patch:
             return
         ns, name = split_key(key)
@@ -294,14 +294,14 @@ class Reconciler:
 
 
 def _version(obj: Obj) -> str:
-    return str((obj.get("metadata") or {}).get("resourceVersion", ""))
+    return Resource(obj).resource_version
 
 
 def _name(obj: Obj) -> str:
-    return str((obj.get("metadata") or {}).get("name", ""))
+    return Resource(obj).name
 
 
 def _in_namespace(manifest: Obj, ns: str) -> Obj:
-    meta = dict(manifest.get("metadata") or {})
+    meta = dict(Resource(manifest).meta)
     meta["namespace"] = ns
     return {**manifest, "metadata": meta}

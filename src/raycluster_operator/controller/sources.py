@@ -14,9 +14,9 @@ import asyncio
 import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from raycluster_operator.api.labels import CLUSTER
+from raycluster_operator.api.objects import Obj, Resource
 from raycluster_operator.controller.informer import Handler, Informer
 from raycluster_operator.controller.store import (
     IndexFunc,
@@ -37,7 +37,6 @@ from raycluster_operator.kube import (
     KubeClient,
 )
 
-Obj = dict[str, Any]
 #: Index names of the caches.
 BY_CLUSTER = "cluster"
 BY_OWNER = "owner"
@@ -169,32 +168,31 @@ class Sources:
         for obj in (old, new):
             if obj is None:
                 continue
-            meta = obj.get("metadata") or {}
-            cluster = (meta.get("labels") or {}).get(CLUSTER)
+            pod = Resource(obj)
+            cluster = pod.labels.get(CLUSTER)
             if not cluster:
                 continue
-            gone = etype == "DELETED" or bool(meta.get("deletionTimestamp"))
-            key = f"{meta.get('namespace', '')}/{cluster}"
+            gone = etype == "DELETED" or pod.deleting
+            key = f"{pod.namespace or ''}/{cluster}"
             self._emit(Change(key, "Pod", _name(obj), gone, observed=obj is current))
 
     def _on_service(self, etype: str, old: Obj | None, new: Obj | None) -> None:
         obj = new or old
         if obj is None:
             return
-        meta = obj.get("metadata") or {}
-        for ref in meta.get("ownerReferences") or []:
-            if ref.get("kind") == "RayCluster":
-                key = f"{meta.get('namespace', '')}/{ref.get('name')}"
-                self._emit(Change(key, "Service", _name(obj), etype == "DELETED"))
+        service = Resource(obj)
+        for owner in service.owner_names("RayCluster"):
+            key = f"{service.namespace or ''}/{owner}"
+            self._emit(Change(key, "Service", service.name, etype == "DELETED"))
 
     def _on_rbac(self, kind: str, etype: str, old: Obj | None, new: Obj | None) -> None:
         obj = new or old
         if obj is None:
             return
-        meta = obj.get("metadata") or {}
-        cluster = (meta.get("labels") or {}).get(CLUSTER)
+        rbac = Resource(obj)
+        cluster = rbac.labels.get(CLUSTER)
         if cluster:
-            key = f"{meta.get('namespace', '')}/{cluster}"
+            key = f"{rbac.namespace or ''}/{cluster}"
             self._emit(Change(key, kind, _name(obj), etype == "DELETED"))
 
 
@@ -203,4 +201,4 @@ def _view(informers: list[Informer]) -> StoreView:
 
 
 def _name(obj: Obj) -> str:
-    return str((obj.get("metadata") or {}).get("name", ""))
+    return Resource(obj).name

@@ -59,7 +59,7 @@ def by_owner(kind: str) -> IndexFunc:
 
 def by_namespace(obj: Obj) -> Iterable[str]:
     """Index by namespace: everything of a kind next to a cluster."""
-    return [str((obj.get("metadata") or {}).get("namespace") or "")]
+    return [Resource(obj).namespace or ""]
 
 
 class Store:

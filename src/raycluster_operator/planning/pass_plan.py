@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from raycluster_operator.api.objects import RayClusterObject, Resource
 from raycluster_operator.api.problems import Problem
 from raycluster_operator.api.validation import parse_cluster
 from raycluster_operator.planning.actions import DELETE_POD, PlannedEvent, PodCreate, PodDelete
@@ -90,11 +91,10 @@ def plan_pass(
     options: PlanOptions = PlanOptions(),
 ) -> PassPlan:
     obj = state.cluster
-    meta = obj.get("metadata") or {}
-    if meta.get("deletionTimestamp"):
+    stored = RayClusterObject(obj)
+    if stored.deleting:
         return _deleting(state)
-    spec = obj.get("spec")
-    managed_by = spec.get("managedBy") if isinstance(spec, Mapping) else None
+    managed_by = stored.managed_by
     if managed_by and managed_by not in options.controller_names:
         return PassPlan(note=f"managed by {managed_by}")
     cluster, problems = parse_cluster(obj)
@@ -147,16 +147,9 @@ def _deleting(state: ClusterState) -> PassPlan:
 
 
 def _unreadable(obj: Obj, problems: Sequence[Problem], now: datetime) -> PassPlan:
-    meta = obj.get("metadata") or {}
-    before = obj.get("status")
-    before = before if isinstance(before, Mapping) else {}
-    generation = meta.get("generation")
-    status = unreadable_status(
-        before,
-        problems,
-        generation if isinstance(generation, int) else None,
-        now=now,
-    )
+    stored = RayClusterObject(obj)
+    before = stored.status
+    status = unreadable_status(before, problems, stored.generation, now=now)
     text = "; ".join(str(p) for p in problems) or "the RayCluster cannot be read"
     return PassPlan(
         events=() if _reported(before, text) else (_invalid_event(text),),
@@ -181,4 +174,5 @@ def _invalid_event(text: str) -> PlannedEvent:
 
 
 def object_id(obj: Obj) -> ObjectId:
-    return str(obj.get("kind", "")), str((obj.get("metadata") or {}).get("name", ""))
+    view = Resource(obj)
+    return view.kind, view.name
