@@ -1,6 +1,6 @@
 """devkube: a Kubernetes API server with a scheduler and kubelets, for tests and demos.
 
-A product of its own beside the operator (docs/design.md, "Two packages"): it knows Kubernetes,
+A product of its own beside the operator (docs/design.md §1): it knows Kubernetes,
 not Ray, and imports nothing of ``raycluster_operator``; the operator reaches it only over
 HTTPS. This module is its public API. Names are
 loaded on first use, so `cli` can read the node grammar without starting up the server code.

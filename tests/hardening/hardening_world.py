@@ -1,7 +1,7 @@
 """The hardening tests' world: a dev cluster, operators that can be crashed, and a checker that
 watches the cluster the whole time and records every broken invariant.
 
-Invariants (DESIGN.md §4, §5), checked on every snapshot the checker sees:
+Invariants (docs/design.md §4, §7), checked on every snapshot the checker sees:
 - no two slices of a group share a replica index while any pod of the older one still exists
   (which also means no two *live* slices share one);
 - every pod the operator made is controlled by a RayCluster;

@@ -1,4 +1,4 @@
-"""KubeRay's own multi-host and single-host examples (REFERENCE.md), end to end."""
+"""KubeRay's own multi-host and single-host examples (docs/design.md §9.1), end to end."""
 
 from __future__ import annotations
 

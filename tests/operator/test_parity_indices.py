@@ -1,5 +1,5 @@
 """The slice index policy through the dev cluster with the real kubectl, autoscaling off and
-on (docs/design.md, "Slice indices"): a healthy slice keeps its index (and its pods) for
+on (docs/design.md §4, rule 13): a healthy slice keeps its index (and its pods) for
 life; a new slice takes the lowest free index; scale-down without workersToDelete removes
 the highest index; a broken slice comes back at its own index.
 

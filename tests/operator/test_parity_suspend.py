@@ -1,5 +1,5 @@
-"""Suspend is one-way until every pod is gone, and never two live heads (docs/design.md,
-"Suspend"), through the dev cluster with the real kubectl: pods held by a finalizer, suspend,
+"""Suspend is one-way until every pod is gone, and never two live heads (docs/design.md
+§4, rules 4-5), through the dev cluster with the real kubectl: pods held by a finalizer, suspend,
 resume mid-termination, an operator restart in the middle, then the finalizers removed.
 
 Replays KubeRay's own suspend test (raycluster_controller_test.go: after a revert of

@@ -1,4 +1,4 @@
-"""Every multi-host reconcile rule of DESIGN.md §4, end to end through the dev cluster."""
+"""Every multi-host reconcile rule of docs/design.md §4, end to end through the dev cluster."""
 
 from __future__ import annotations
 

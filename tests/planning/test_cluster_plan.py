@@ -79,7 +79,7 @@ def test_failed_head_is_deleted_then_recreated_once_it_is_gone() -> None:
     assert [(d.name, d.reason) for d in first.deletes] == [("head", DeleteReason.HEAD_FAILED)]
     assert not first.creates
     loop.apply(first)
-    # Still terminating: never two heads, so no replacement yet (docs/design.md, "Suspend").
+    # Still terminating: never two heads, so no replacement yet (docs/design.md §4, rules 4-5).
     second = loop.plan()
     assert not second.creates
     loop.apply(second)  # the old head vanishes

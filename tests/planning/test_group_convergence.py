@@ -97,7 +97,7 @@ def indices_held(world: World) -> set[int]:
     return held
 
 
-#: The only reasons a healthy slice may be deleted for (docs/design.md, "Slice indices").
+#: The only reasons a healthy slice may be deleted for (docs/design.md §4, rule 13).
 ASKED_FOR = {DeleteReason.SCALE_DOWN, DeleteReason.WORKERS_TO_DELETE}
 
 

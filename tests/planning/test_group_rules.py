@@ -1,4 +1,4 @@
-"""DESIGN.md §4 rules 1-5 for one worker group, each rule as a small scenario."""
+"""docs/design.md §4 rules 8-13 for one worker group, each rule as a small scenario."""
 
 from __future__ import annotations
 

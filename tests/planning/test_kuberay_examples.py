@@ -1,4 +1,4 @@
-"""KubeRay's own multi-host test scenarios (REFERENCE.md), replayed against our planner."""
+"""KubeRay's own multi-host test scenarios (docs/design.md §9.1), replayed against our planner."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Suspension is one-way until every pod is gone; never two live heads (docs/design.md,
-"Suspend"). Pure planner scenarios; tests/operator/test_parity_suspend.py proves the same
+"""Suspension is one-way until every pod is gone; never two live heads (docs/design.md
+§4, rules 4-5). Pure planner scenarios; tests/operator/test_parity_suspend.py proves the same
 through the dev cluster with kubectl and real finalizers."""
 
 from __future__ import annotations

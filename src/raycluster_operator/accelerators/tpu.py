@@ -2,7 +2,7 @@
 
 What the GKE TPU webhook did at admission time is computed here from the pod's identity, so
 every host of a slice gets its environment at creation and no webhook (with its stale-cache
-and truncated-hostname bugs) is needed. Facts come from REFERENCE.md and Ray's own
+and truncated-hostname bugs) is needed. Facts come from docs/design.md §9.2 and Ray's own
 ``ray/_private/accelerators/tpu.py`` (which turns this env into node labels).
 """
 

@@ -7,7 +7,7 @@ One module holds them so a typo cannot differ between the builder and the planne
 
 from __future__ import annotations
 
-# --- every pod (DESIGN.md §3) ---
+# --- every pod (docs/design.md §3.1) ---
 CLUSTER = "ray.io/cluster"
 GROUP = "ray.io/group"
 NODE_TYPE = "ray.io/node-type"

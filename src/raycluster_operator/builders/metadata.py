@@ -16,7 +16,7 @@ from raycluster_operator.api.models import API_VERSION, KIND, RayCluster
 
 
 def base_labels(cluster: RayCluster, *, group: str, node_type: str) -> dict[str, str]:
-    """The labels KubeRay puts on every pod of a node type (DESIGN.md §3)."""
+    """The labels KubeRay puts on every pod of a node type (docs/design.md §3.1)."""
     name = cluster.metadata.name
     return {
         labels.CLUSTER: name,

@@ -1,6 +1,6 @@
 """What a platform engineer applies to install the operator: RBAC, a Deployment.
 
-Least privilege, derived from what the controller does (DESIGN.md §5): read RayClusters and
+Least privilege, derived from what the controller does (docs/design.md §3.6): read RayClusters and
 write only their status; create/delete pods; create services and the autoscaler's service
 account, role and binding; write Events and its Lease. Kubernetes lets a subject create a Role
 only with permissions it holds itself, so the operator also holds the ones the Ray autoscaler's

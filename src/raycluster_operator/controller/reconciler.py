@@ -1,7 +1,7 @@
 """One RayCluster, one pass: read the caches, ask planning what to do, do it, record it.
 
-Every decision is ``planning.plan_pass``'s, from what the caches show (docs/design.md,
-"Runtime"). This module only executes a plan safely:
+Every decision is ``planning.plan_pass``'s, from what the caches show (docs/design.md
+§7). This module only executes a plan safely:
 
 - it plans only when the cache shows every pod write of the previous pass (expectations), so
   a lagging informer never causes a double create or a repeated delete; objects created but

@@ -1,8 +1,8 @@
 """How many slices and pods a worker group wants, KubeRay's arithmetic exactly.
 
-``replicas``, ``minReplicas`` and ``maxReplicas`` count slices (DESIGN.md §3); pods are slices
-times numOfHosts. The arithmetic matches KubeRay's ``GetWorkerGroupDesiredReplicas`` so that
-the autoscaler, which reads the same fields, agrees with the operator about the target.
+``replicas``, ``minReplicas`` and ``maxReplicas`` count slices (docs/design.md §3.2); pods
+are slices times numOfHosts. The arithmetic matches KubeRay's ``GetWorkerGroupDesiredReplicas``
+so that the autoscaler, which reads the same fields, agrees with the operator about the target.
 """
 
 from __future__ import annotations

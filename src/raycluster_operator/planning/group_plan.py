@@ -1,9 +1,9 @@
-"""DESIGN.md §4, rules 1-5, for one worker group: which pods go, which replicas are made.
+"""docs/design.md §4, rules 8-13, for one worker group: which pods go, which replicas are made.
 
 The decision is a function of the group spec, the group's pods and a few switches; it never
 looks at another group's pods, so nothing outside the group can be deleted by it.
 
-The index policy (docs/design.md, "Slice indices"), autoscaling on and off alike: a healthy
+The index policy (docs/design.md §4, rule 13), autoscaling on and off alike: a healthy
 replica keeps its index for life and is deleted only by scale-down or workersToDelete, never
 to compact indices (a running TPU job would die for a cosmetic gain: Ray and JAX identify a
 slice by TPU_NAME, not by density); a new replica takes the lowest index no pod carries;
@@ -49,7 +49,7 @@ MAX_NEW_PODS_PER_PASS = 20_000
 
 @dataclass(frozen=True, slots=True)
 class NewReplica:
-    """A replica to create: every one of its hosts is created in the same plan (rule 4)."""
+    """A replica to create: every one of its hosts is created in the same plan (rule 13)."""
 
     index: int | None
     name: str | None
@@ -160,7 +160,7 @@ def plan_group(
             out.pod(pod, stop, f"{stop.value}: removing pod {pod.name} of group {group.group_name}")
         return GroupPlan(tuple(out.items.values()), (), tally, (), _moves(found, out.items, ()))
 
-    # Rule 2: no pod of the group is left behind for lack of labels.
+    # Rule 9: no pod of the group is left behind for lack of labels.
     for pod in found.unidentified:
         out.pod(
             pod,
@@ -170,13 +170,13 @@ def plan_group(
         )
     replaced = -(-sum(1 for p in found.unidentified if not p.terminating) // n)
 
-    # Rule 1: a broken replica goes whole, for the fault its state names.
+    # Rule 8: a broken replica goes whole, for the fault its state names.
     for replica in found.replicas:
         if replica.state is SliceState.BROKEN and replica.cause is not None:
             out.replica(replica, replica.cause, replica.detail, _culprit(replica))
             replaced += 1
 
-    # Rule 3: a named host takes its replica with it, in this same pass.
+    # Rule 10: a named host takes its replica with it, in this same pass.
     wanted = set(group.workers_to_delete)
     if wanted:
         for replica in found.replicas:
@@ -197,7 +197,7 @@ def plan_group(
     replaced += len(valid) - len(kept)
     valid = kept
 
-    # Rule 5: surplus goes from the top, so the lowest indices (the oldest work) stay.
+    # Rule 12: surplus goes from the top, so the lowest indices (the oldest work) stay.
     surplus = len(valid) - desired
     if switches.scale_down and surplus > 0:
         victims = sorted(valid, key=lambda r: (r.index or 0, r.age_key), reverse=True)[:surplus]
@@ -210,7 +210,7 @@ def plan_group(
             )
         valid = [r for r in valid if r.key not in out.replica_keys]
 
-    # Rule 4 (docs/design.md, "Slice indices"): a new replica takes the lowest free index,
+    # Rule 13 (docs/design.md §4): a new replica takes the lowest free index,
     # free meaning no pod with it exists at all, so hostnames and TPU_NAME never name two
     # slices at once. A slice that broke comes back at its own index, so the job restarting
     # on it finds the same hostnames and TPU_NAME: while the old pods still hold that index,

@@ -1,6 +1,6 @@
 """The head pod: exactly one live head, recreated when it fails.
 
-Never two live heads (docs/design.md, "Suspend"): a replacement head is created only once no
+Never two live heads (docs/design.md §4, rules 4-5): a replacement head is created only once no
 head pod of the cluster exists at all, not merely once the old one is terminating. A
 terminating head may run for its whole grace period (or as long as a finalizer holds it),
 still answering at the head service and holding GCS state; a second head beside it would

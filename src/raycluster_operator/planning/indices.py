@@ -1,6 +1,6 @@
 """Choosing replica indices for new replicas.
 
-DESIGN.md §4 rule 4: the lowest free index, where an index stays taken while *any* pod that
+docs/design.md §4, rule 13: the lowest free index, where an index stays taken while *any* pod that
 carries it still exists (even terminating), so hostnames ``<group>-<r>-<h>`` and ``TPU_NAME``
 never name two slices at once. KubeRay reuses an index as soon as the old pods are
 terminating, which lets DNS and TPU_NAME briefly point at two slices.

@@ -2,7 +2,7 @@
 
 ``plan_cluster`` plans a readable, live cluster. Around it, this module decides the cases the
 controller used to settle itself, so that every decision is made here from what the caches
-show and the controller only carries the writes out (docs/design.md, "Runtime"):
+show and the controller only carries the writes out (docs/design.md §7):
 
 - a cluster being deleted with Ray's finalizer: its pods go, then the finalizer is released;
 - a cluster another controller manages (``spec.managedBy``): nothing at all;

@@ -1,10 +1,10 @@
 """Grouping a worker group's pods into replicas, each with the state its pods show.
 
-DESIGN.md §4 rule 1: a replica is the set of pods sharing a replica name (multi-host) or a
+docs/design.md §4, rule 8: a replica is the set of pods sharing a replica name (multi-host) or a
 single pod (single-host). It is complete only with exactly one live pod per host index
 0..N-1; anything else is broken and, because a slice is useless in part, deleted whole. The
 state itself is read in ``slice_state``.
-Rule 2: pods without a replica identity are set apart so that they are replaced, not ignored
+Rule 9: pods without a replica identity are set apart so that they are replaced, not ignored
 (KubeRay ignores them forever).
 """
 
@@ -47,7 +47,7 @@ class Replica:
 @dataclass(frozen=True, slots=True)
 class GroupPods:
     replicas: tuple[Replica, ...]
-    #: Pods that carry no usable replica identity (docs/design.md, "Reconcile rules", rule 2).
+    #: Pods that carry no usable replica identity (docs/design.md §4, rule 9).
     unidentified: tuple[PodView, ...]
 
 

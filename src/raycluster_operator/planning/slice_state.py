@@ -13,7 +13,7 @@ table does not name fails loudly in tests instead of acting.
 
 Adding a state (a rolling upgrade, host loss, crash-loop backoff) is this module only: a member
 of ``SliceState``, its row (and the rows that lead to it) in ``TRANSITIONS``, and the pod facts
-that reveal it in ``derive_state``. See docs/design.md, "Slice states".
+that reveal it in ``derive_state``. See docs/design.md §5.
 """
 
 from __future__ import annotations

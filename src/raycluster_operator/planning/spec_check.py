@@ -1,4 +1,4 @@
-"""Which parts of a RayCluster may be acted on (DESIGN.md §4 rule 6).
+"""Which parts of a RayCluster may be acted on (docs/design.md §4, rule 3).
 
 Structure and accelerator rules come from ``accelerators.validate_cluster``; this
 module only sorts the problems by blast radius: a problem inside one worker group stops that

@@ -1,4 +1,4 @@
-"""Suspension is one-way until every pod is gone (docs/design.md, "Suspend").
+"""Suspension is one-way until every pod is gone (docs/design.md §4, rules 4-5).
 
 Once a cluster (or a worker group) starts suspending, every pass deletes its pods and creates
 none until no pod of it exists, whatever the spec says by then: resuming half-way would put a
