@@ -64,6 +64,8 @@ class Objects:
         self.rng = rng or random.Random()
         self.clock = clock
         self._cluster_ips = defaults.ClusterIPs()
+        # Admission run on create and update before validation: (type, old or None, new).
+        self.admission: list[Callable[[ResourceType, Obj | None, Obj], None]] = []
         for ns in SYSTEM_NAMESPACES:
             self.create(self._type("", "namespaces"), None, {"metadata": {"name": ns}})
 
@@ -147,6 +149,8 @@ class Objects:
         if rt.status_subresource and not rt.builtin:
             obj.pop("status", None)
         self._prepare_create(rt, obj)
+        for admit in self.admission:
+            admit(rt, None, obj)
         self._validate(rt, obj)
         if dry_run:
             meta["resourceVersion"] = str(self.store.rv)
@@ -317,6 +321,8 @@ class Objects:
                     obj["status"] = copy.deepcopy(old["status"])
                 else:
                     obj.pop("status", None)
+            for admit in self.admission:
+                admit(rt, old, obj)
             self._check_update(rt, old, obj)
             self._validate(rt, obj)
         if "generation" in old["metadata"]:
