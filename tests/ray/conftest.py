@@ -37,6 +37,7 @@ import requests
 
 from devkube.cluster import DevCluster
 from raycluster_operator.api.crd import crd_manifest
+from raycluster_operator.cli.dev import operator_kubeconfig
 from raycluster_operator.controller.manager import Manager, ManagerOptions
 from raycluster_operator.kube.client import KubeClient
 
@@ -293,7 +294,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         http.headers["Authorization"] = f"Bearer {cluster.token}"
         w = World(loop, cluster, kubeconfig, ca_path, token_path, http, cluster.url)
         w.call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd_manifest())
-        operator_cm = running_operator(cluster.kubeconfig_dict())
+        # The operator acts as its ServiceAccount with deploy/'s RBAC, as in production.
+        operator_cm = running_operator(loop.run(operator_kubeconfig(cluster)))
         loop.run(operator_cm.__aenter__())
         _configure_ray(port, ca_path, token_path, mp)
         yield w
