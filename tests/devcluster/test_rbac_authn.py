@@ -76,7 +76,7 @@ async def test_create_token_authenticates_as_the_service_account(
         "system:serviceaccounts:team",
         "system:authenticated",
     ]
-    uid = (await ok(kubectl, "get", "sa", "bob", "-n", "team", "-o", "jsonpath={.metadata.uid}"))
+    uid = await ok(kubectl, "get", "sa", "bob", "-n", "team", "-o", "jsonpath={.metadata.uid}")
     assert info["uid"] == uid
     # Discovery works for any authenticated user (system:discovery), so kubectl can start.
     assert "pods" in await ok(bob, "api-resources", "--api-group=", "-o", "name")
@@ -103,9 +103,7 @@ async def test_a_token_dies_with_its_service_account_and_its_bound_pod(
     for run in (bound_run, free_run):
         assert "short" in await ok(run, "auth", "whoami")
     who = yaml.safe_load(await ok(bound_run, "auth", "whoami", "-o", "json"))
-    assert who["status"]["userInfo"]["extra"]["authentication.kubernetes.io/pod-name"] == [
-        "holder"
-    ]
+    assert who["status"]["userInfo"]["extra"]["authentication.kubernetes.io/pod-name"] == ["holder"]
 
     await ok(kubectl, "delete", "pod", "holder", "--grace-period=0", "--force")
     assert _unauthorized(await refused(bound_run, "auth", "whoami"))
