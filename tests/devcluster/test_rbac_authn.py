@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import Kubectl
-from rbac_kubectl import as_service_account, ok, refused, runner, user_of
 
+from conftest import Kubectl
 from devkube import DevCluster
 from devkube.client import ApiClient, ApiError
+from kubectl_as import as_service_account, ok, refused, runner, user_of
 
 # kubectl's words for a 401 (the parenthesis depends on the request that got it).
 UNAUTHORIZED = "error: You must be logged in to the server ("

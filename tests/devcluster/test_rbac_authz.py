@@ -7,9 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from conftest import Kubectl
-from rbac_kubectl import Run, as_service_account, ok, refused, user_of
-
 from devkube import DevCluster
+from kubectl_as import Run, as_service_account, ok, refused, user_of
 
 BOB = user_of("default", "bob")
 

@@ -10,9 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from conftest import Kubectl
-from rbac_kubectl import Run, as_service_account, ok, refused, user_of
-
 from devkube import DevCluster
+from kubectl_as import Run, as_service_account, ok, refused, user_of
 
 GROUPS = '["system:serviceaccounts" "system:serviceaccounts:default" "system:authenticated"]'
 
@@ -163,8 +162,9 @@ async def test_impersonation_is_for_those_who_may(
     assert (await kubectl("get", "services", bob)).returncode == 0
     refusal = await refused(kubectl, "get", "pods", bob)
     assert refusal == (
-        'Error from server (Forbidden): pods is forbidden: User "system:serviceaccount:default:bob" '
-        'cannot list resource "pods" in API group "" in the namespace "default"'
+        "Error from server (Forbidden): pods is forbidden: User "
+        '"system:serviceaccount:default:bob" cannot list resource "pods" in API group "" in the '
+        'namespace "default"'
     )
     jane = ["--as=jane", "--as-group=devs"]
     assert (await kubectl("auth", "can-i", "list", "pods", *jane)).stdout.strip() == "yes"

