@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from devkube.podtokens import pod_token, wants_token
 from devkube.process.container import START_ERROR, Backoff, ContainerEvents
 from devkube.process.hosts import hosts_file, pod_record
 from devkube.process.pod import PodSettings, ProcessPod
 from devkube.process.sandbox import process_runtime_available
-from devkube.podtokens import pod_token, wants_token
 
 if TYPE_CHECKING:
     from devkube.client import ApiClient, WatchEvent
