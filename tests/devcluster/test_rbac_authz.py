@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import yaml
+
 from conftest import Kubectl
 from devkube import DevCluster
 from kubectl_as import Run, as_service_account, ok, refused, user_of
@@ -201,3 +203,31 @@ async def test_can_i_and_its_list_answer_for_the_caller(
     assert ("services", "[]", "[]", "[get", "list]") in rows
     assert ("selfsubjectaccessreviews.authorization.k8s.io", "[]", "[]", "[create]") in rows
     assert ("[/api]", "[]", "[get]") in rows
+
+
+async def test_subject_access_review_answers_for_anyone_named(
+    kubectl: Kubectl, dev_cluster: DevCluster, tmp_path: Path
+) -> None:
+    await bob(kubectl, dev_cluster, tmp_path)
+    await ok(kubectl, "create", "role", "r", "--verb=get", "--resource=pods")
+    await ok(kubectl, "create", "rolebinding", "r", "--role=r", "--serviceaccount=default:bob")
+    review = """
+apiVersion: authorization.k8s.io/v1
+kind: SubjectAccessReview
+spec:
+  user: system:serviceaccount:default:bob
+  groups: [system:serviceaccounts, system:authenticated]
+  resourceAttributes: {namespace: default, verb: VERB, resource: pods}
+"""
+    allowed = yaml.safe_load(
+        await ok(kubectl, "create", "-f", "-", "-o", "yaml", input=review.replace("VERB", "get"))
+    )["status"]
+    assert allowed == {
+        "allowed": True,
+        "reason": 'RBAC: allowed by RoleBinding "r/default" of Role "r" to ServiceAccount '
+        '"bob/default"',
+    }
+    denied = yaml.safe_load(
+        await ok(kubectl, "create", "-f", "-", "-o", "yaml", input=review.replace("VERB", "list"))
+    )["status"]
+    assert denied == {"allowed": False}
