@@ -251,7 +251,11 @@ async def _operator_attached(cluster: DevCluster, *, enabled: bool) -> AsyncIter
     try:
         await asyncio.wait_for(_synced(manager, task), 30)
         metrics = manager.metrics_server.port if manager.metrics_server else 0
-        log.info("operator attached (metrics on http://127.0.0.1:%d/metrics)", metrics)
+        log.info(
+            "operator attached as ServiceAccount raycluster-operator/raycluster-operator with "
+            "deploy/rbac.yaml's grants (metrics on http://127.0.0.1:%d/metrics)",
+            metrics,
+        )
         click.echo(
             "try: kubectl get rayclusters,pods -L ray.io/group,"
             "ray.io/worker-group-replica-index,ray.io/replica-host-index",
