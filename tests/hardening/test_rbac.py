@@ -218,12 +218,18 @@ async def test_the_run_command_refuses_a_server_it_cannot_verify(tmp_path: Path)
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
         )
+        seen: list[bytes] = []
         try:
-            await asyncio.sleep(3)
+            # Until it says why it cannot connect (startup takes seconds on a loaded machine).
+            assert process.stderr is not None
+            while line := await asyncio.wait_for(process.stderr.readline(), 120):
+                seen.append(line)
+                if re.search(rb"(?i)certificate verify failed", line):
+                    break
         finally:
             process.terminate()
             _, err = await asyncio.wait_for(process.communicate(), 15)
-        text = err.decode()
+        text = b"".join(seen).decode() + err.decode()
         assert "caches synced" not in text
         assert re.search(r"(?i)certificate verify failed|CERTIFICATE_VERIFY_FAILED", text), text[
             -2000:
