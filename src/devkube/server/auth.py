@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hmac
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
@@ -178,7 +178,7 @@ def auth_middleware(authenticator: Authenticator, authorizer: Authorizer) -> Mid
             if IMPERSONATE_USER in request.headers or IMPERSONATE_GROUP in request.headers:
                 user = impersonated(user, request.headers, authorizer)
             if not user.privileged:
-                attrs = requestinfo.attributes(request.method, request.path, _query(request))
+                attrs = requestinfo.attributes(request.method, request.path, request.query)
                 allowed, reason = authorizer.authorize(user, attrs)
                 if not allowed:
                     raise forbidden(user, attrs, reason)
@@ -191,7 +191,3 @@ def auth_middleware(authenticator: Authenticator, authorizer: Authorizer) -> Mid
             current_user.reset(token)
 
     return check
-
-
-def _query(request: web.Request) -> Mapping[str, str]:
-    return request.query
