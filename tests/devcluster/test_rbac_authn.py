@@ -149,3 +149,20 @@ async def test_every_namespace_has_a_default_account_that_pods_run_as(kubectl: K
         kubectl, "get", "pod", "p", "-n", "fresh", "-o", "jsonpath={.spec.serviceAccountName}"
     )
     assert account == "default"
+
+
+async def test_a_pod_of_a_missing_service_account_is_refused(kubectl: Kubectl) -> None:
+    pod = """
+apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  serviceAccountName: ghost
+  containers: [{name: c, image: busybox}]
+"""
+    assert await refused(kubectl, "create", "-f", "-", input=pod) == (
+        'Error from server (Forbidden): error when creating "STDIN": pods "p" is forbidden: '
+        'error looking up service account default/ghost: serviceaccount "ghost" not found'
+    )
+    await ok(kubectl, "create", "serviceaccount", "ghost")
+    await ok(kubectl, "create", "-f", "-", input=pod)

@@ -1,8 +1,9 @@
 """Admission the real server does for ServiceAccounts and RBAC, run by `Objects` on every
 create and update before the object is stored:
 
-- a pod without `spec.serviceAccountName` runs as `default` (the ServiceAccount admission
-  plugin; `serviceAccount`, the deprecated alias, is kept equal);
+- a pod without `spec.serviceAccountName` runs as `default`, and a pod whose ServiceAccount
+  does not exist is refused (the ServiceAccount admission plugin; `serviceAccount`, the
+  deprecated alias, is kept equal);
 - RBAC escalation prevention (kube's rbac registry): creating or updating a Role or
   ClusterRole is refused unless the writer already holds every permission it grants (in the
   Role's namespace, or cluster-wide for a ClusterRole) or may `escalate` roles/clusterroles;
@@ -30,21 +31,37 @@ from .rbac import (
 )
 from .requestinfo import Attributes
 from .resources import ResourceType
+from .store import Store
 
 Obj = dict[str, Any]
 Admission = Callable[[ResourceType, "Obj | None", Obj], None]
 _GC_FIELDS = ("ownerReferences", "finalizers", "resourceVersion", "managedFields", "generation")
 
 
-def default_service_account(rt: ResourceType, old: Obj | None, new: Obj) -> None:
-    if old is not None or not rt.builtin or rt.group or rt.plural != "pods":
-        return
-    spec = new.setdefault("spec", {})
-    if not isinstance(spec, dict):
-        return
-    name = spec.get("serviceAccountName") or spec.get("serviceAccount") or "default"
-    spec["serviceAccountName"] = name
-    spec["serviceAccount"] = name
+def service_accounts(store: Store) -> Admission:
+    def check(rt: ResourceType, old: Obj | None, new: Obj) -> None:
+        if old is not None or not rt.builtin or rt.group or rt.plural != "pods":
+            return
+        spec = new.setdefault("spec", {})
+        if not isinstance(spec, dict):
+            return
+        name = str(spec.get("serviceAccountName") or spec.get("serviceAccount") or "default")
+        spec["serviceAccountName"] = name
+        spec["serviceAccount"] = name
+        meta = new.get("metadata") or {}
+        namespace = str(meta.get("namespace") or "")
+        if store.get("serviceaccounts", namespace, name) is None:
+            # kube names the pod by its generateName when it has one (not generated yet there).
+            pod = str(meta.get("generateName") or meta.get("name") or "")
+            raise forbidden_error(
+                "pods",
+                "",
+                pod,
+                f"error looking up service account {namespace}/{name}: "
+                f'serviceaccount "{name}" not found',
+            )
+
+    return check
 
 
 def _only_gc_fields_changed(old: Obj, new: Obj) -> bool:
