@@ -7,11 +7,13 @@
 - the autoscaler Role the operator creates passes RBAC escalation prevention only because the
   operator holds what it grants (pods/resize is held for that alone: without it, refused);
 - a grant taken away fails the running operator with kube's 403, and it recovers once the
-  grant is back.
+  grant is back;
+- deploy/rbac-namespaced.yaml alone serves an operator scoped to its namespace.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from pathlib import Path
@@ -19,12 +21,21 @@ from typing import Any
 
 import pytest
 import yaml
-from operator_harness import World, cpu_group, eventually, raycluster
+from operator_harness import (
+    RunningOperator,
+    World,
+    cpu_group,
+    eventually,
+    fast_options,
+    raycluster,
+    ready,
+)
 
 from kubectl_as import Run, ok, refused, runner
 from raycluster_operator.api.models import load_cluster
 from raycluster_operator.builders import build_autoscaler_rbac
-from raycluster_operator.kube import Kind, NotFound
+from raycluster_operator.controller.manager import Manager
+from raycluster_operator.kube import Kind, KubeClient, NotFound
 
 DEPLOY = Path(__file__).parents[2] / "deploy"
 NS = "raycluster-operator"
@@ -170,3 +181,33 @@ async def test_a_grant_taken_away_fails_the_operator_until_it_is_back(
         assert any(s["metadata"]["name"].startswith("denied") for s in services.items)
 
     await eventually(service_created, within=30)
+
+
+async def test_the_namespaced_install_is_enough_for_a_namespaced_operator(
+    world: World, tmp_path: Path
+) -> None:
+    """deploy/rbac-namespaced.yaml (a Role in `ray`, the Lease Role) for `run --namespace ray`
+    with leader election: the operator converges an autoscaling cluster with it alone."""
+    kubectl = await admin(world, tmp_path)
+    await ok(kubectl, "create", "namespace", NS)
+    await ok(kubectl, "create", "namespace", "ray")
+    await ok(kubectl, "apply", "-f", str(DEPLOY / "rbac-namespaced.yaml"))
+    config = await world.cluster.service_account_kubeconfig(NS, NS)
+    client = KubeClient.from_kubeconfig(config)
+    options = fast_options(
+        namespaces=("ray",), leader_elect=True, lease_namespace=NS, lease_name="ns-lease"
+    )
+    manager = Manager(client, options)
+    op = RunningOperator(manager, client, asyncio.create_task(manager.run()))
+    world.operators.append(op)
+    obj = raycluster("scoped", [cpu_group("w", replicas=1)], autoscaling=True)
+    obj["metadata"]["namespace"] = "ray"
+    await world.cluster.apply(obj, namespace="ray")
+
+    async def converged() -> None:
+        pods = await world.pods("scoped", "ray")
+        assert len(pods) == 2 and all(ready(p) for p in pods), [p["metadata"]["name"] for p in pods]
+        status = (await world.get_cluster("scoped", "ray")).get("status") or {}
+        assert status.get("state") == "ready"
+
+    await eventually(converged, within=30)
