@@ -12,10 +12,9 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import Kubectl
 from devkube import DevCluster
 from devkube.process import process_runtime_available
-from kubectl_as import ok, refused, runner
+from kubectl_as import Run, ok, refused, runner
 
 AVAILABLE, WHY = process_runtime_available()
 pytestmark = pytest.mark.skipif(not AVAILABLE, reason=WHY)
@@ -55,7 +54,7 @@ def pod(name: str, **spec: Any) -> str:
     )
 
 
-async def mounted_token(kubectl: Kubectl, name: str, eventually: Any) -> str:
+async def mounted_token(kubectl: Run, name: str, eventually: Any) -> str:
     async def printed() -> str:
         out = (await kubectl("logs", name)).stdout.strip()
         assert out, "nothing printed yet"
@@ -66,7 +65,7 @@ async def mounted_token(kubectl: Kubectl, name: str, eventually: Any) -> str:
 
 
 async def test_a_pods_token_is_its_service_accounts_and_dies_with_it(
-    kubectl: Kubectl, dev_cluster: DevCluster, tmp_path: Path, eventually: Any
+    kubectl: Run, dev_cluster: DevCluster, tmp_path: Path, eventually: Any
 ) -> None:
     await ok(kubectl, "create", "serviceaccount", "reader")
     await ok(kubectl, "create", "role", "reader", "--verb=list", "--resource=pods")

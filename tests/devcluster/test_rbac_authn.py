@@ -8,10 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import Kubectl
 from devkube import DevCluster
 from devkube.client import ApiClient, ApiError
-from kubectl_as import as_service_account, ok, refused, runner, user_of
+from kubectl_as import Run, as_service_account, ok, refused, runner, user_of
 
 # kubectl's words for a 401 (the parenthesis depends on the request that got it).
 UNAUTHORIZED = "error: You must be logged in to the server ("
@@ -32,7 +31,7 @@ def _with_token(cluster: DevCluster, tmp: Path, name: str, token: str | None) ->
     return path
 
 
-async def test_the_admin_kubeconfig_is_a_cluster_admin(kubectl: Kubectl) -> None:
+async def test_the_admin_kubeconfig_is_a_cluster_admin(kubectl: Run) -> None:
     who = await ok(kubectl, "auth", "whoami", "-o", "json")
     info = yaml.safe_load(who)["status"]["userInfo"]
     assert info["username"] == "kubernetes-admin"
@@ -65,7 +64,7 @@ async def test_no_token_or_a_foreign_one_is_unauthorized(
 
 
 async def test_create_token_authenticates_as_the_service_account(
-    kubectl: Kubectl, dev_cluster: DevCluster, tmp_path: Path
+    kubectl: Run, dev_cluster: DevCluster, tmp_path: Path
 ) -> None:
     await ok(kubectl, "create", "namespace", "team")
     bob = await as_service_account(kubectl, dev_cluster, tmp_path, "bob", "team")
@@ -83,7 +82,7 @@ async def test_create_token_authenticates_as_the_service_account(
 
 
 async def test_a_token_dies_with_its_service_account_and_its_bound_pod(
-    kubectl: Kubectl, dev_cluster: DevCluster, tmp_path: Path
+    kubectl: Run, dev_cluster: DevCluster, tmp_path: Path
 ) -> None:
     await ok(kubectl, "create", "serviceaccount", "short")
     await ok(kubectl, "run", "holder", "--image=busybox", "--restart=Never")
@@ -117,14 +116,14 @@ async def test_a_token_dies_with_its_service_account_and_its_bound_pod(
 
 
 async def test_a_token_for_another_audience_does_not_authenticate(
-    kubectl: Kubectl, dev_cluster: DevCluster, tmp_path: Path
+    kubectl: Run, dev_cluster: DevCluster, tmp_path: Path
 ) -> None:
     token = (await ok(kubectl, "create", "token", "default", "--audience=vault")).strip()
     run = runner(_with_token(dev_cluster, tmp_path, "vault", token))
     assert _unauthorized(await refused(run, "auth", "whoami"))
 
 
-async def test_token_request_validation_and_missing_accounts(kubectl: Kubectl) -> None:
+async def test_token_request_validation_and_missing_accounts(kubectl: Run) -> None:
     short = await refused(kubectl, "create", "token", "default", "--duration=5m")
     assert short == (
         'error: failed to create token: TokenRequest.authentication.k8s.io "default" is '
@@ -135,7 +134,7 @@ async def test_token_request_validation_and_missing_accounts(kubectl: Kubectl) -
     assert missing == 'error: failed to create token: serviceaccounts "nobody" not found'
 
 
-async def test_every_namespace_has_a_default_account_that_pods_run_as(kubectl: Kubectl) -> None:
+async def test_every_namespace_has_a_default_account_that_pods_run_as(kubectl: Run) -> None:
     await ok(kubectl, "create", "namespace", "fresh")
     assert (await ok(kubectl, "get", "sa", "-n", "fresh", "-o", "name")).split() == [
         "serviceaccount/default"
@@ -151,7 +150,7 @@ async def test_every_namespace_has_a_default_account_that_pods_run_as(kubectl: K
     assert account == "default"
 
 
-async def test_a_pod_of_a_missing_service_account_is_refused(kubectl: Kubectl) -> None:
+async def test_a_pod_of_a_missing_service_account_is_refused(kubectl: Run) -> None:
     pod = """
 apiVersion: v1
 kind: Pod

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import yaml
 
-from conftest import Kubectl
 from devkube import DevCluster
 from kubectl_as import Run, as_service_account, ok, refused, user_of
 
@@ -22,12 +21,12 @@ def forbidden(what: str, verb: str, resource: str, group: str, scope: str) -> st
     )
 
 
-async def bob(kubectl: Kubectl, cluster: DevCluster, tmp: Path) -> Run:
+async def bob(kubectl: Run, cluster: DevCluster, tmp: Path) -> Run:
     return await as_service_account(kubectl, cluster, tmp, "bob")
 
 
 async def test_a_token_without_grants_is_refused_with_kubes_message(
-    kubectl: Kubectl, dev_cluster: DevCluster, tmp_path: Path
+    kubectl: Run, dev_cluster: DevCluster, tmp_path: Path
 ) -> None:
     run = await bob(kubectl, dev_cluster, tmp_path)
     await ok(kubectl, "run", "p", "--image=busybox", "--restart=Never")
@@ -57,7 +56,7 @@ async def test_a_token_without_grants_is_refused_with_kubes_message(
 
 
 async def test_roles_grant_verbs_resources_names_and_namespaces(
-    kubectl: Kubectl, dev_cluster: DevCluster, tmp_path: Path
+    kubectl: Run, dev_cluster: DevCluster, tmp_path: Path
 ) -> None:
     run = await bob(kubectl, dev_cluster, tmp_path)
     await ok(kubectl, "create", "namespace", "other")
@@ -132,7 +131,7 @@ async def test_roles_grant_verbs_resources_names_and_namespaces(
 
 
 async def test_subresources_wildcards_and_non_resource_urls(
-    kubectl: Kubectl, dev_cluster: DevCluster, tmp_path: Path
+    kubectl: Run, dev_cluster: DevCluster, tmp_path: Path
 ) -> None:
     run = await bob(kubectl, dev_cluster, tmp_path)
     await ok(kubectl, "run", "p", "--image=busybox", "--restart=Never")
@@ -175,7 +174,7 @@ subjects:
 
 
 async def test_a_binding_to_a_missing_role_says_so(
-    kubectl: Kubectl, dev_cluster: DevCluster, tmp_path: Path
+    kubectl: Run, dev_cluster: DevCluster, tmp_path: Path
 ) -> None:
     run = await bob(kubectl, dev_cluster, tmp_path)
     await ok(
@@ -188,7 +187,7 @@ async def test_a_binding_to_a_missing_role_says_so(
 
 
 async def test_can_i_and_its_list_answer_for_the_caller(
-    kubectl: Kubectl, dev_cluster: DevCluster, tmp_path: Path
+    kubectl: Run, dev_cluster: DevCluster, tmp_path: Path
 ) -> None:
     run = await bob(kubectl, dev_cluster, tmp_path)
     await ok(kubectl, "create", "role", "r", "--verb=get,list", "--resource=services")
@@ -206,7 +205,7 @@ async def test_can_i_and_its_list_answer_for_the_caller(
 
 
 async def test_subject_access_review_answers_for_anyone_named(
-    kubectl: Kubectl, dev_cluster: DevCluster, tmp_path: Path
+    kubectl: Run, dev_cluster: DevCluster, tmp_path: Path
 ) -> None:
     await bob(kubectl, dev_cluster, tmp_path)
     await ok(kubectl, "create", "role", "r", "--verb=get", "--resource=pods")

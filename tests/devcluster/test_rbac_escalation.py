@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import Kubectl
 from devkube import DevCluster
 from kubectl_as import Run, as_service_account, ok, refused, user_of
 
@@ -24,7 +23,7 @@ def not_held(kind: str, name: str, *missing: str) -> str:
     )
 
 
-async def role_admin(kubectl: Kubectl, cluster: DevCluster, tmp: Path) -> Run:
+async def role_admin(kubectl: Run, cluster: DevCluster, tmp: Path) -> Run:
     """alice may manage Roles and RoleBindings in default, and read pods there."""
     alice = await as_service_account(kubectl, cluster, tmp, "alice")
     await ok(
@@ -49,7 +48,7 @@ async def role_admin(kubectl: Kubectl, cluster: DevCluster, tmp: Path) -> Run:
 
 
 async def test_a_role_may_grant_only_what_its_author_holds(
-    kubectl: Kubectl, dev_cluster: DevCluster, tmp_path: Path
+    kubectl: Run, dev_cluster: DevCluster, tmp_path: Path
 ) -> None:
     alice = await role_admin(kubectl, dev_cluster, tmp_path)
     await ok(alice, "create", "role", "sub-reader", "--verb=get", "--resource=pods")
@@ -105,7 +104,7 @@ async def test_a_role_may_grant_only_what_its_author_holds(
 
 
 async def test_a_binding_needs_the_roles_permissions_or_bind(
-    kubectl: Kubectl, dev_cluster: DevCluster, tmp_path: Path
+    kubectl: Run, dev_cluster: DevCluster, tmp_path: Path
 ) -> None:
     alice = await role_admin(kubectl, dev_cluster, tmp_path)
     await ok(kubectl, "create", "role", "writer", "--verb=create,delete", "--resource=pods")
@@ -147,7 +146,7 @@ async def test_a_binding_needs_the_roles_permissions_or_bind(
 
 
 async def test_impersonation_is_for_those_who_may(
-    kubectl: Kubectl, dev_cluster: DevCluster, tmp_path: Path
+    kubectl: Run, dev_cluster: DevCluster, tmp_path: Path
 ) -> None:
     alice = await role_admin(kubectl, dev_cluster, tmp_path)
     await ok(kubectl, "create", "serviceaccount", "bob")
