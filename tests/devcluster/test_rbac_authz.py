@@ -230,3 +230,33 @@ spec:
         await ok(kubectl, "create", "-f", "-", "-o", "yaml", input=review.replace("VERB", "list"))
     )["status"]
     assert denied == {"allowed": False}
+
+
+async def test_server_side_apply_that_creates_needs_create(
+    kubectl: Run, dev_cluster: DevCluster, tmp_path: Path
+) -> None:
+    run = await bob(kubectl, dev_cluster, tmp_path)
+    await ok(kubectl, "create", "role", "patcher", "--verb=get,patch", "--resource=configmaps")
+    await ok(
+        kubectl,
+        "create",
+        "rolebinding",
+        "patcher",
+        "--role=patcher",
+        "--serviceaccount=default:bob",
+    )
+    config = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {k: v}\n"
+    refusal = await refused(run, "apply", "--server-side", "-f", "-", input=config)
+    assert refusal.startswith('Error from server (Forbidden): configmaps "c" is forbidden'), refusal
+    await ok(kubectl, "create", "role", "creator", "--verb=create", "--resource=configmaps")
+    await ok(
+        kubectl,
+        "create",
+        "rolebinding",
+        "creator",
+        "--role=creator",
+        "--serviceaccount=default:bob",
+    )
+    await ok(run, "apply", "--server-side", "-f", "-", input=config)
+    await ok(kubectl, "delete", "rolebinding", "creator")
+    await ok(run, "apply", "--server-side", "-f", "-", input=config.replace("k: v", "k: w"))

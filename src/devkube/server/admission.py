@@ -10,17 +10,19 @@ create and update before the object is stored:
   a RoleBinding or ClusterRoleBinding is refused unless the writer holds every permission of
   the role it points at or may `bind` that role. system:masters bypasses both. An update
   that changes only ownerReferences or finalizers (what a garbage collector writes) is not
-  checked. A binding's roleRef cannot change.
+  checked. A binding's roleRef cannot change;
+- a patch (server-side apply) that creates its object needs `create` as well.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from typing import Any
 
 from .errors import ApiError
-from .identity import current_user
+from .identity import current_request, current_user
 from .rbac import (
     GROUP,
     Authorizer,
@@ -60,6 +62,23 @@ def service_accounts(store: Store) -> Admission:
                 f"error looking up service account {namespace}/{name}: "
                 f'serviceaccount "{name}" not found',
             )
+
+    return check
+
+
+def create_on_update(authorizer: Authorizer) -> Admission:
+    """A patch (server-side apply) that creates the object needs `create` too, as in kube."""
+
+    def check(rt: ResourceType, old: Obj | None, new: Obj) -> None:
+        user, attrs = current_user.get(), current_request.get()
+        if old is not None or user is None or not isinstance(attrs, Attributes):
+            return
+        if attrs.verb not in ("patch", "update"):
+            return
+        create = dataclasses.replace(attrs, verb="create")
+        allowed, reason = authorizer.authorize(user, create)
+        if not allowed:
+            raise forbidden_error(attrs.resource, attrs.api_group, attrs.name, reason)
 
     return check
 

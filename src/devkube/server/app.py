@@ -13,7 +13,7 @@ from typing import Any
 from aiohttp import web
 
 from . import openapi, rbacpolicy
-from .admission import rbac_escalation, service_accounts
+from .admission import create_on_update, rbac_escalation, service_accounts
 from .auth import Authenticator, auth_middleware
 from .faults import Faults
 from .handlers import Handlers
@@ -70,7 +70,11 @@ class ApiServer:
         self.authorizer = Authorizer(self.store)
         self.authenticator = Authenticator(self.token, self.issuer, self.store)
         self.reviews = Reviews(self.store, self.authorizer, self.issuer)
-        self.objects.admission += [service_accounts(self.store), rbac_escalation(self.authorizer)]
+        self.objects.admission += [
+            service_accounts(self.store),
+            rbac_escalation(self.authorizer),
+            create_on_update(self.authorizer),
+        ]
         self._bootstrap_rbac()
         self.store.on_change(NS_KEY, self._namespace_changed)
         self.store.on_change("serviceaccounts", self._account_changed)

@@ -34,6 +34,7 @@ from .identity import (
     ADMIN,
     AUTHENTICATED,
     UserInfo,
+    current_request,
     current_user,
     service_account_groups,
     service_account_user,
@@ -177,6 +178,7 @@ def auth_middleware(authenticator: Authenticator, authorizer: Authorizer) -> Mid
         try:
             if IMPERSONATE_USER in request.headers or IMPERSONATE_GROUP in request.headers:
                 user = impersonated(user, request.headers, authorizer)
+            attrs = None
             if not user.privileged:
                 attrs = requestinfo.attributes(request.method, request.path, request.query)
                 allowed, reason = authorizer.authorize(user, attrs)
@@ -185,9 +187,11 @@ def auth_middleware(authenticator: Authenticator, authorizer: Authorizer) -> Mid
         except ApiError as error:
             return _response(error)
         token = current_user.set(user)
+        request_token = current_request.set(attrs)
         try:
             return await handler(request)
         finally:
+            current_request.reset(request_token)
             current_user.reset(token)
 
     return check

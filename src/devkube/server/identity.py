@@ -37,6 +37,8 @@ class UserInfo:
 ADMIN = UserInfo(ADMIN_NAME, (MASTERS, AUTHENTICATED))
 
 current_user: ContextVar[UserInfo | None] = ContextVar("devkube_current_user", default=None)
+#: The request's authorization attributes (a requestinfo.Attributes), for users RBAC checks.
+current_request: ContextVar[object | None] = ContextVar("devkube_current_request", default=None)
 
 
 def service_account_username(namespace: str, name: str) -> str:
