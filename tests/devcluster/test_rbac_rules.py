@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from devkube.server.rbac import Rule, compact, missing
+from devkube.server.escalation import compact, missing
+from devkube.server.rbac import Rule
 from devkube.server.requestinfo import Attributes, attributes
 
 

@@ -22,15 +22,9 @@ from collections.abc import Callable
 from typing import Any
 
 from .errors import ApiError
+from .escalation import escalation_message, missing
 from .identity import current_request, current_user
-from .rbac import (
-    GROUP,
-    Authorizer,
-    Rule,
-    escalation_message,
-    forbidden_error,
-    missing,
-)
+from .rbac import GROUP, Authorizer, Rule, forbidden_error
 from .requestinfo import Attributes
 from .resources import ResourceType
 from .store import Store
