@@ -123,19 +123,67 @@ async def ensure_namespace(client: ApiClient, name: str) -> None:
     )
 
 
-async def api_figures(pods: int, concurrency: int, watchers: int, watch_pods: int) -> None:
+async def service_account_token(admin: ApiClient) -> str:
+    """A ServiceAccount token allowed to create, read and watch pods everywhere, so that the
+    figures include what RBAC costs (the admin, in system:masters, skips it)."""
+    rbac = "/apis/rbac.authorization.k8s.io/v1"
+    await admin.create(
+        resource_path("v1", "serviceaccounts", "default"), {"metadata": {"name": "bench"}}
+    )
+    await admin.create(
+        f"{rbac}/clusterroles",
+        {
+            "metadata": {"name": "bench"},
+            "rules": [
+                {
+                    "apiGroups": [""],
+                    "resources": ["pods"],
+                    "verbs": ["create", "get", "list", "watch"],
+                }
+            ],
+        },
+    )
+    await admin.create(
+        f"{rbac}/clusterrolebindings",
+        {
+            "metadata": {"name": "bench"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "bench",
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": "bench", "namespace": "default"}],
+        },
+    )
+    answer = await admin.create(
+        resource_path("v1", "serviceaccounts", "default", "bench", "token"),
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
+    )
+    return str(answer["status"]["token"])
+
+
+async def api_figures(
+    pods: int, concurrency: int, watchers: int, watch_pods: int, service_account: bool = False
+) -> None:
     server = ApiServer(history_size=max(10000, watch_pods * 2), watch_queue_size=watch_pods * 2)
     await server.start()
+    admin = ApiClient(server.url, server.token, server.ca_pem)
+    token = await service_account_token(admin) if service_account else server.token
+    await admin.close()
+    print(f"as {'a ServiceAccount (RBAC evaluated)' if service_account else 'the admin'}:")
     client = ApiClient(server.url, server.token, server.ca_pem, connections=concurrency + 8)
     try:
         await ensure_namespace(client, "bench")
+        await ensure_namespace(client, "watched")
+        await client.close()
+        client = ApiClient(server.url, token, server.ca_pem, connections=concurrency + 8)
         gc.collect()
         before = rss_bytes()
         loop = asyncio.get_running_loop()
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(1, mp_context=context) as pool:
             elapsed = await loop.run_in_executor(
-                pool, create_in_process, server.url, server.token, server.ca_pem, pods, concurrency
+                pool, create_in_process, server.url, token, server.ca_pem, pods, concurrency
             )
         gc.collect()
         grown = rss_bytes() - before
@@ -178,7 +226,6 @@ async def api_figures(pods: int, concurrency: int, watchers: int, watch_pods: in
             f"{'OK' if mb_per_10k < MB_PER_10K_BUDGET else 'OVER BUDGET'}"
         )
 
-        await ensure_namespace(client, "watched")
         watched = resource_path("v1", "pods", "watched")
         version = str((await client.list(watched))["metadata"]["resourceVersion"])
         counts = [0] * watchers
@@ -196,7 +243,7 @@ async def api_figures(pods: int, concurrency: int, watchers: int, watch_pods: in
                             done.set()
                         return
 
-        clients = [ApiClient(server.url, server.token, server.ca_pem) for _ in range(watchers)]
+        clients = [ApiClient(server.url, token, server.ca_pem) for _ in range(watchers)]
         tasks = [asyncio.create_task(watch(i, c)) for i, c in enumerate(clients)]
         await asyncio.sleep(0.3)  # let every watch connect
         began = time.perf_counter()
@@ -262,8 +309,17 @@ def main() -> None:
     parser.add_argument("--watchers", type=int, default=10)
     parser.add_argument("--watch-pods", type=int, default=2000)
     parser.add_argument("--e2e-pods", type=int, default=1000)
+    parser.add_argument(
+        "--service-account",
+        action="store_true",
+        help="figures 1-4 with a ServiceAccount token (RBAC evaluated) instead of the admin's",
+    )
     args = parser.parse_args()
-    asyncio.run(api_figures(args.pods, args.concurrency, args.watchers, args.watch_pods))
+    asyncio.run(
+        api_figures(
+            args.pods, args.concurrency, args.watchers, args.watch_pods, args.service_account
+        )
+    )
     asyncio.run(end_to_end(args.e2e_pods, args.concurrency))
 
 

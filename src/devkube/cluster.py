@@ -226,15 +226,49 @@ class DevCluster:
     def node_names(self) -> list[str]:
         return [str(n["metadata"]["name"]) for n in self.node_manifests]
 
-    def kubeconfig_dict(self) -> dict[str, Any]:
-        return self.server.kubeconfig_dict()
+    def kubeconfig_dict(
+        self, *, token: str | None = None, namespace: str = "default"
+    ) -> dict[str, Any]:
+        """The admin's kubeconfig (user kubernetes-admin, group system:masters), or, with
+        `token`, one that authenticates with that token (a ServiceAccount's)."""
+        return self.server.kubeconfig_dict(token=token, namespace=namespace)
 
-    def write_kubeconfig(self, path: str | os.PathLike[str]) -> Path:
-        """Write the kubeconfig atomically (temp file + rename), so a script waiting for the
-        file never reads half of it."""
+    async def service_account_token(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        expiration_seconds: int = 3600,
+        audiences: Sequence[str] = (),
+    ) -> str:
+        """A token of ServiceAccount NS/NAME from the TokenRequest API (what `kubectl create
+        token` asks for), requested over HTTPS by the cluster's admin client."""
+        spec: dict[str, Any] = {"expirationSeconds": expiration_seconds}
+        if audiences:
+            spec["audiences"] = list(audiences)
+        answer = await self.client.create(
+            resource_path("v1", "serviceaccounts", namespace, name, "token"),
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec},
+        )
+        return str(answer["status"]["token"])
+
+    async def service_account_kubeconfig(
+        self, namespace: str, name: str, *, expiration_seconds: int = 365 * 24 * 3600
+    ) -> dict[str, Any]:
+        """A kubeconfig that acts as ServiceAccount NS/NAME (default namespace NS)."""
+        token = await self.service_account_token(
+            namespace, name, expiration_seconds=expiration_seconds
+        )
+        return self.kubeconfig_dict(token=token, namespace=namespace)
+
+    def write_kubeconfig(
+        self, path: str | os.PathLike[str], config: Mapping[str, Any] | None = None
+    ) -> Path:
+        """Write the kubeconfig (the admin's unless `config` is given) atomically (temp file
+        + rename), so a script waiting for the file never reads half of it."""
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        text = yaml.safe_dump(self.kubeconfig_dict(), sort_keys=False)
+        text = yaml.safe_dump(dict(config or self.kubeconfig_dict()), sort_keys=False)
         fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "w") as handle:

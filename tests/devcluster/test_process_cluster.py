@@ -142,6 +142,17 @@ print("sees", sorted(p.metadata.name for p in pods))
 async def test_in_cluster_clients_find_and_trust_the_api_server(
     process_cluster: DevCluster, eventually: Any, kubectl: Any
 ) -> None:
+    # The pod's mounted token is its ServiceAccount's (`default`): let it read pods.
+    grant = await kubectl("create", "role", "pod-reader", "--verb=list", "--resource=pods")
+    assert grant.returncode == 0, grant.stderr
+    bind = await kubectl(
+        "create",
+        "rolebinding",
+        "pod-reader",
+        "--role=pod-reader",
+        "--serviceaccount=default:default",
+    )
+    assert bind.returncode == 0, bind.stderr
     await process_cluster.client.create(
         PODS, python_pod("incluster", IN_CLUSTER, restartPolicy="Never")
     )

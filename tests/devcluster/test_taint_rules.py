@@ -11,7 +11,7 @@ import pytest
 
 from devkube.nodelifecycle import retainted, wanted_taints
 from devkube.placement import toleration_matches
-from devkube.server.admission import default_toleration_seconds
+from devkube.server.tolerations import default_toleration_seconds
 from devkube.tainteviction import tolerated_for
 
 UNREACHABLE = {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}

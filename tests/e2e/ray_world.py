@@ -24,6 +24,7 @@ from devkube.process.pod import ProcessPod
 from devkube.process.runtime import ProcessRuntime
 from pod_facts import labels as labels_of
 from raycluster_operator.api.crd import crd_manifest
+from raycluster_operator.cli.dev import operator_kubeconfig
 from raycluster_operator.controller.manager import Manager, ManagerOptions
 from raycluster_operator.kube import PODS, KubeClient
 
@@ -180,8 +181,9 @@ async def start_world(nodes: list[str] | None = None) -> RayWorld:
     try:
         await cluster.apply(crd_manifest())
         kube = KubeClient.from_kubeconfig(cluster.kubeconfig_dict())
+        # The operator acts as its ServiceAccount with deploy/'s RBAC, as in production.
         manager = Manager(
-            KubeClient.from_kubeconfig(cluster.kubeconfig_dict()),
+            KubeClient.from_kubeconfig(await operator_kubeconfig(cluster)),
             ManagerOptions.from_flat(
                 metrics_addr=None,
                 health_addr=None,

@@ -22,6 +22,7 @@ from typing import Any
 from devkube import DevCluster
 from pod_facts import is_ready, labels
 from raycluster_operator.api.crd import crd_manifest
+from raycluster_operator.cli.dev import operator_kubeconfig
 from raycluster_operator.controller.leader import LeaseTiming
 from raycluster_operator.controller.manager import Manager, ManagerOptions
 from raycluster_operator.kube import PODS, RAYCLUSTERS, Gone, KubeClient, KubeError
@@ -221,10 +222,13 @@ class World:
     cluster: DevCluster
     kube: KubeClient
     checker: Checker
+    #: The operator's kubeconfig: its ServiceAccount with exactly deploy/'s RBAC.
+    operator_config: Obj
     operators: list[RunningOperator] = field(default_factory=list)
 
     def client(self) -> KubeClient:
-        return KubeClient.from_kubeconfig(self.cluster.kubeconfig_dict())
+        """A client acting as the operator's ServiceAccount (RBAC enforced as deployed)."""
+        return KubeClient.from_kubeconfig(self.operator_config)
 
     async def start_operator(self, *, wait: bool = True, **overrides: Any) -> RunningOperator:
         client = self.client()
@@ -325,9 +329,10 @@ async def world(nodes: list[str], **cluster_args: Any) -> Any:
     dev = DevCluster(nodes=nodes, kubelet_delay=0.05, **cluster_args)
     await dev.start()
     await dev.apply(crd_manifest())
+    operator_config = await operator_kubeconfig(dev)
     kube = KubeClient.from_kubeconfig(dev.kubeconfig_dict())
     checker = Checker(kube)
-    w = World(dev, kube, checker)
+    w = World(dev, kube, checker, operator_config)
     checker.start()
     try:
         yield w

@@ -1,7 +1,8 @@
 """The operator against the dev cluster over HTTPS: the world a test runs in, and helpers.
 
 Every test here starts a DevCluster (its own API server, scheduler, kubelet, GC) and a
-``Manager`` exactly as ``raycluster-operator run`` builds it, with short timings.
+``Manager`` exactly as ``raycluster-operator run`` builds it, with short timings, acting as
+its ServiceAccount with the RBAC of deploy/ (the test's own client is the cluster admin).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pod_facts import labels as labels_of
+from raycluster_operator.cli.dev import operator_kubeconfig
 from raycluster_operator.controller.leader import LeaseTiming
 from raycluster_operator.controller.manager import Manager, ManagerOptions
 from raycluster_operator.kube import PODS, RAYCLUSTERS, KubeClient
@@ -63,9 +65,17 @@ class World:
     cluster: Any
     kube: KubeClient
     operators: list[RunningOperator] = field(default_factory=list)
+    _operator_config: Obj | None = None
+
+    async def operator_config(self) -> Obj:
+        """The operator's kubeconfig: its ServiceAccount with exactly deploy/'s RBAC, so the
+        suite runs under RBAC enforcement as in production (installed once per world)."""
+        if self._operator_config is None:
+            self._operator_config = await operator_kubeconfig(self.cluster)
+        return self._operator_config
 
     async def start_operator(self, **overrides: Any) -> RunningOperator:
-        client = KubeClient.from_kubeconfig(self.cluster.kubeconfig_dict())
+        client = KubeClient.from_kubeconfig(await self.operator_config())
         manager = Manager(client, fast_options(**overrides))
         task = asyncio.create_task(manager.run())
         op = RunningOperator(manager, client, task)

@@ -58,7 +58,8 @@ async def test_an_operator_stopped_mid_scale_up_and_restarted_converges_cleanly(
 
 
 async def test_only_the_leader_writes_and_a_successor_takes_over(world: World) -> None:
-    lead = dict(leader_elect=True, lease_namespace="default", lease_name="op-lease")
+    # The Lease lives where deploy/ grants it: the operator's own namespace.
+    lead = dict(leader_elect=True, lease_namespace="raycluster-operator", lease_name="op-lease")
     a = await world.start_operator(identity="a", **lead)
     await eventually(lambda: _assert(a.manager.is_leader))
     b = await world.start_operator(identity="b", **lead)

@@ -37,6 +37,9 @@ import requests
 
 from devkube.cluster import DevCluster
 from raycluster_operator.api.crd import crd_manifest
+from raycluster_operator.api.models import load_cluster
+from raycluster_operator.builders.autoscaler import service_account_name
+from raycluster_operator.cli.dev import operator_kubeconfig
 from raycluster_operator.controller.manager import Manager, ManagerOptions
 from raycluster_operator.kube.client import KubeClient
 
@@ -228,7 +231,30 @@ class World:
 
     # ---- Ray's own clients, built the way Ray builds them
 
+    def as_autoscaler(self, ns: str, name: str) -> None:
+        """Ray's clients read the token file once per client: give them the token of the
+        ServiceAccount the operator made for this cluster's autoscaler, as its sidecar has
+        in the head pod, so they run with exactly the Role the operator grants it. A cluster
+        without autoscaling has no such account; Ray's clients then act as the admin."""
+        obj = self.get_cluster(ns, name)
+        self.token_path.write_text(self.cluster.token)
+        if not obj["spec"].get("enableInTreeAutoscaling"):
+            return
+        account = service_account_name(load_cluster(obj))
+        path = f"/api/v1/namespaces/{ns}/serviceaccounts/{account}/token"
+
+        def token() -> str | None:
+            resp = self.http.post(
+                self.url + path,
+                json={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest"},
+                verify=str(self.ca_path),
+            )
+            return str(resp.json()["status"]["token"]) if resp.status_code == 201 else None
+
+        self.token_path.write_text(self.wait(f"service account {ns}/{account}", token))
+
     def autoscaling_config(self, ns: str, name: str) -> dict[str, Any]:
+        self.as_autoscaler(ns, name)
         producer_mod = importlib.import_module(CONFIG_PRODUCER)
         return producer_mod.AutoscalingConfigProducer(name, ns)()
 
@@ -293,7 +319,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         http.headers["Authorization"] = f"Bearer {cluster.token}"
         w = World(loop, cluster, kubeconfig, ca_path, token_path, http, cluster.url)
         w.call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd_manifest())
-        operator_cm = running_operator(cluster.kubeconfig_dict())
+        # The operator acts as its ServiceAccount with deploy/'s RBAC, as in production.
+        operator_cm = running_operator(loop.run(operator_kubeconfig(cluster)))
         loop.run(operator_cm.__aenter__())
         _configure_ray(port, ca_path, token_path, mp)
         yield w
@@ -308,6 +335,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 
 @pytest.fixture
 def ns(world: World) -> Iterator[str]:
+    world.token_path.write_text(world.cluster.token)  # no autoscaler token of a past test
     name = world.new_namespace()
     yield name
     # Free the simulated TPU pools for the next scenario.

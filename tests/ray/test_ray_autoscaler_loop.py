@@ -110,6 +110,7 @@ def _autoscaler(world: Any, ns: str, name: str, gcs: PodGcs) -> Any:
     config_mod = importlib.import_module("ray.autoscaler.v2.instance_manager.config")
     producer_mod = importlib.import_module("ray.autoscaler._private.kuberay.autoscaling_config")
     autoscaler_mod = importlib.import_module("ray.autoscaler.v2.autoscaler")
+    world.as_autoscaler(ns, name)
     reader = config_mod.KubeRayConfigReader(producer_mod.AutoscalingConfigProducer(name, ns))
     return autoscaler_mod.Autoscaler("session", reader, gcs)
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from devkube.podtokens import pod_token, wants_token
 from devkube.process.container import START_ERROR, Backoff, ContainerEvents
 from devkube.process.hosts import hosts_file, pod_record
 from devkube.process.pod import PodSettings, ProcessPod
@@ -201,6 +202,10 @@ class ProcessRuntime:
             settings = self.settings
             if allocatable:
                 settings = PodSettings(**{**settings.__dict__, "allocatable": allocatable})
+            if self._client is not None and wants_token(pod):
+                # The pod's own ServiceAccount token, bound to the pod (not the cluster's).
+                token = await pod_token(self._client, pod)
+                settings = PodSettings(**{**settings.__dict__, "token": token})
             namespace, name = _key(pod)
             root = self.state_dir / f"{namespace}_{name}_{uid[:8]}"
             process_pod = ProcessPod(pod, root, pod_ip, settings, lookup=lookup)

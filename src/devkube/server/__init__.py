@@ -1,7 +1,8 @@
 """An in-process Kubernetes API server ("envtest in Python") for the dev cluster and tests.
 
-`ApiServer(host, port, token, faults, extra_sans)` serves HTTPS with a bearer token; kubectl,
-the official `kubernetes` client, lightkube and Ray's KubeRay client work against it unchanged.
+`ApiServer(host, port, token, faults, extra_sans)` serves HTTPS with bearer tokens (`token` is
+the admin's; ServiceAccount tokens come from TokenRequest) and RBAC; kubectl, the official
+`kubernetes` client, lightkube and Ray's KubeRay client work against it unchanged.
 
 Implemented as the real server does it:
 - discovery (legacy /api, /apis documents), /version, /healthz, /readyz, /livez, and an
@@ -26,7 +27,11 @@ Implemented as the real server does it:
 - CRDs: served as soon as created (Established/NamesAccepted conditions), unserved and
   emptied when deleted; schema defaults and pruning, `fieldValidation=Strict` rejects unknown
   fields; printer columns in `kubectl get`;
-- core/v1 and events.k8s.io/v1 Events share storage (written as one, read as either).
+- core/v1 and events.k8s.io/v1 Events share storage (written as one, read as either);
+- authentication (auth.py: admin token, ServiceAccount JWTs from TokenRequest, 401), RBAC
+  authorization of every request with kube's 403 wording (rbac.py, requestinfo.py),
+  escalation prevention (admission.py), impersonation, access/rules/subject reviews
+  (reviews.py), a `default` ServiceAccount per namespace and the bootstrap discovery roles.
 
 Approximated (documented so nobody relies on more):
 - server-side apply (application/apply-patch+yaml) creates the object if missing and otherwise
@@ -35,7 +40,9 @@ Approximated (documented so nobody relies on more):
 - lists are always served from the latest state: resourceVersion/resourceVersionMatch on a
   list and continue tokens do not pin a snapshot;
 - built-in kinds are stored with a few defaults (pods, services, namespaces) but without their
-  full OpenAPI validation; no admission, quotas or RBAC (access reviews answer "allowed");
+  full OpenAPI validation; no quotas, no admission beyond ServiceAccounts and RBAC
+  escalation; no aggregated ClusterRoles (admin/edit/view), no legacy token Secrets, no
+  client certificates; the cluster's own controllers act as the admin;
 - protobuf request bodies are decoded for Namespace, ConfigMap, Secret and ServiceAccount only
   (what `kubectl create namespace|configmap|secret|serviceaccount` sends), others get 415;
 - CRD versions share storage without conversion (apiVersion is rewritten);

@@ -12,20 +12,30 @@ from typing import Any
 
 from aiohttp import web
 
-from . import openapi
-from .auth import token_middleware
+from . import openapi, rbacpolicy
+from .admission import create_on_update, rbac_escalation, service_accounts
+from .auth import Authenticator, auth_middleware
 from .faults import Faults
 from .handlers import Handlers
 from .logs import LogSource
-from .objects import Objects
+from .objects import NS_KEY, Objects
+from .rbac import Authorizer
 from .resources import Registry
-from .store import Store
+from .reviews import Reviews
+from .store import Change, Store
 from .tls import make_serving_tls
+from .tokens import TokenIssuer
 from .watch import WatchHub
+
+DEFAULT_SERVICE_ACCOUNT = "default"
 
 
 class ApiServer:
-    """An in-memory Kubernetes API server over HTTPS with bearer-token auth.
+    """An in-memory Kubernetes API server over HTTPS with bearer-token auth and RBAC.
+
+    `token` is the admin credential (user kubernetes-admin in system:masters, what the
+    kubeconfig carries); ServiceAccount tokens come from the TokenRequest API. Every
+    namespace gets a `default` ServiceAccount, as kube's service account controller makes.
 
     `history_size` bounds the per-resource change history watches can resume from;
     `watch_queue_size` bounds each watcher's backlog before it is cut with a 410.
@@ -56,6 +66,20 @@ class ApiServer:
         self.faults.on_drop(self.hub.drop_all)
         self.faults.on_expire(self.store.expire_history)
         self._handlers = Handlers(self.objects, self.hub, self.faults)
+        self.issuer = TokenIssuer()
+        self.authorizer = Authorizer(self.store)
+        self.authenticator = Authenticator(self.token, self.issuer, self.store)
+        self.reviews = Reviews(self.store, self.authorizer, self.issuer)
+        self.objects.admission += [
+            service_accounts(self.store),
+            rbac_escalation(self.authorizer),
+            create_on_update(self.authorizer),
+        ]
+        self._bootstrap_rbac()
+        self.store.on_change(NS_KEY, self._namespace_changed)
+        self.store.on_change("serviceaccounts", self._account_changed)
+        for stored in list(self.store.iter(NS_KEY, None)):
+            self._ensure_default_account(stored.obj["metadata"]["name"])
         self.ca_pem = b""
         self._runner: web.AppRunner | None = None
         self._chores: list[asyncio.Task[None]] = []
@@ -75,11 +99,42 @@ class ApiServer:
     def log_source(self, source: LogSource | None) -> None:
         self._handlers.log_source = source
 
+    def _bootstrap_rbac(self) -> None:
+        roles = self.registry.get("rbac.authorization.k8s.io", "v1", "clusterroles")
+        bindings = self.registry.get("rbac.authorization.k8s.io", "v1", "clusterrolebindings")
+        assert roles is not None and bindings is not None
+        for role in rbacpolicy.cluster_roles():
+            self.objects.create(roles, None, role)
+        for binding in rbacpolicy.cluster_role_bindings():
+            self.objects.create(bindings, None, binding)
+
+    def _namespace_changed(self, change: Change) -> None:
+        if change.type == "ADDED":
+            self._ensure_default_account(change.new.obj["metadata"]["name"])
+
+    def _account_changed(self, change: Change) -> None:
+        meta = change.new.obj["metadata"]
+        if change.type == "DELETED" and meta["name"] == DEFAULT_SERVICE_ACCOUNT:
+            self._ensure_default_account(str(meta.get("namespace") or ""))
+
+    def _ensure_default_account(self, namespace: str) -> None:
+        """What kube's service account controller keeps: `default` in every live namespace."""
+        ns = self.store.get(NS_KEY, "", namespace)
+        if ns is None or ns.obj["metadata"].get("deletionTimestamp"):
+            return
+        if self.store.get("serviceaccounts", namespace, DEFAULT_SERVICE_ACCOUNT) is not None:
+            return
+        accounts = self.registry.get("", "v1", "serviceaccounts")
+        assert accounts is not None
+        self.objects.create(accounts, namespace, {"metadata": {"name": DEFAULT_SERVICE_ACCOUNT}})
+
     def app(self) -> web.Application:
         handlers = self._handlers
         app = web.Application(
-            middlewares=[token_middleware(self.token)], client_max_size=64 * 1024**2
+            middlewares=[auth_middleware(self.authenticator, self.authorizer)],
+            client_max_size=64 * 1024**2,
         )
+        self.reviews.routes(app)
         ok = self._ok
         app.router.add_get("/healthz", ok)
         app.router.add_get("/readyz", ok)
@@ -140,7 +195,10 @@ class ApiServer:
             if every and self.faults.drop_watches_every == every:
                 self.faults.drop_watches()
 
-    def kubeconfig_dict(self, context: str = "dev") -> dict[str, Any]:
+    def kubeconfig_dict(
+        self, context: str = "dev", *, token: str | None = None, namespace: str = "default"
+    ) -> dict[str, Any]:
+        """A kubeconfig for this server: the admin's, or with `token` (a ServiceAccount's)."""
         ca = base64.b64encode(self.ca_pem).decode()
         return {
             "apiVersion": "v1",
@@ -148,11 +206,11 @@ class ApiServer:
             "clusters": [
                 {"name": context, "cluster": {"server": self.url, "certificate-authority-data": ca}}
             ],
-            "users": [{"name": context, "user": {"token": self.token}}],
+            "users": [{"name": context, "user": {"token": token or self.token}}],
             "contexts": [
                 {
                     "name": context,
-                    "context": {"cluster": context, "user": context, "namespace": "default"},
+                    "context": {"cluster": context, "user": context, "namespace": namespace},
                 }
             ],
             "current-context": context,

@@ -19,7 +19,7 @@ from typing import Any
 from kubefacts.names import random_suffix
 from kubefacts.timestamps import rfc3339
 
-from . import admission, crds, defaults, deletion, events, patches, validation
+from . import crds, defaults, deletion, events, patches, tolerations, validation
 from .errors import ApiError, already_exists, bad_request, conflict, invalid, not_found
 from .resources import Registry, ResourceType
 from .selectors import Selection
@@ -64,6 +64,8 @@ class Objects:
         self.rng = rng or random.Random()
         self.clock = clock
         self._cluster_ips = defaults.ClusterIPs()
+        # Admission run on create and update before validation: (type, old or None, new).
+        self.admission: list[Callable[[ResourceType, Obj | None, Obj], None]] = []
         for ns in SYSTEM_NAMESPACES:
             self.create(self._type("", "namespaces"), None, {"metadata": {"name": ns}})
 
@@ -147,6 +149,8 @@ class Objects:
         if rt.status_subresource and not rt.builtin:
             obj.pop("status", None)
         self._prepare_create(rt, obj)
+        for admit in self.admission:
+            admit(rt, None, obj)
         self._validate(rt, obj)
         if dry_run:
             meta["resourceVersion"] = str(self.store.rv)
@@ -232,7 +236,7 @@ class Objects:
         if rt.builtin and rt.group == "":
             if rt.plural == "pods":
                 defaults.pod(obj)
-                admission.default_toleration_seconds(obj)
+                tolerations.default_toleration_seconds(obj)
             elif rt.plural == "services":
                 self._cluster_ips.default_service(obj)
             elif rt.plural == "namespaces":
@@ -318,6 +322,8 @@ class Objects:
                     obj["status"] = copy.deepcopy(old["status"])
                 else:
                     obj.pop("status", None)
+            for admit in self.admission:
+                admit(rt, old, obj)
             self._check_update(rt, old, obj)
             self._validate(rt, obj)
         if "generation" in old["metadata"]:

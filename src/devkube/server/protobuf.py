@@ -1,7 +1,8 @@
 """Just enough Kubernetes protobuf to accept what kubectl's typed commands send.
 
 kubectl encodes built-in objects as protobuf in commands like `kubectl create namespace`,
-`kubectl create configmap` and `kubectl create secret`. Without the generated schemas we
+`kubectl create configmap`, `kubectl create secret`, `kubectl create token` and
+`kubectl auth can-i`. Without the generated schemas we
 decode only those few small kinds, by field number, into the JSON shape; anything else is
 answered 415 by the caller.
 """
@@ -130,11 +131,123 @@ def _metadata_only(obj: dict[str, Any], number: int, value: Any) -> None:
     return None
 
 
+def _strings(buf: bytes, names: dict[int, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for number, _, value in fields(buf):
+        if number in names and value:
+            out[names[number]] = _text(value)
+    return out
+
+
+_RESOURCE_ATTRIBUTES = {
+    1: "namespace",
+    2: "verb",
+    3: "group",
+    4: "version",
+    5: "resource",
+    6: "subresource",
+    7: "name",
+}
+_NON_RESOURCE_ATTRIBUTES = {1: "path", 2: "verb"}
+
+
+def _access_review_spec(buf: bytes) -> dict[str, Any]:
+    """(Self)SubjectAccessReviewSpec: what `kubectl auth can-i` asks."""
+    spec: dict[str, Any] = {}
+    for number, _, value in fields(buf):
+        if number == 1:
+            spec["resourceAttributes"] = _strings(value, _RESOURCE_ATTRIBUTES)
+        elif number == 2:
+            spec["nonResourceAttributes"] = _strings(value, _NON_RESOURCE_ATTRIBUTES)
+        elif number == 3 and value:
+            spec["user"] = _text(value)
+        elif number == 4:
+            spec.setdefault("groups", []).append(_text(value))
+        elif number == 6 and value:
+            spec["uid"] = _text(value)
+    return spec
+
+
+def _rules_review_spec(buf: bytes) -> dict[str, Any]:
+    return _strings(buf, {1: "namespace"})
+
+
+_BOUND_OBJECT = {1: "kind", 2: "apiVersion", 3: "name", 4: "uid"}
+
+
+def _token_request_spec(buf: bytes) -> dict[str, Any]:
+    """TokenRequestSpec: audiences (1), boundObjectRef (3), expirationSeconds (4)."""
+    spec: dict[str, Any] = {}
+    for number, _, value in fields(buf):
+        if number == 1:
+            spec.setdefault("audiences", []).append(_text(value))
+        elif number == 3:
+            spec["boundObjectRef"] = _strings(value, _BOUND_OBJECT)
+        elif number == 4:
+            spec["expirationSeconds"] = int(value)
+    return spec
+
+
+Decoder = Callable[[dict[str, Any], int, Any], None]
+
+_POLICY_RULE = {
+    1: "verbs",
+    2: "apiGroups",
+    3: "resources",
+    4: "resourceNames",
+    5: "nonResourceURLs",
+}
+
+
+def _policy_rule(buf: bytes) -> dict[str, Any]:
+    rule: dict[str, Any] = {}
+    for number, _, value in fields(buf):
+        if number in _POLICY_RULE:
+            rule.setdefault(_POLICY_RULE[number], []).append(_text(value))
+    return rule
+
+
+def _role(obj: dict[str, Any], number: int, value: Any) -> None:
+    """Role and ClusterRole: rules (2); a ClusterRole's aggregationRule (3) is refused."""
+    if number == 2:
+        obj.setdefault("rules", []).append(_policy_rule(bytes(value)))
+    elif number == 3:
+        raise ProtobufError("aggregationRule is not supported")
+
+
+def _binding(obj: dict[str, Any], number: int, value: Any) -> None:
+    """RoleBinding and ClusterRoleBinding: subjects (2) and roleRef (3)."""
+    if number == 2:
+        subject = _strings(bytes(value), {1: "kind", 2: "apiGroup", 3: "name", 4: "namespace"})
+        obj.setdefault("subjects", []).append(subject)
+    elif number == 3:
+        obj["roleRef"] = _strings(bytes(value), {1: "apiGroup", 2: "kind", 3: "name"})
+
+
+def _with_spec(decode_spec: Callable[[bytes], dict[str, Any]]) -> Decoder:
+    def handler(obj: dict[str, Any], number: int, value: Any) -> None:
+        if number == 2:
+            obj["spec"] = decode_spec(bytes(value))
+
+    return handler
+
+
 _KINDS: dict[tuple[str, str], Callable[[dict[str, Any], int, Any], None]] = {
     ("v1", "Namespace"): _metadata_only,
     ("v1", "ConfigMap"): _configmap,
     ("v1", "Secret"): _secret,
     ("v1", "ServiceAccount"): _metadata_only,
+    # `kubectl create role|clusterrole|rolebinding|clusterrolebinding`.
+    ("rbac.authorization.k8s.io/v1", "Role"): _role,
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"): _role,
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): _binding,
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): _binding,
+    # What `kubectl create token`, `kubectl auth can-i` and `kubectl auth whoami` send.
+    ("authentication.k8s.io/v1", "TokenRequest"): _with_spec(_token_request_spec),
+    ("authentication.k8s.io/v1", "SelfSubjectReview"): _metadata_only,
+    ("authorization.k8s.io/v1", "SelfSubjectAccessReview"): _with_spec(_access_review_spec),
+    ("authorization.k8s.io/v1", "SubjectAccessReview"): _with_spec(_access_review_spec),
+    ("authorization.k8s.io/v1", "SelfSubjectRulesReview"): _with_spec(_rules_review_spec),
 }
 
 

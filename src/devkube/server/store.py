@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -136,6 +136,7 @@ class Store:
     def __init__(self, history_size: int = 10000, watch_queue_size: int = 10000) -> None:
         self._tables: dict[str, _Table] = {}
         self._dropped_at: dict[str, int] = {}
+        self._listeners: dict[str, list[Callable[[Change], None]]] = {}
         self.rv = 0
         self.history_size = history_size
         self.watch_queue_size = watch_queue_size
@@ -146,6 +147,11 @@ class Store:
             # A resource never written before has no missing history, unless it was dropped.
             table = self._tables[key] = _Table(floor=self._dropped_at.get(key, 0))
         return table
+
+    def on_change(self, key: str, listener: Callable[[Change], None]) -> None:
+        """Call `listener` synchronously on every write of resource `key`, so in-process
+        caches derived from it (RBAC's) are never stale for the next request."""
+        self._listeners.setdefault(key, []).append(listener)
 
     def next_rv(self) -> int:
         self.rv += 1
@@ -186,7 +192,7 @@ class Store:
         bucket[name] = stored
         if old is None:
             table.count += 1
-        self._publish(table, Change("ADDED" if old is None else "MODIFIED", stored, old))
+        self._publish(key, table, Change("ADDED" if old is None else "MODIFIED", stored, old))
         return stored
 
     def remove(self, key: str, namespace: str, name: str, rv: int) -> Stored | None:
@@ -203,7 +209,7 @@ class Store:
         final = dict(old.obj)
         final["metadata"] = {**final["metadata"], "resourceVersion": str(rv)}
         gone = Stored(final, rv)
-        self._publish(table, Change("DELETED", gone, old))
+        self._publish(key, table, Change("DELETED", gone, old))
         return gone
 
     def drop_key(self, key: str) -> list[Stored]:
@@ -216,13 +222,15 @@ class Store:
             watcher.drop(graceful=True)
         return [s for bucket in table.by_ns.values() for s in bucket.values()]
 
-    def _publish(self, table: _Table, change: Change) -> None:
+    def _publish(self, key: str, table: _Table, change: Change) -> None:
         table.history.append((change.new.rv, change))
         while len(table.history) > self.history_size:
             rv, _ = table.history.popleft()
             table.floor = rv
         for watcher in list(table.watchers):
             watcher.offer(change)
+        for listener in self._listeners.get(key, ()):
+            listener(change)
 
     # watch -----------------------------------------------------------------------------------
     def watch(self, key: str, selection: Selection, since: int | None) -> Watcher:

@@ -210,11 +210,25 @@ async def _install_crd(cluster: DevCluster) -> None:
     log.info("installed CRD %s", crd.get("metadata", {}).get("name"))
 
 
+async def operator_kubeconfig(cluster: DevCluster) -> dict[str, Any]:
+    """Install the operator's ServiceAccount and RBAC exactly as `manifests all` ships them
+    (deploy/rbac.yaml: the ServiceAccount, ClusterRole and binding, and the leader-election
+    Role, in namespace raycluster-operator) and return a kubeconfig that acts as that
+    ServiceAccount, with a token from the TokenRequest API. The operator then holds in the
+    dev cluster exactly the permissions it holds in production: a missing grant fails here."""
+    from raycluster_operator.controller import install
+
+    namespace = install.NAME
+    await cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    await cluster.install([install.service_account(namespace), *install.cluster_rbac(namespace)])
+    return await cluster.service_account_kubeconfig(namespace, install.NAME)
+
+
 @contextlib.asynccontextmanager
 async def _operator_attached(cluster: DevCluster, *, enabled: bool) -> AsyncIterator[None]:
     """OPERATOR HOOK: the operator runs in this process as a task, but reaches the cluster
-    only through `cluster.kubeconfig_dict()` over HTTPS, exactly as against any cluster; it is
-    stopped (drained) when the block exits."""
+    only over HTTPS with its own ServiceAccount's kubeconfig (`operator_kubeconfig`), exactly
+    as a deployed operator does; it is stopped (drained) when the block exits."""
     if not enabled:
         yield
         return
@@ -224,7 +238,7 @@ async def _operator_attached(cluster: DevCluster, *, enabled: bool) -> AsyncIter
     from raycluster_operator.kube import KubeClient
 
     logging.getLogger("httpx2").setLevel(logging.WARNING)
-    client = KubeClient.from_kubeconfig(cluster.kubeconfig_dict())
+    client = KubeClient.from_kubeconfig(await operator_kubeconfig(cluster))
     manager = Manager(
         client,
         ManagerOptions(
@@ -241,7 +255,11 @@ async def _operator_attached(cluster: DevCluster, *, enabled: bool) -> AsyncIter
     try:
         await asyncio.wait_for(_synced(manager, task), 30)
         metrics = manager.metrics_server.port if manager.metrics_server else 0
-        log.info("operator attached (metrics on http://127.0.0.1:%d/metrics)", metrics)
+        log.info(
+            "operator attached as ServiceAccount raycluster-operator/raycluster-operator with "
+            "deploy/rbac.yaml's grants (metrics on http://127.0.0.1:%d/metrics)",
+            metrics,
+        )
         click.echo(
             "try: kubectl get rayclusters,pods -L ray.io/group,"
             "ray.io/worker-group-replica-index,ray.io/replica-host-index",
