@@ -29,6 +29,7 @@ from devkube.nodes import build_nodes, parse_spec
 from devkube.runtime import Runtime, RuntimeContext, simulated_runtime
 from devkube.scheduler import Scheduler
 from devkube.server import ApiServer, Faults
+from devkube.streams import stream_backend
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +114,7 @@ class DevCluster:
             self._client, self._discovery, shared={i.path: i for i in self._shared}
         )
         self.server.log_source = self._kubelet.log_source
+        self.server.stream_backend = stream_backend(runtime)
         await self._kubelet.start()  # starts the shared informers, nodes first
         await asyncio.gather(self._scheduler.start(), self._gc.start())
         log.info("dev cluster up at %s with %d nodes", self.url, len(self.node_manifests))

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from devkube.client import ApiClient, WatchEvent
     from devkube.informer import Informer
     from devkube.runtime import RuntimeContext
+    from devkube.server import Connection, ExecIO, ExecRequest
     from devkube.server.logs import LogRequest
 
 log = logging.getLogger(__name__)
@@ -363,3 +364,71 @@ class ProcessRuntime:
             if len(data) > seen:
                 yield data[seen:]
                 seen = len(data)
+
+    # --- exec, attach and port-forward (the kubelet's streaming server) ---------------------
+
+    def _running_pod(self, namespace: str, name: str) -> ProcessPod:
+        from devkube.server import StreamRefused
+
+        process_pod = self.find(namespace, name)
+        if process_pod is None or not process_pod.sandbox.running:
+            raise StreamRefused(f'pod "{name}" is not running here yet (its sandbox is not up)')
+        return process_pod
+
+    def check_exec(self, request: ExecRequest, pod: Mapping[str, Any]) -> None:
+        from devkube.server import StreamRefused
+
+        process_pod = self._running_pod(request.namespace, request.pod)
+        runner = process_pod.runners.get(request.container)
+        if runner is None:
+            runner = next((r for r in process_pod.init_runners if r.name == request.container), None)
+        if runner is None or not runner.running:
+            raise StreamRefused(f'container not found ("{request.container}")')
+        if request.attach and request.stdin:
+            raise StreamRefused(
+                f"container {request.container} reads no stdin on the process runtime: "
+                "attach without -i, or use kubectl exec -i"
+            )
+
+    async def exec(self, request: ExecRequest, io: ExecIO) -> int:
+        from devkube.process.execs import run_exec
+
+        self.check_exec(request, {})
+        process_pod = self._running_pod(request.namespace, request.pod)
+        if request.attach:
+            return await self._attach(process_pod, request.container, io)
+        runner = process_pod.runners.get(request.container) or next(
+            r for r in process_pod.init_runners if r.name == request.container
+        )
+        return await run_exec(
+            process_pod.sandbox,
+            request.command,
+            runner.launch.env,
+            runner.launch.workdir,
+            io,
+            stdin=request.stdin,
+            stdout=request.stdout,
+            stderr=request.stderr,
+            tty=request.tty,
+        )
+
+    async def _attach(self, process_pod: ProcessPod, container: str, io: ExecIO) -> int:
+        """What the container writes from now on, until it exits (its output is one file)."""
+        seen = len(process_pod.read_log(container))
+        runner = process_pod.runners[container]
+        while runner.running:
+            await asyncio.sleep(_FOLLOW_POLL)
+            data = process_pod.read_log(container)
+            if len(data) > seen:
+                await io.write(1, data[seen:])
+                seen = len(data)
+        return 0
+
+    def check_portforward(self, namespace: str, pod: Mapping[str, Any]) -> None:
+        self._running_pod(namespace, str(pod["metadata"]["name"]))
+
+    async def open_port(self, namespace: str, pod: Mapping[str, Any], port: int) -> Connection:
+        """A TCP connection to the pod's address (as a kubelet's port-forward does from inside
+        the pod's network namespace)."""
+        process_pod = self._running_pod(namespace, str(pod["metadata"]["name"]))
+        return await asyncio.open_connection(process_pod.pod_ip, port)

@@ -228,15 +228,32 @@ class PodSandbox:
         return [
             "nsenter",
             f"--target={self.init_pid}",
-            "--mount",
-            "--pid",
-            "--uts",
+            *self._namespaces(),
             "--",
             "sh",
             "-c",
             'mkdir -p -- "$0" && cd -- "$0" && exec setsid "$@"',
             workdir or "/",
         ]
+
+    def exec_argv(self, workdir: str, *, tty: bool = False) -> list[str]:
+        """The prefix that runs a command in the pod for `kubectl exec`. With a terminal the
+        command leads a session inside the pod whose controlling terminal is its stdin, so a
+        shell's job control finds every process group it deals with in its own namespace."""
+        return [
+            "nsenter",
+            f"--target={self.init_pid}",
+            *self._namespaces(),
+            "--",
+            *(["setsid", "--ctty"] if tty else []),
+            "sh",
+            "-c",
+            'cd -- "$0" && exec "$@"',
+            workdir or "/",
+        ]
+
+    def _namespaces(self) -> list[str]:
+        return ["--mount", "--pid", "--uts"]
 
     async def spawn(
         self, argv: Sequence[str], env: Mapping[str, str], workdir: str, log_path: Path
@@ -253,7 +270,7 @@ class PodSandbox:
                 stdout=log,
                 stderr=log,
                 start_new_session=True,
-                preexec_fn=_container_limits,
+                preexec_fn=container_limits,
             )
         container = ContainerProcess(proc)
         await container.settle()
@@ -271,7 +288,7 @@ class PodSandbox:
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=_container_limits,
+            preexec_fn=container_limits,
         )
         container = ContainerProcess(proc)
         try:
@@ -316,7 +333,7 @@ class PodSandbox:
             await asyncio.sleep(0.01)
 
 
-def _container_limits() -> None:
+def container_limits() -> None:
     # What container runtimes give a container: a high open-files limit, so the usual
     # `ulimit -n 65536` in entrypoints works. Raising the hard limit needs CAP_SYS_RESOURCE;
     # without it the soft limit at least goes up to the hard one.

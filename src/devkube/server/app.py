@@ -20,6 +20,7 @@ from .logs import LogSource
 from .objects import Objects
 from .resources import Registry
 from .store import Store
+from .streaming import StreamBackend
 from .tls import make_serving_tls
 from .watch import WatchHub
 
@@ -74,6 +75,16 @@ class ApiServer:
     @log_source.setter
     def log_source(self, source: LogSource | None) -> None:
         self._handlers.log_source = source
+
+    @property
+    def stream_backend(self) -> StreamBackend | None:
+        """What serves pods/exec, attach and portforward (the kubelet's runtime); without
+        one those requests answer 400."""
+        return self._handlers.stream_backend
+
+    @stream_backend.setter
+    def stream_backend(self, backend: StreamBackend | None) -> None:
+        self._handlers.stream_backend = backend
 
     def app(self) -> web.Application:
         handlers = self._handlers
