@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 from devkube.process.container import START_ERROR, Backoff, ContainerEvents
 from devkube.process.hosts import hosts_file, pod_record
+from devkube.process.network import ClusterNetwork
 from devkube.process.pod import PodSettings, ProcessPod
 from devkube.process.sandbox import process_runtime_available
 
@@ -79,10 +80,17 @@ def loopback_nodes(nodes: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def process_runtime(context: RuntimeContext) -> ProcessRuntime:
-    """The factory DevCluster calls once its API server is up (`runtime="process"`)."""
-    runtime = ProcessRuntime()
+    """The factory DevCluster calls once its API server is up (`runtime="process"`); with the
+    cluster's network (a namespace per pod) when it could make one."""
+    network = context.network if isinstance(context.network, ClusterNetwork) else None
+    runtime = ProcessRuntime(network=network)
     runtime.connect(context.api_url, context.token, context.ca_pem)
     return runtime
+
+
+def _on_host(api_url: str, host: str) -> str:
+    parts = urlsplit(api_url)
+    return parts._replace(netloc=f"{host}:{parts.port or 443}").geturl()
 
 
 class ProcessRuntime:
@@ -95,10 +103,16 @@ class ProcessRuntime:
         backoff: Backoff | None = None,
         host_ip: str = "127.0.0.1",
         domain: str = "cluster.local",
+        network: ClusterNetwork | None = None,
     ) -> None:
         ok, why = process_runtime_available()
         if not ok:
             raise RuntimeError(why)
+        # Each pod in its own network namespace on the cluster's bridge, or (None) every pod
+        # on the host's network with a loopback address.
+        self.network = network
+        if network is not None:
+            host_ip = network.gateway
         self._own_dir = state_dir is None
         self.state_dir = Path(state_dir or tempfile.mkdtemp(prefix="devcluster-pods-"))
         self.domain = domain
@@ -112,6 +126,7 @@ class ProcessRuntime:
         self._dirty = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._netns: dict[str, str] = {}
 
     # --- wiring --------------------------------------------------------------------------
 
@@ -127,9 +142,11 @@ class ProcessRuntime:
         from devkube.client import ApiClient
 
         self._client = ApiClient(api_url, token, ca_pem)
+        # Inside a pod's network namespace the host is the bridge's gateway address.
+        pod_url = _on_host(api_url, self.network.gateway) if self.network else api_url
         self.settings = PodSettings(
             host_ip=self.settings.host_ip,
-            service_env=service_env(api_url),
+            service_env=service_env(pod_url),
             token=token,
             ca_pem=ca_pem,
             backoff=self.settings.backoff,
@@ -209,7 +226,11 @@ class ProcessRuntime:
                 settings = PodSettings(**{**settings.__dict__, "allocatable": allocatable})
             namespace, name = _key(pod)
             root = self.state_dir / f"{namespace}_{name}_{uid[:8]}"
-            process_pod = ProcessPod(pod, root, pod_ip, settings, lookup=lookup)
+            netns = None
+            if self.network is not None:
+                netns = await asyncio.to_thread(self.network.add_pod, pod_ip)
+                self._netns[uid] = netns
+            process_pod = ProcessPod(pod, root, pod_ip, settings, lookup=lookup, netns=netns)
             process_pod.sandbox.prepare()
             self.pods[uid] = process_pod
             self.refresh_hosts()
@@ -296,11 +317,13 @@ class ProcessRuntime:
             with contextlib.suppress(Exception):
                 await starting
         process_pod = self.pods.get(uid)
-        if process_pod is None:
-            return
-        await process_pod.stop(grace)
-        if self.pods.pop(uid, None) is not None:
-            process_pod.remove_files()
+        if process_pod is not None:
+            await process_pod.stop(grace)
+            if self.pods.pop(uid, None) is not None:
+                process_pod.remove_files()
+        netns = self._netns.pop(uid, None)
+        if netns is not None and self.network is not None:
+            await asyncio.to_thread(self.network.remove_pod, netns)
 
     async def close(self) -> None:
         for informer in self._informers:

@@ -157,9 +157,11 @@ def _children(pid: int) -> list[int]:
 class PodSandbox:
     """The namespaces of one pod and the processes started in them."""
 
-    def __init__(self, files: SandboxFiles, hostname: str) -> None:
+    def __init__(self, files: SandboxFiles, hostname: str, netns: str | None = None) -> None:
         self.files = files
         self.hostname = hostname
+        # A named network namespace (process/network.py) the pod lives in; None: the host's.
+        self.netns = netns
         self._unshare: asyncio.subprocess.Process | None = None
         self._lifeline = -1
         self.init_pid = 0
@@ -185,7 +187,9 @@ class PodSandbox:
         self.prepare()
         # The pod's PID 1 exits when this pipe's write end closes: the pod dies with us.
         lifeline_read, self._lifeline = os.pipe()
+        enter_net = ["nsenter", f"--net=/run/netns/{self.netns}", "--"] if self.netns else []
         self._unshare = await asyncio.create_subprocess_exec(
+            *enter_net,
             "unshare",
             "--mount",
             "--pid",
@@ -253,7 +257,7 @@ class PodSandbox:
         ]
 
     def _namespaces(self) -> list[str]:
-        return ["--mount", "--pid", "--uts"]
+        return ["--mount", "--pid", "--uts", *(["--net"] if self.netns else [])]
 
     async def spawn(
         self, argv: Sequence[str], env: Mapping[str, str], workdir: str, log_path: Path

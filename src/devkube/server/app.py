@@ -50,6 +50,8 @@ class ApiServer:
         self.token = token or secrets.token_urlsafe(24)
         self.faults = faults or Faults()
         self.extra_sans = tuple(extra_sans)
+        # More addresses to serve on, with the same port (a pod network's gateway).
+        self.also_listen: tuple[str, ...] = ()
         self.registry = Registry()
         self.store = Store(history_size=history_size, watch_queue_size=watch_queue_size)
         self.objects = Objects(self.store, self.registry, rng=random.Random(seed))
@@ -124,6 +126,8 @@ class ApiServer:
         await site.start()
         if self.port == 0:
             self.port = int(self._runner.addresses[0][1])
+        for host in self.also_listen:
+            await web.TCPSite(self._runner, host, self.port, ssl_context=tls.context).start()
         self._chores.append(asyncio.create_task(self._drop_watches_periodically()))
 
     async def stop(self) -> None:
