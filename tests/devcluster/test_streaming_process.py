@@ -17,11 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_process_cluster import SERVER, python_pod, status_of
 
 from devkube import DevCluster
 from devkube.process import process_runtime_available
-
-from test_process_cluster import SERVER, python_pod, status_of
 
 AVAILABLE, WHY = process_runtime_available()
 pytestmark = pytest.mark.skipif(not AVAILABLE, reason=WHY)
@@ -31,6 +30,7 @@ PODS = "/api/v1/namespaces/default/pods"
 
 def kubectl_binary() -> str:
     return str(Path(sys.executable).parent / "kubectl")
+
 
 SERVICES = "/api/v1/namespaces/default/services"
 
@@ -86,8 +86,12 @@ async def test_exec_runs_in_the_pod_with_its_env_and_workdir_and_exit_code(
     web: DevCluster, kubectl: Any
 ) -> None:
     done = await kubectl(
-        "exec", "web", "--", "sh", "-c", 'echo "$GREETING from $(hostname) in $(pwd)"; '
-        "echo oops >&2; exit 3",
+        "exec",
+        "web",
+        "--",
+        "sh",
+        "-c",
+        'echo "$GREETING from $(hostname) in $(pwd)"; echo oops >&2; exit 3',
     )
     assert done.returncode == 3, done.stderr
     assert done.stdout == "hi there from web in /tmp/work\n"

@@ -113,9 +113,7 @@ def _end(pid: int, returncode: int | None, tasks: list[asyncio.Task[None]]) -> N
             os.killpg(pid, signal.SIGKILL)
 
 
-async def _with_tty(
-    command: list[str], env: Mapping[str, str], io: ExecIO, *, stdin: bool
-) -> int:
+async def _with_tty(command: list[str], env: Mapping[str, str], io: ExecIO, *, stdin: bool) -> int:
     master, slave = os.openpty()
     try:
         proc = await asyncio.create_subprocess_exec(

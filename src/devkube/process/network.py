@@ -40,9 +40,7 @@ _SEQUENCE = itertools.count()
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["ip", *args], capture_output=True, text=True, timeout=20, check=check
-    )
+    return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=20, check=check)
 
 
 def _owner_alive(tag: str) -> bool:
@@ -125,7 +123,10 @@ class ClusterNetwork:
         for subnet in SUBNETS:
             if subnet not in taken:
                 return cls(ipaddress.IPv4Network(subnet)), ""
-        return None, "both pod ranges (198.18.0.0/16, 198.19.0.0/16) are in use by other dev clusters"
+        return (
+            None,
+            "both pod ranges (198.18.0.0/16, 198.19.0.0/16) are in use by other dev clusters",
+        )
 
     @property
     def bridge(self) -> str:

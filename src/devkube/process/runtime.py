@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from devkube.process.container import START_ERROR, Backoff, ContainerEvents
+from devkube.process.container import START_ERROR, Backoff, ContainerEvents, ContainerRunner
 from devkube.process.hosts import hosts_file, pod_record
 from devkube.process.network import ClusterNetwork
 from devkube.process.pod import PodSettings, ProcessPod
@@ -86,6 +86,11 @@ def process_runtime(context: RuntimeContext) -> ProcessRuntime:
     runtime = ProcessRuntime(network=network)
     runtime.connect(context.api_url, context.token, context.ca_pem)
     return runtime
+
+
+def _runner(process_pod: ProcessPod, container: str) -> ContainerRunner | None:
+    found = process_pod.runners.get(container)
+    return found or next((r for r in process_pod.init_runners if r.name == container), None)
 
 
 def _on_host(api_url: str, host: str) -> str:
@@ -404,7 +409,9 @@ class ProcessRuntime:
         process_pod = self._running_pod(request.namespace, request.pod)
         runner = process_pod.runners.get(request.container)
         if runner is None:
-            runner = next((r for r in process_pod.init_runners if r.name == request.container), None)
+            runner = next(
+                (r for r in process_pod.init_runners if r.name == request.container), None
+            )
         if runner is None or not runner.running:
             raise StreamRefused(f'container not found ("{request.container}")')
         if request.attach and request.stdin:
@@ -420,9 +427,8 @@ class ProcessRuntime:
         process_pod = self._running_pod(request.namespace, request.pod)
         if request.attach:
             return await self._attach(process_pod, request.container, io)
-        runner = process_pod.runners.get(request.container) or next(
-            r for r in process_pod.init_runners if r.name == request.container
-        )
+        runner = _runner(process_pod, request.container)
+        assert runner is not None
         return await run_exec(
             process_pod.sandbox,
             request.command,

@@ -29,15 +29,64 @@ MAX_DATA = (1 << 24) - 1
 # SPDY/3 (draft 3, "Compression") primes header compression with this dictionary: common
 # header names, each with a 32-bit big-endian length prefix, then a run of common values.
 _WORDS = (
-    "options head post put delete trace accept accept-charset accept-encoding accept-language "
-    "accept-ranges age allow authorization cache-control connection content-base "
-    "content-encoding content-language content-length content-location content-md5 "
-    "content-range content-type date etag expect expires from host if-match "
-    "if-modified-since if-none-match if-range if-unmodified-since last-modified location "
-    "max-forwards pragma proxy-authenticate proxy-authorization range referer retry-after "
-    "server te trailer transfer-encoding upgrade user-agent vary via warning "
-    "www-authenticate method get status"
-).split()
+    "options",
+    "head",
+    "post",
+    "put",
+    "delete",
+    "trace",
+    "accept",
+    "accept-charset",
+    "accept-encoding",
+    "accept-language",
+    "accept-ranges",
+    "age",
+    "allow",
+    "authorization",
+    "cache-control",
+    "connection",
+    "content-base",
+    "content-encoding",
+    "content-language",
+    "content-length",
+    "content-location",
+    "content-md5",
+    "content-range",
+    "content-type",
+    "date",
+    "etag",
+    "expect",
+    "expires",
+    "from",
+    "host",
+    "if-match",
+    "if-modified-since",
+    "if-none-match",
+    "if-range",
+    "if-unmodified-since",
+    "last-modified",
+    "location",
+    "max-forwards",
+    "pragma",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "range",
+    "referer",
+    "retry-after",
+    "server",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "user-agent",
+    "vary",
+    "via",
+    "warning",
+    "www-authenticate",
+    "method",
+    "get",
+    "status",
+)
 _WORDS_AFTER_STATUS = ("200 OK", "version", "HTTP/1.1", "url", "public", "set-cookie")
 _WORDS_LAST = ("keep-alive", "origin")
 _TAIL = (

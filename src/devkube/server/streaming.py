@@ -114,7 +114,9 @@ def _check_pod(pod: dict[str, Any], what: str) -> None:
     name = pod["metadata"]["name"]
     phase = (pod.get("status") or {}).get("phase")
     if phase in ("Succeeded", "Failed"):
-        raise StreamRefused(f"cannot {what} a container in a completed pod; current phase is {phase}")
+        raise StreamRefused(
+            f"cannot {what} a container in a completed pod; current phase is {phase}"
+        )
     if not (pod.get("spec") or {}).get("nodeName"):
         raise StreamRefused(f"pod {name} does not have a host assigned")
 
