@@ -1,0 +1,126 @@
+"""A network namespace per pod on the process runtime (run under `flock /tmp/realray.lock`):
+each pod its own ports and loopback, reachable on the cluster's bridge only, and nothing left
+behind after a stop or a crash."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from test_process_cluster import python_pod, status_of
+
+from devkube import DevCluster
+from devkube.process import process_runtime_available
+from devkube.process.network import PREFIX, netns_available
+
+AVAILABLE, WHY = process_runtime_available()
+NETNS, NETNS_WHY = netns_available() if AVAILABLE else (False, WHY)
+pytestmark = pytest.mark.skipif(not NETNS, reason=NETNS_WHY)
+
+PODS = "/api/v1/namespaces/default/pods"
+
+# Binds what every Ray node's agent binds: a wildcard port and one on 127.0.0.1.
+TWIN = """
+import http.server, os, threading
+class Name(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(os.environ["POD_NAME"].encode())
+local = http.server.HTTPServer(("127.0.0.1", 52365), Name)
+threading.Thread(target=local.serve_forever, daemon=True).start()
+http.server.HTTPServer(("0.0.0.0", 8080), Name).serve_forever()
+"""
+
+
+def _ip(*args: str) -> str:
+    return subprocess.run(["ip", *args], capture_output=True, text=True, check=True).stdout
+
+
+@pytest.fixture
+async def dev_cluster() -> AsyncIterator[DevCluster]:
+    async with DevCluster(runtime="process") as cluster:
+        yield cluster
+
+
+async def test_pods_have_their_own_ports_loopback_and_no_way_out(
+    dev_cluster: DevCluster, kubectl: Any, eventually: Any
+) -> None:
+    assert dev_cluster.shared_network_reason == ""
+    probe = {"readinessProbe": {"httpGet": {"path": "/", "port": 8080}, "periodSeconds": 1}}
+    for name in ("twin-a", "twin-b"):
+        await dev_cluster.client.create(PODS, python_pod(name, TWIN, container=probe))
+
+    async def both_ready() -> dict[str, str]:
+        ips = {}
+        for name in ("twin-a", "twin-b"):
+            status = await status_of(dev_cluster, name)
+            ready = {c["type"]: c["status"] for c in status.get("conditions") or []}
+            assert ready.get("Ready") == "True", status
+            ips[name] = status["podIP"]
+        return ips
+
+    ips = await eventually(both_ready, within=60)
+    assert all(ip.startswith("198.18.") for ip in ips.values()), ips
+    # Each pod's own 127.0.0.1:52365 and the other pod's 8080 by its IP.
+    fetch = "import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1]).read().decode())"
+    mine = await kubectl("exec", "twin-a", "--", "python3", "-c", fetch, "http://127.0.0.1:52365/")
+    assert mine.stdout.strip() == "twin-a", mine.stderr
+    other = await kubectl(
+        "exec", "twin-a", "--", "python3", "-c", fetch, f"http://{ips['twin-b']}:8080/"
+    )
+    assert other.stdout.strip() == "twin-b", other.stderr
+    # Only the bridge's subnet is routed in a pod: no default route, lo and eth0 only.
+    routes = await kubectl("exec", "twin-a", "--", "cat", "/proc/net/route")
+    destinations = [line.split()[1] for line in routes.stdout.splitlines()[1:]]
+    assert destinations and "00000000" not in destinations, routes.stdout
+    links = await kubectl("exec", "twin-a", "--", "cat", "/proc/net/dev")
+    names = [line.split(":")[0].strip() for line in links.stdout.splitlines()[2:]]
+    assert sorted(names) == ["eth0", "lo"], links.stdout
+    # A server on the host's loopback is not the pod's loopback.
+    server = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        connect = f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=2)"
+        reach = await kubectl("exec", "twin-a", "--", "python3", "-c", connect)
+        assert reach.returncode != 0 and "Connection refused" in reach.stderr, reach.stderr
+    finally:
+        server.close()
+
+
+async def test_everything_is_removed_at_stop_and_stale_leftovers_at_start() -> None:
+    dead = 0x3FFFF0
+    while True:
+        try:
+            open(f"/proc/{dead}/stat").close()
+            dead -= 1
+        except FileNotFoundError:
+            break
+    stale_link = f"{PREFIX}{dead:06x}0b"
+    stale_ns = f"{PREFIX}{dead:06x}0-1"
+    _ip("link", "add", stale_link, "type", "bridge")
+    _ip("netns", "add", stale_ns)
+    try:
+        async with DevCluster(runtime="process") as cluster:
+            assert stale_link not in _ip("-o", "link")
+            assert stale_ns not in _ip("netns", "list")
+            network = cluster._network
+            assert network is not None and network.bridge in _ip("-o", "link")
+            await cluster.client.create(PODS, python_pod("p", "import time; time.sleep(600)"))
+
+            async def running() -> None:
+                assert (await status_of(cluster, "p")).get("phase") == "Running"
+
+            from waiting import eventually
+
+            await eventually(running, within=60)
+            assert f"{PREFIX}{network.tag}-" in _ip("netns", "list")
+        ours = f"{PREFIX}{network.tag}"
+        assert ours not in _ip("-o", "link")
+        assert ours not in _ip("netns", "list")
+    finally:
+        subprocess.run(["ip", "link", "delete", stale_link], capture_output=True, check=False)
+        subprocess.run(["ip", "netns", "delete", stale_ns], capture_output=True, check=False)
