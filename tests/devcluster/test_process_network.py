@@ -5,6 +5,7 @@ behind after a stop or a crash."""
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 from collections.abc import AsyncIterator
 from typing import Any
@@ -38,6 +39,10 @@ http.server.HTTPServer(("0.0.0.0", 8080), Name).serve_forever()
 
 def _ip(*args: str) -> str:
     return subprocess.run(["ip", *args], capture_output=True, text=True, check=True).stdout
+
+
+def _ip_quiet(*args: str) -> None:
+    subprocess.run(["ip", *args], capture_output=True, check=False)
 
 
 @pytest.fixture
@@ -93,12 +98,8 @@ async def test_pods_have_their_own_ports_loopback_and_no_way_out(
 
 async def test_everything_is_removed_at_stop_and_stale_leftovers_at_start() -> None:
     dead = 0x3FFFF0
-    while True:
-        try:
-            open(f"/proc/{dead}/stat").close()
-            dead -= 1
-        except FileNotFoundError:
-            break
+    while os.path.exists(f"/proc/{dead}"):
+        dead -= 1
     stale_link = f"{PREFIX}{dead:06x}0b"
     stale_ns = f"{PREFIX}{dead:06x}0-1"
     _ip("link", "add", stale_link, "type", "bridge")
@@ -122,5 +123,5 @@ async def test_everything_is_removed_at_stop_and_stale_leftovers_at_start() -> N
         assert ours not in _ip("-o", "link")
         assert ours not in _ip("netns", "list")
     finally:
-        subprocess.run(["ip", "link", "delete", stale_link], capture_output=True, check=False)
-        subprocess.run(["ip", "netns", "delete", stale_ns], capture_output=True, check=False)
+        _ip_quiet("link", "delete", stale_link)
+        _ip_quiet("netns", "delete", stale_ns)
