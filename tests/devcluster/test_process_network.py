@@ -41,6 +41,13 @@ def _ip(*args: str) -> str:
     return subprocess.run(["ip", *args], capture_output=True, text=True, check=True).stdout
 
 
+def _dead_pid() -> int:
+    pid = 0x3FFFF0
+    while os.path.exists(f"/proc/{pid}"):
+        pid -= 1
+    return pid
+
+
 def _ip_quiet(*args: str) -> None:
     subprocess.run(["ip", *args], capture_output=True, check=False)
 
@@ -97,9 +104,7 @@ async def test_pods_have_their_own_ports_loopback_and_no_way_out(
 
 
 async def test_everything_is_removed_at_stop_and_stale_leftovers_at_start() -> None:
-    dead = 0x3FFFF0
-    while os.path.exists(f"/proc/{dead}"):
-        dead -= 1
+    dead = _dead_pid()
     stale_link = f"{PREFIX}{dead:06x}0b"
     stale_ns = f"{PREFIX}{dead:06x}0-1"
     _ip("link", "add", stale_link, "type", "bridge")
