@@ -63,11 +63,11 @@ def kubeconfig(world: RayWorld, tmp: Path) -> Path:
     return world.cluster.write_kubeconfig(tmp / "kubeconfig")
 
 
-async def run(*argv: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+async def run(*argv: str) -> subprocess.CompletedProcess[str]:
     proc = await asyncio.create_subprocess_exec(
         *argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
-    out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    out, err = await proc.communicate()
     assert proc.returncode is not None
     return subprocess.CompletedProcess(list(argv), proc.returncode, out.decode(), err.decode())
 
