@@ -3,12 +3,15 @@ when stdout is a pipe, with the next commands to try."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import pty
 import select
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 from typing import Any
@@ -120,12 +123,20 @@ def test_watch_appends_tables_when_stdout_is_a_pipe(tmp_path: Path) -> None:
 
 def test_watch_redraws_in_place_on_a_terminal(tmp_path: Path) -> None:
     master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
+    # The terminal's own size decides the layout, not an inherited COLUMNS.
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
     process = subprocess.Popen(
-        _dev(tmp_path), stdin=slave, stdout=slave, stderr=subprocess.DEVNULL, close_fds=True
+        _dev(tmp_path),
+        stdin=slave,
+        stdout=slave,
+        stderr=subprocess.DEVNULL,
+        close_fds=True,
+        env=env,
     )
     os.close(slave)
     try:
-        out = _read_until(master, b"ready")
+        out = _read_until(master, b"\x1b[32mready")  # a slice state "ready", in green
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=60)
