@@ -236,3 +236,30 @@ async def test_logs_follow_ends_cleanly_when_the_pod_goes(
     assert proc.returncode == 0, err
     assert err == b""
     assert out.endswith(b"tick\n")
+
+
+async def test_attach_follows_the_container_output(
+    dev_cluster: DevCluster, eventually: Any, kubeconfig_path: Path
+) -> None:
+    code = "import time\nfor i in range(999):\n    print('beat', i, flush=True)\n"
+    code += "    time.sleep(0.5)\n"
+    await dev_cluster.client.create(PODS, python_pod("beater", code))
+    await running(dev_cluster, eventually, "beater")
+    proc = await asyncio.create_subprocess_exec(
+        kubectl_binary(),
+        f"--kubeconfig={kubeconfig_path}",
+        "attach",
+        "beater",
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    try:
+        first = await proc.stdout.readline()
+        second = await proc.stdout.readline()
+        # What the container writes from now on, line after line.
+        assert first.startswith(b"beat ") and second.startswith(b"beat "), (first, second)
+        assert int(second.split()[1]) == int(first.split()[1]) + 1
+    finally:
+        proc.terminate()
+        await proc.wait()
