@@ -61,3 +61,27 @@ def test_spdy_headers_and_frames_round_trip() -> None:
         (0, 3, b"hello", True),
         (spdy.PING, 0, b"\0\0\0\x01", False),
     ]
+
+
+async def test_streaming_requests_are_create_on_their_subresource(
+    dev_cluster: DevCluster, kubectl: Any, eventually: Any
+) -> None:
+    """kubectl opens exec and port-forward with a GET WebSocket upgrade; authorization sees
+    `create` on pods/exec and pods/portforward, as Kubernetes RBAC does (a 403 fault keyed on
+    verb and resource stands in for a policy, and names what it matched)."""
+    await dev_cluster.client.create(PODS, POD)
+    dev_cluster.faults.fail("get", "pods/exec", code=403)
+    done = await kubectl("exec", "sim", "--", "true")
+    assert "simulated runtime" in done.stderr  # a `get` rule does not apply
+    dev_cluster.faults.clear()
+    for args, resource in (
+        (("exec", "sim", "--", "true"), "pods/exec"),
+        (("port-forward", "pod/sim", "18080:80"), "pods/portforward"),
+        (("attach", "sim"), "pods/attach"),
+    ):
+        dev_cluster.faults.fail("create", resource, code=403)
+        refused = await kubectl(*args)
+        dev_cluster.faults.clear()
+        assert refused.returncode != 0
+        assert "simulated runtime" not in refused.stderr, (args, refused.stderr)
+        assert f"injected fault: InternalError for create {resource}" in refused.stderr
