@@ -19,7 +19,7 @@ from devkube.process.network import PREFIX, netns_available
 
 AVAILABLE, WHY = process_runtime_available()
 NETNS, NETNS_WHY = netns_available() if AVAILABLE else (False, WHY)
-pytestmark = pytest.mark.skipif(not NETNS, reason=NETNS_WHY)
+needs_netns = pytest.mark.skipif(not NETNS, reason=NETNS_WHY)
 
 PODS = "/api/v1/namespaces/default/pods"
 
@@ -58,6 +58,7 @@ async def dev_cluster() -> AsyncIterator[DevCluster]:
         yield cluster
 
 
+@needs_netns
 async def test_pods_have_their_own_ports_loopback_and_no_way_out(
     dev_cluster: DevCluster, kubectl: Any, eventually: Any
 ) -> None:
@@ -103,6 +104,7 @@ async def test_pods_have_their_own_ports_loopback_and_no_way_out(
         server.close()
 
 
+@needs_netns
 async def test_everything_is_removed_at_stop_and_stale_leftovers_at_start() -> None:
     dead = _dead_pid()
     stale_link = f"{PREFIX}{dead:06x}0b"
@@ -130,3 +132,47 @@ async def test_everything_is_removed_at_stop_and_stale_leftovers_at_start() -> N
     finally:
         _ip_quiet("link", "delete", stale_link)
         _ip_quiet("netns", "delete", stale_ns)
+
+
+@pytest.mark.skipif(not AVAILABLE, reason=WHY)
+async def test_on_the_shared_network_a_port_clash_is_refused_not_crash_looped(
+    tmp_path: Any, eventually: Any
+) -> None:
+    """A process runtime made without a pod network (the fallback) shares the host's ports:
+    a second pod declaring a port the first declares is refused once, with a Warning Event
+    and a False PodReadyToStartContainers condition, instead of starting and crash-looping."""
+    from devkube.process.runtime import ProcessRuntime
+
+    ports = {"ports": [{"name": "metrics", "containerPort": 8080}]}
+    sleeper = "import time; time.sleep(600)"
+    async with DevCluster(runtime=ProcessRuntime(state_dir=tmp_path)) as cluster:
+        await cluster.client.create(PODS, python_pod("first", sleeper, container=ports))
+
+        async def first_running() -> None:
+            assert (await status_of(cluster, "first")).get("phase") == "Running"
+
+        await eventually(first_running, within=60)
+        await cluster.client.create(PODS, python_pod("second", sleeper, container=ports))
+
+        async def refused() -> dict[str, Any]:
+            status = await status_of(cluster, "second")
+            conditions = {c["type"]: c for c in status.get("conditions") or []}
+            sandbox = conditions.get("PodReadyToStartContainers") or {}
+            assert sandbox.get("status") == "False", status
+            return dict(sandbox)
+
+        sandbox = await eventually(refused, within=30)
+        assert sandbox["reason"] == "NetworkNotIsolated"
+        assert "port 8080/TCP is already used by pod default/first" in sandbox["message"]
+
+        async def warned() -> None:
+            events = await cluster.client.list(
+                "/api/v1/namespaces/default/events", fieldSelector="involvedObject.name=second"
+            )
+            warnings = [e["reason"] for e in events["items"] if e["type"] == "Warning"]
+            assert warnings == ["NetworkNotIsolated"], events["items"]
+
+        await eventually(warned, within=30)
+        status = await status_of(cluster, "second")
+        assert status["phase"] == "Pending"
+        assert all(s["restartCount"] == 0 for s in status.get("containerStatuses") or [])

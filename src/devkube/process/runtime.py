@@ -88,6 +88,17 @@ def process_runtime(context: RuntimeContext) -> ProcessRuntime:
     return runtime
 
 
+def declared_ports(pod: Mapping[str, Any]) -> set[tuple[int, str]]:
+    """(containerPort, protocol) of every container of the pod."""
+    spec = pod.get("spec") or {}
+    return {
+        (int(port["containerPort"]), str(port.get("protocol") or "TCP"))
+        for container in spec.get("containers") or []
+        for port in container.get("ports") or []
+        if isinstance(port, Mapping) and port.get("containerPort")
+    }
+
+
 def _runner(process_pod: ProcessPod, container: str) -> ContainerRunner | None:
     found = process_pod.runners.get(container)
     return found or next((r for r in process_pod.init_runners if r.name == container), None)
@@ -132,6 +143,7 @@ class ProcessRuntime:
         self._writer: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._netns: dict[str, str] = {}
+        self._refused: set[str] = set()
 
     # --- wiring --------------------------------------------------------------------------
 
@@ -217,8 +229,16 @@ class ProcessRuntime:
 
     def start_pod(self, pod: Mapping[str, Any], pod_ip: str, events: ContainerEvents) -> None:
         uid = _uid(pod)
-        if uid in self.pods or uid in self._starting:
+        if uid in self.pods or uid in self._starting or uid in self._refused:
             return
+        if self.network is None:
+            clash = self._port_clash(pod)
+            refuse = getattr(events, "sandbox_refused", None)
+            if clash and refuse is not None:
+                # On the shared network the second pod could only crash-loop on its port.
+                self._refused.add(uid)
+                refuse(uid, "NetworkNotIsolated", clash)
+                return
         self._watch_cluster()
         self._starting[uid] = self._spawn(self._start(pod, pod_ip, events))
 
@@ -315,8 +335,24 @@ class ProcessRuntime:
         if process_pod is not None:
             process_pod.kill(container, exit_code)
 
+    def _port_clash(self, pod: Mapping[str, Any]) -> str:
+        """Why the pod cannot run beside the others when all share the host's network: a
+        declared container port another local pod declares too ("" when none)."""
+        wanted = declared_ports(pod)
+        for other in self.pods.values():
+            taken = wanted & declared_ports(other.pod)
+            if taken:
+                port, protocol = sorted(taken)[0]
+                return (
+                    f"port {port}/{protocol} is already used by pod {other.namespace}/"
+                    f"{other.name}: pods share this machine's network here (no network "
+                    "namespace per pod), so only one of them can listen on it"
+                )
+        return ""
+
     async def stop_pod(self, pod: Mapping[str, Any], grace: float) -> None:
         uid = _uid(pod)
+        self._refused.discard(uid)
         starting = self._starting.get(uid)
         if starting is not None:
             with contextlib.suppress(Exception):
