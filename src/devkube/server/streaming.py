@@ -260,8 +260,11 @@ class ChannelSession:
             if work in done:
                 try:
                     status = exit_status(work.result())
-                except StreamRefused as refused:
+                except ApiError as refused:
                     status = failure_status(refused.message)
+                except Exception as error:  # the command could not run: say so, not hang up
+                    log.exception("exec in pod %s failed", self.request.pod)
+                    status = failure_status(f"command could not run: {error}")
                 await self.write(ERROR, json.dumps(status).encode())
             else:
                 # The client is gone: the command goes too.
