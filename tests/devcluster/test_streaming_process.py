@@ -263,3 +263,32 @@ async def test_attach_follows_the_container_output(
     finally:
         proc.terminate()
         await proc.wait()
+
+
+async def test_the_older_v4_channel_protocol(web: DevCluster) -> None:
+    """Clients that offer only v4.channel.k8s.io (no stdin-close signal) get it; the exit
+    status arrives on the error channel as a Status with an ExitCode cause."""
+    import json
+    import ssl
+
+    import aiohttp
+
+    context = ssl.create_default_context(cadata=web.ca_pem.decode())
+    query = "command=sh&command=-c&command=echo+hi%3B+exit+4&stdout=true&stderr=true"
+    url = f"{web.url}/api/v1/namespaces/default/pods/web/exec?{query}"
+    headers = {"Authorization": f"Bearer {web.token}"}
+    channels: dict[int, bytes] = {}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.ws_connect(
+            url, protocols=["v4.channel.k8s.io"], headers=headers, ssl=context
+        ) as ws,
+    ):
+        assert ws.protocol == "v4.channel.k8s.io"
+        async for message in ws:
+            if message.type == aiohttp.WSMsgType.BINARY:
+                channels[message.data[0]] = channels.get(message.data[0], b"") + message.data[1:]
+    assert channels[1] == b"hi\n"
+    status = json.loads(channels[3])
+    assert status["status"] == "Failure" and status["reason"] == "NonZeroExitCode"
+    assert status["details"]["causes"] == [{"reason": "ExitCode", "message": "4"}]
