@@ -33,6 +33,7 @@ from devkube.podgc import PodGarbageCollector
 from devkube.runtime import Runtime, RuntimeContext, simulated_runtime
 from devkube.scheduler import Scheduler
 from devkube.server import ApiServer, Faults
+from devkube.streams import stream_backend
 from devkube.tainteviction import TaintEvictionController
 
 log = logging.getLogger(__name__)
@@ -107,10 +108,42 @@ class DevCluster:
         self._pod_gc: PodGarbageCollector | None = None
         self._discovery: Discovery | None = None
         self._shared: list[Informer] = []
+        self._network: Any = None
+        # Why pods of the process runtime share the host's network ("" when they do not).
+        self.shared_network_reason = ""
 
     # --- lifetime ------------------------------------------------------------------------
 
+    def _plan_network(self) -> None:
+        """The process runtime's pod network (docs/design.md, "Process runtime network"):
+        a namespace per pod on a bridge of our own, or the loopback fallback and why."""
+        if self._runtime_choice != "process":
+            return
+        import subprocess
+
+        from devkube.process.network import ClusterNetwork
+
+        network, why = ClusterNetwork.plan()
+        if network is not None:
+            try:
+                network.setup()
+            except subprocess.CalledProcessError as error:
+                network, why = None, f"creating the pod bridge failed: {error.stderr.strip()}"
+        if network is None:
+            self.shared_network_reason = why
+            log.warning(
+                "process runtime: pods share the host's network with loopback addresses (%s); "
+                "pods that use the same ports clash",
+                why,
+            )
+            return
+        self._network = network
+        self.node_manifests = network.nodes(self.node_manifests)
+        self.server.extra_sans = (*self.server.extra_sans, network.gateway)
+        self.server.also_listen = (network.gateway,)
+
     async def start(self) -> None:
+        self._plan_network()
         await self.server.start()
         self._client = ApiClient(self.url, self.token, self.ca_pem)
         self._discovery = Discovery(self._client)
@@ -124,7 +157,9 @@ class DevCluster:
         self._scheduler = Scheduler(self._client, pods=pods, nodes=nodes)
         runtime = self._runtime_choice
         if isinstance(runtime, str):
-            context = RuntimeContext(self._kubelet_delay, self.url, self.token, self.ca_pem)
+            context = RuntimeContext(
+                self._kubelet_delay, self.url, self.token, self.ca_pem, self._network
+            )
             runtime = RUNTIMES[runtime](context)
         self._kubelet = Kubelet(
             self._client,
@@ -147,6 +182,7 @@ class DevCluster:
             self._client, self._discovery, shared={i.path: i for i in self._shared}
         )
         self.server.log_source = self._kubelet.log_source
+        self.server.stream_backend = stream_backend(runtime)
         await self._kubelet.start()  # starts the shared informers, nodes first
         await asyncio.gather(
             self._scheduler.start(),
@@ -173,6 +209,9 @@ class DevCluster:
         if self._client is not None:
             await self._client.close()
         await self.server.stop()
+        if self._network is not None:
+            await asyncio.to_thread(self._network.teardown)
+            self._network = None
 
     async def __aenter__(self) -> DevCluster:
         try:

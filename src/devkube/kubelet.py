@@ -374,6 +374,40 @@ class Kubelet:
             )
         self._publish(uid)
 
+    def sandbox_refused(self, uid: str, reason: str, message: str) -> None:
+        """The runtime will not start this pod (e.g. its ports clash on a shared network):
+        a Warning Event and a False PodReadyToStartContainers condition, no restarts."""
+        record = self.records.get(uid)
+        if record is None:
+            return
+        record.sandbox_refused = (reason, message)
+        self._publish(uid)
+        self._spawn(self._warn(record, reason, message))
+
+    async def _warn(self, record: PodRecord, reason: str, message: str) -> None:
+        now = now_rfc3339()
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{record.name}.", "namespace": record.namespace},
+            "involvedObject": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "name": record.name,
+                "namespace": record.namespace,
+                "uid": record.uid,
+            },
+            "reason": reason,
+            "message": message,
+            "type": "Warning",
+            "source": {"component": "kubelet", "host": record.node},
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        with contextlib.suppress(ApiError):
+            await self._client.create(resource_path("v1", "events", record.namespace), event)
+
     def container_ready(self, uid: str, container: str, ready: bool) -> None:
         record = self.records.get(uid)
         if record is None:

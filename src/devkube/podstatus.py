@@ -64,6 +64,9 @@ class PodRecord:
     # (its node was lost): phase Failed with this reason, whatever the containers say.
     failed_reason: str = ""
     failed_message: str = ""
+    # The runtime would not make the pod's sandbox (reason, message): its containers never
+    # start, and PodReadyToStartContainers says why.
+    sandbox_refused: tuple[str, str] | None = None
     node_ready: bool = True
     qos_class: str = "BestEffort"
 
@@ -113,6 +116,15 @@ def pod_phase(record: PodRecord) -> str:
         if record.restart_policy == "OnFailure" and not failed:
             return "Succeeded"
     return "Running"
+
+
+def _sandbox_condition(record: PodRecord) -> dict[str, Any]:
+    if record.sandbox_refused is None:
+        return _condition("PodReadyToStartContainers", True, record.start_time)
+    reason, message = record.sandbox_refused
+    condition = _condition("PodReadyToStartContainers", False, record.start_time, reason)
+    condition["message"] = message
+    return condition
 
 
 def _condition(kind: str, ok: bool, since: str, reason: str = "") -> dict[str, Any]:
@@ -165,7 +177,7 @@ def render_status(record: PodRecord, since: str) -> dict[str, Any]:
         "startTime": record.start_time,
         "qosClass": record.qos_class,
         "conditions": [
-            _condition("PodReadyToStartContainers", True, record.start_time),
+            _sandbox_condition(record),
             _condition("Initialized", True, record.start_time),
             _condition("Ready", containers_ready, since, not_ready),
             _condition("ContainersReady", containers_ready, since, not_ready),

@@ -24,6 +24,9 @@ class RuntimeContext:
     api_url: str
     token: str
     ca_pem: bytes
+    # The process runtime's pod network (process.network.ClusterNetwork) when the cluster
+    # made one; None means pods share the host's network.
+    network: Any = None
 
 
 class PodEvents(Protocol):

@@ -59,6 +59,7 @@ class ProcessPod:
         settings: PodSettings,
         *,
         lookup: KeyLookup | None = None,
+        netns: str | None = None,
     ) -> None:
         self.pod = pod
         self.pod_ip = pod_ip
@@ -68,7 +69,7 @@ class ProcessPod:
         self.uid = str((pod.get("metadata") or {}).get("uid") or "")
         self.namespace = record.namespace
         self.name = record.name
-        self.sandbox = PodSandbox(SandboxFiles(root), record.host)
+        self.sandbox = PodSandbox(SandboxFiles(root), record.host, netns)
         spec = pod.get("spec") or {}
         self.policy = str(spec.get("restartPolicy") or "Always")
         grace = spec.get("terminationGracePeriodSeconds")

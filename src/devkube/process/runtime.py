@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from devkube.podtokens import pod_token, wants_token
-from devkube.process.container import START_ERROR, Backoff, ContainerEvents
+from devkube.process.container import START_ERROR, Backoff, ContainerEvents, ContainerRunner
 from devkube.process.hosts import hosts_file, pod_record
+from devkube.process.network import ClusterNetwork
 from devkube.process.pod import PodSettings, ProcessPod
 from devkube.process.sandbox import process_runtime_available
 
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from devkube.client import ApiClient, WatchEvent
     from devkube.informer import Informer
     from devkube.runtime import RuntimeContext
+    from devkube.server import Connection, ExecIO, ExecRequest
     from devkube.server.logs import LogRequest
 
 log = logging.getLogger(__name__)
@@ -79,10 +81,33 @@ def loopback_nodes(nodes: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def process_runtime(context: RuntimeContext) -> ProcessRuntime:
-    """The factory DevCluster calls once its API server is up (`runtime="process"`)."""
-    runtime = ProcessRuntime()
+    """The factory DevCluster calls once its API server is up (`runtime="process"`); with the
+    cluster's network (a namespace per pod) when it could make one."""
+    network = context.network if isinstance(context.network, ClusterNetwork) else None
+    runtime = ProcessRuntime(network=network)
     runtime.connect(context.api_url, context.token, context.ca_pem)
     return runtime
+
+
+def declared_ports(pod: Mapping[str, Any]) -> set[tuple[int, str]]:
+    """(containerPort, protocol) of every container of the pod."""
+    spec = pod.get("spec") or {}
+    return {
+        (int(port["containerPort"]), str(port.get("protocol") or "TCP"))
+        for container in spec.get("containers") or []
+        for port in container.get("ports") or []
+        if isinstance(port, Mapping) and port.get("containerPort")
+    }
+
+
+def _runner(process_pod: ProcessPod, container: str) -> ContainerRunner | None:
+    found = process_pod.runners.get(container)
+    return found or next((r for r in process_pod.init_runners if r.name == container), None)
+
+
+def _on_host(api_url: str, host: str) -> str:
+    parts = urlsplit(api_url)
+    return parts._replace(netloc=f"{host}:{parts.port or 443}").geturl()
 
 
 class ProcessRuntime:
@@ -95,10 +120,16 @@ class ProcessRuntime:
         backoff: Backoff | None = None,
         host_ip: str = "127.0.0.1",
         domain: str = "cluster.local",
+        network: ClusterNetwork | None = None,
     ) -> None:
         ok, why = process_runtime_available()
         if not ok:
             raise RuntimeError(why)
+        # Each pod in its own network namespace on the cluster's bridge, or (None) every pod
+        # on the host's network with a loopback address.
+        self.network = network
+        if network is not None:
+            host_ip = network.gateway
         self._own_dir = state_dir is None
         self.state_dir = Path(state_dir or tempfile.mkdtemp(prefix="devcluster-pods-"))
         self.domain = domain
@@ -112,6 +143,8 @@ class ProcessRuntime:
         self._dirty = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._netns: dict[str, str] = {}
+        self._refused: set[str] = set()
 
     # --- wiring --------------------------------------------------------------------------
 
@@ -122,9 +155,11 @@ class ProcessRuntime:
         from devkube.client import ApiClient
 
         self._client = ApiClient(api_url, token, ca_pem)
+        # Inside a pod's network namespace the host is the bridge's gateway address.
+        pod_url = _on_host(api_url, self.network.gateway) if self.network else api_url
         self.settings = PodSettings(
             host_ip=self.settings.host_ip,
-            service_env=service_env(api_url),
+            service_env=service_env(pod_url),
             token=token,
             ca_pem=ca_pem,
             backoff=self.settings.backoff,
@@ -190,8 +225,16 @@ class ProcessRuntime:
 
     def start_pod(self, pod: Mapping[str, Any], pod_ip: str, events: ContainerEvents) -> None:
         uid = _uid(pod)
-        if uid in self.pods or uid in self._starting:
+        if uid in self.pods or uid in self._starting or uid in self._refused:
             return
+        if self.network is None:
+            clash = self._port_clash(pod)
+            refuse = getattr(events, "sandbox_refused", None)
+            if clash and refuse is not None:
+                # On the shared network the second pod could only crash-loop on its port.
+                self._refused.add(uid)
+                refuse(uid, "NetworkNotIsolated", clash)
+                return
         self._watch_cluster()
         self._starting[uid] = self._spawn(self._start(pod, pod_ip, events))
 
@@ -208,7 +251,11 @@ class ProcessRuntime:
                 settings = PodSettings(**{**settings.__dict__, "token": token})
             namespace, name = _key(pod)
             root = self.state_dir / f"{namespace}_{name}_{uid[:8]}"
-            process_pod = ProcessPod(pod, root, pod_ip, settings, lookup=lookup)
+            netns = None
+            if self.network is not None:
+                netns = await asyncio.to_thread(self.network.add_pod, pod_ip)
+                self._netns[uid] = netns
+            process_pod = ProcessPod(pod, root, pod_ip, settings, lookup=lookup, netns=netns)
             process_pod.sandbox.prepare()
             self.pods[uid] = process_pod
             self.refresh_hosts()
@@ -288,18 +335,36 @@ class ProcessRuntime:
         if process_pod is not None:
             process_pod.kill(container, exit_code)
 
+    def _port_clash(self, pod: Mapping[str, Any]) -> str:
+        """Why the pod cannot run beside the others when all share the host's network: a
+        declared container port another local pod declares too ("" when none)."""
+        wanted = declared_ports(pod)
+        for other in self.pods.values():
+            taken = wanted & declared_ports(other.pod)
+            if taken:
+                port, protocol = sorted(taken)[0]
+                return (
+                    f"port {port}/{protocol} is already used by pod {other.namespace}/"
+                    f"{other.name}: pods share this machine's network here (no network "
+                    "namespace per pod), so only one of them can listen on it"
+                )
+        return ""
+
     async def stop_pod(self, pod: Mapping[str, Any], grace: float) -> None:
         uid = _uid(pod)
+        self._refused.discard(uid)
         starting = self._starting.get(uid)
         if starting is not None:
             with contextlib.suppress(Exception):
                 await starting
         process_pod = self.pods.get(uid)
-        if process_pod is None:
-            return
-        await process_pod.stop(grace)
-        if self.pods.pop(uid, None) is not None:
-            process_pod.remove_files()
+        if process_pod is not None:
+            await process_pod.stop(grace)
+            if self.pods.pop(uid, None) is not None:
+                process_pod.remove_files()
+        netns = self._netns.pop(uid, None)
+        if netns is not None and self.network is not None:
+            await asyncio.to_thread(self.network.remove_pod, netns)
 
     async def close(self) -> None:
         for informer in self._informers:
@@ -363,3 +428,72 @@ class ProcessRuntime:
             if len(data) > seen:
                 yield data[seen:]
                 seen = len(data)
+
+    # --- exec, attach and port-forward (the kubelet's streaming server) ---------------------
+
+    def _running_pod(self, namespace: str, name: str) -> ProcessPod:
+        from devkube.server import StreamRefused
+
+        process_pod = self.find(namespace, name)
+        if process_pod is None or not process_pod.sandbox.running:
+            raise StreamRefused(f'pod "{name}" is not running here yet (its sandbox is not up)')
+        return process_pod
+
+    def check_exec(self, request: ExecRequest, pod: Mapping[str, Any]) -> None:
+        from devkube.server import StreamRefused
+
+        process_pod = self._running_pod(request.namespace, request.pod)
+        runner = process_pod.runners.get(request.container)
+        if runner is None:
+            runner = next(
+                (r for r in process_pod.init_runners if r.name == request.container), None
+            )
+        if runner is None or not runner.running:
+            raise StreamRefused(f'container not found ("{request.container}")')
+        if request.attach and request.stdin:
+            raise StreamRefused(
+                f"container {request.container} reads no stdin on the process runtime: "
+                "attach without -i, or use kubectl exec -i"
+            )
+
+    async def exec(self, request: ExecRequest, io: ExecIO) -> int:
+        from devkube.process.execs import run_exec
+
+        self.check_exec(request, {})
+        process_pod = self._running_pod(request.namespace, request.pod)
+        if request.attach:
+            return await self._attach(process_pod, request.container, io)
+        runner = _runner(process_pod, request.container)
+        assert runner is not None
+        return await run_exec(
+            process_pod.sandbox,
+            request.command,
+            runner.launch.env,
+            runner.launch.workdir,
+            io,
+            stdin=request.stdin,
+            stdout=request.stdout,
+            stderr=request.stderr,
+            tty=request.tty,
+        )
+
+    async def _attach(self, process_pod: ProcessPod, container: str, io: ExecIO) -> int:
+        """What the container writes from now on, until it exits (its output is one file)."""
+        seen = len(process_pod.read_log(container))
+        runner = process_pod.runners[container]
+        while runner.running:
+            await asyncio.sleep(_FOLLOW_POLL)
+            data = process_pod.read_log(container)
+            if len(data) > seen:
+                await io.write(1, data[seen:])
+                seen = len(data)
+        return 0
+
+    def check_portforward(self, namespace: str, pod: Mapping[str, Any]) -> None:
+        self._running_pod(namespace, str(pod["metadata"]["name"]))
+
+    async def open_port(self, namespace: str, pod: Mapping[str, Any], port: int) -> Connection:
+        """A TCP connection to the pod's address (as a kubelet's port-forward does from inside
+        the pod's network namespace)."""
+        process_pod = self._running_pod(namespace, str(pod["metadata"]["name"]))
+        return await asyncio.open_connection(process_pod.pod_ip, port)

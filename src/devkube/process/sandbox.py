@@ -157,9 +157,11 @@ def _children(pid: int) -> list[int]:
 class PodSandbox:
     """The namespaces of one pod and the processes started in them."""
 
-    def __init__(self, files: SandboxFiles, hostname: str) -> None:
+    def __init__(self, files: SandboxFiles, hostname: str, netns: str | None = None) -> None:
         self.files = files
         self.hostname = hostname
+        # A named network namespace (process/network.py) the pod lives in; None: the host's.
+        self.netns = netns
         self._unshare: asyncio.subprocess.Process | None = None
         self._lifeline = -1
         self.init_pid = 0
@@ -185,7 +187,9 @@ class PodSandbox:
         self.prepare()
         # The pod's PID 1 exits when this pipe's write end closes: the pod dies with us.
         lifeline_read, self._lifeline = os.pipe()
+        enter_net = ["nsenter", f"--net=/run/netns/{self.netns}", "--"] if self.netns else []
         self._unshare = await asyncio.create_subprocess_exec(
+            *enter_net,
             "unshare",
             "--mount",
             "--pid",
@@ -228,15 +232,32 @@ class PodSandbox:
         return [
             "nsenter",
             f"--target={self.init_pid}",
-            "--mount",
-            "--pid",
-            "--uts",
+            *self._namespaces(),
             "--",
             "sh",
             "-c",
             'mkdir -p -- "$0" && cd -- "$0" && exec setsid "$@"',
             workdir or "/",
         ]
+
+    def exec_argv(self, workdir: str, *, tty: bool = False) -> list[str]:
+        """The prefix that runs a command in the pod for `kubectl exec`. With a terminal the
+        command leads a session inside the pod whose controlling terminal is its stdin, so a
+        shell's job control finds every process group it deals with in its own namespace."""
+        return [
+            "nsenter",
+            f"--target={self.init_pid}",
+            *self._namespaces(),
+            "--",
+            *(["setsid", "--ctty"] if tty else []),
+            "sh",
+            "-c",
+            'cd -- "$0" && exec "$@"',
+            workdir or "/",
+        ]
+
+    def _namespaces(self) -> list[str]:
+        return ["--mount", "--pid", "--uts", *(["--net"] if self.netns else [])]
 
     async def spawn(
         self, argv: Sequence[str], env: Mapping[str, str], workdir: str, log_path: Path
@@ -253,7 +274,7 @@ class PodSandbox:
                 stdout=log,
                 stderr=log,
                 start_new_session=True,
-                preexec_fn=_container_limits,
+                preexec_fn=container_limits,
             )
         container = ContainerProcess(proc)
         await container.settle()
@@ -271,7 +292,7 @@ class PodSandbox:
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=_container_limits,
+            preexec_fn=container_limits,
         )
         container = ContainerProcess(proc)
         try:
@@ -316,7 +337,7 @@ class PodSandbox:
             await asyncio.sleep(0.01)
 
 
-def _container_limits() -> None:
+def container_limits() -> None:
     # What container runtimes give a container: a high open-files limit, so the usual
     # `ulimit -n 65536` in entrypoints works. Raising the hard limit needs CAP_SYS_RESOURCE;
     # without it the soft limit at least goes up to the hard one.

@@ -47,7 +47,9 @@ Approximated (documented so nobody relies on more):
   (what `kubectl create namespace|configmap|secret|serviceaccount` sends), others get 415;
 - CRD versions share storage without conversion (apiVersion is rewritten);
 - apps/v1, policy/v1 and scheduling.k8s.io/v1 kinds are stored only, nothing acts on them;
-- pods/log answers from `ApiServer.log_source` when a kubelet runtime provides one.
+- pods/log answers from `ApiServer.log_source` when a kubelet runtime provides one;
+  pods/exec, attach and portforward speak WebSocket only (v5/v4.channel.k8s.io, SPDY/3.1
+  tunnelled for port-forward) and are served by `ApiServer.stream_backend`.
 """
 
 from __future__ import annotations
@@ -56,5 +58,18 @@ from .app import ApiServer
 from .errors import ApiError
 from .faults import FaultRule, Faults
 from .logs import LogRequest, LogSource
+from .streaming import Connection, ExecIO, ExecRequest, StreamBackend, StreamRefused
 
-__all__ = ["ApiError", "ApiServer", "FaultRule", "Faults", "LogRequest", "LogSource"]
+__all__ = [
+    "ApiError",
+    "ApiServer",
+    "Connection",
+    "ExecIO",
+    "ExecRequest",
+    "FaultRule",
+    "Faults",
+    "LogRequest",
+    "LogSource",
+    "StreamBackend",
+    "StreamRefused",
+]

@@ -23,6 +23,7 @@ from .rbac import Authorizer
 from .resources import Registry
 from .reviews import Reviews
 from .store import Change, Store
+from .streaming import StreamBackend
 from .tls import make_serving_tls
 from .tokens import TokenIssuer
 from .watch import WatchHub
@@ -59,6 +60,8 @@ class ApiServer:
         self.token = token or secrets.token_urlsafe(24)
         self.faults = faults or Faults()
         self.extra_sans = tuple(extra_sans)
+        # More addresses to serve on, with the same port (a pod network's gateway).
+        self.also_listen: tuple[str, ...] = ()
         self.registry = Registry()
         self.store = Store(history_size=history_size, watch_queue_size=watch_queue_size)
         self.objects = Objects(self.store, self.registry, rng=random.Random(seed))
@@ -128,6 +131,16 @@ class ApiServer:
         assert accounts is not None
         self.objects.create(accounts, namespace, {"metadata": {"name": DEFAULT_SERVICE_ACCOUNT}})
 
+    @property
+    def stream_backend(self) -> StreamBackend | None:
+        """What serves pods/exec, attach and portforward (the kubelet's runtime); without
+        one those requests answer 400."""
+        return self._handlers.stream_backend
+
+    @stream_backend.setter
+    def stream_backend(self, backend: StreamBackend | None) -> None:
+        self._handlers.stream_backend = backend
+
     def app(self) -> web.Application:
         handlers = self._handlers
         app = web.Application(
@@ -168,6 +181,8 @@ class ApiServer:
         await site.start()
         if self.port == 0:
             self.port = int(self._runner.addresses[0][1])
+        for host in self.also_listen:
+            await web.TCPSite(self._runner, host, self.port, ssl_context=tls.context).start()
         self._chores.append(asyncio.create_task(self._drop_watches_periodically()))
 
     async def stop(self) -> None:

@@ -31,6 +31,9 @@ _SUB_DOCS: dict[str, tuple[str, str, str, tuple[str, ...]]] = {
     "eviction": ("policy", "v1", "Eviction", ("create",)),
     "scale": ("autoscaling", "v1", "Scale", ("get", "patch", "update")),
     "log": ("", "", "Pod", ("get",)),
+    "exec": ("", "", "PodExecOptions", ("create", "get")),
+    "attach": ("", "", "PodAttachOptions", ("create", "get")),
+    "portforward": ("", "", "PodPortForwardOptions", ("create", "get")),
 }
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from . import discovery, events, logs, patches, protobuf, scale, tables
+from . import discovery, events, logs, patches, protobuf, scale, streaming, tables
 from .errors import ApiError, bad_request, method_not_allowed, not_found
 from .faults import Faults
 from .objects import Objects
@@ -31,6 +31,7 @@ SUBRESOURCE_VERBS: dict[str, frozenset[str]] = {
     "binding": frozenset({"create"}),
     "eviction": frozenset({"create"}),
     "log": frozenset({"get"}),
+    **{sub: frozenset({"create"}) for sub in streaming.SUBRESOURCES},
 }
 
 
@@ -63,6 +64,7 @@ def _truthy(value: str | None) -> bool:
 class Handlers:
     def __init__(self, objects: Objects, hub: WatchHub, faults: Faults) -> None:
         self.log_source: logs.LogSource | None = None
+        self.stream_backend: streaming.StreamBackend | None = None
         self.objects = objects
         self.hub = hub
         self.faults = faults
@@ -161,6 +163,10 @@ class Handlers:
             return self._object(request, rt, stored)
         if verb == "create":
             # (Access reviews and TokenRequest are answered by reviews.py, routed before this.)
+            if sub in streaming.SUBRESOURCES:
+                stored = self.objects.get(rt, ns, name or "")
+                pod = self.objects.view(rt, stored)
+                return await streaming.serve(request, self.stream_backend, sub, ns or "", pod)
             body = await _body(request)
             if sub == "binding":
                 self.objects.bind(ns or "", name or "", body)
@@ -363,6 +369,8 @@ def _no_route() -> ApiError:
 
 
 def _verb(method: str, target: Target, watching: bool) -> str:
+    if target.subresource in streaming.SUBRESOURCES and method in ("GET", "POST"):
+        return streaming.verb(method)
     if method == "GET":
         if target.name is None or watching:
             return "watch" if watching else "list"

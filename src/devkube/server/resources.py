@@ -96,7 +96,7 @@ BUILTIN: tuple[ResourceType, ...] = (
         "pods",
         "Pod",
         short=("po",),
-        sub=("status", "binding", "eviction", "log"),
+        sub=("status", "binding", "eviction", "log", "exec", "attach", "portforward"),
         categories=("all",),
     ),
     _core("services", "Service", short=("svc",), sub=("status",), spec=False, categories=("all",)),

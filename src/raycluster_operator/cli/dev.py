@@ -186,7 +186,8 @@ async def _serve(
                 path = cluster.write_kubeconfig(kubeconfig)
                 log.info("dev cluster ready at %s", cluster.url)
                 click.echo(f"export KUBECONFIG={path.resolve()}", err=True)
-                table = asyncio.create_task(_watch_pods(cluster)) if watch else None
+                view = _watch_pods(cluster, str(path.resolve()))
+                table = asyncio.create_task(view) if watch else None
                 await stop.wait()
                 if table is not None:
                     table.cancel()
@@ -354,17 +355,29 @@ def _ray_column(cluster: DevCluster) -> Callable[[Mapping[str, Any], str], str] 
         if (meta.get("labels") or {}).get("ray.io/is-ray-node") != "yes":
             return ""
         log = read_log(str(meta.get("namespace", "default")), str(meta.get("name", "")))
-        return ray_state(log, phase)
+        state = ray_state(log, phase)
+        ip = (pod.get("status") or {}).get("podIP")
+        # The pod's Ray node: every node announces its pod IP (--node-ip-address).
+        return f"node at {ip}" if state == "up" and ip else state
 
     return column
 
 
-async def _watch_pods(cluster: DevCluster) -> None:
+async def _watch_pods(cluster: DevCluster, kubeconfig: str) -> None:
+    """The live view (cli/live_view.py): redrawn in place on a terminal, appended otherwise."""
+    from rich.console import Console
+    from rich.live import Live
+
+    from raycluster_operator.cli import live_view
+
     pods: dict[tuple[str, str], dict[str, Any]] = {}
     ray = _ray_column(cluster)
-    shown = ""
+    shown: list[live_view.HostRow] | None = None
     events = cluster.client.list_and_watch("/api/v1/pods")
     changed = asyncio.Event()
+    tty = sys.stdout.isatty()
+    console = Console() if tty else Console(width=200, no_color=True)
+    live = Live(console=console, auto_refresh=False, screen=False) if tty else None
 
     async def follow() -> None:
         async for event in events:
@@ -383,6 +396,8 @@ async def _watch_pods(cluster: DevCluster) -> None:
             changed.set()
 
     follower = asyncio.create_task(follow())
+    if live is not None:
+        live.start()
     try:
         while True:
             # Ray comes up without any pod changing: with a RAY column, look again each second.
@@ -390,14 +405,21 @@ async def _watch_pods(cluster: DevCluster) -> None:
                 await asyncio.wait_for(changed.wait(), 1.0 if ray else None)
             await asyncio.sleep(0.2)  # one table per burst of changes
             changed.clear()
-            table = pod_table(pods.values(), ray)
-            if table != shown:
-                shown = table
-                if sys.stdout.isatty():
-                    sys.stdout.write("\x1b[H\x1b[2J")
-                sys.stdout.write(table + "\n\n")
+            rows = live_view.host_rows(pods.values(), ray)
+            if rows == shown:
+                continue
+            shown = rows
+            footer = live_view.next_commands(kubeconfig, rows, real=ray is not None)
+            view = live_view.render(rows, footer, ray=ray is not None)
+            if live is not None:
+                live.update(view, refresh=True)
+            else:
+                console.print(view)
+                console.print()
                 sys.stdout.flush()
     finally:
+        if live is not None:
+            live.stop()
         follower.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await follower
