@@ -1,4 +1,5 @@
-"""A whole dev cluster in one object: API server, simulated nodes, scheduler, kubelet and GC.
+"""A whole dev cluster in one object: API server, simulated nodes, scheduler, kubelet, GC
+and the Deployment and ReplicaSet controllers.
 
     async with DevCluster() as cluster:
         cluster.write_kubeconfig("kubeconfig")
@@ -21,11 +22,13 @@ from typing import Any
 import yaml
 
 from devkube.client import ApiClient, ApiError, resource_path
+from devkube.deployments import DeploymentController
 from devkube.discovery import Discovery
 from devkube.gc import GarbageCollector
 from devkube.informer import Informer
 from devkube.kubelet import Kubelet
 from devkube.nodes import build_nodes, parse_spec
+from devkube.replicasets import ReplicaSetController
 from devkube.runtime import Runtime, RuntimeContext, simulated_runtime
 from devkube.scheduler import Scheduler
 from devkube.server import ApiServer, Faults
@@ -81,6 +84,8 @@ class DevCluster:
         self._kubelet: Kubelet | None = None
         self._gc: GarbageCollector | None = None
         self._discovery: Discovery | None = None
+        self._replicasets: ReplicaSetController | None = None
+        self._deployments: DeploymentController | None = None
         self._shared: list[Informer] = []
 
     # --- lifetime ------------------------------------------------------------------------
@@ -95,7 +100,8 @@ class DevCluster:
         # One pods and one nodes watch shared by the controllers, as in one controller manager.
         pods = Informer(self._client, "/api/v1/pods")
         nodes = Informer(self._client, "/api/v1/nodes")
-        self._shared = [pods, nodes]
+        sets = Informer(self._client, "/apis/apps/v1/replicasets")
+        self._shared = [pods, nodes, sets]
         self._scheduler = Scheduler(self._client, pods=pods, nodes=nodes)
         runtime = self._runtime_choice
         if isinstance(runtime, str):
@@ -112,13 +118,21 @@ class DevCluster:
         self._gc = GarbageCollector(
             self._client, self._discovery, shared={i.path: i for i in self._shared}
         )
+        self._replicasets = ReplicaSetController(self._client, pods=pods, replicasets=sets)
+        self._deployments = DeploymentController(self._client, pods=pods, replicasets=sets)
         self.server.log_source = self._kubelet.log_source
         await self._kubelet.start()  # starts the shared informers, nodes first
-        await asyncio.gather(self._scheduler.start(), self._gc.start())
+        await asyncio.gather(
+            self._scheduler.start(),
+            self._gc.start(),
+            self._replicasets.start(),
+            self._deployments.start(),
+        )
         log.info("dev cluster up at %s with %d nodes", self.url, len(self.node_manifests))
 
     async def stop(self) -> None:
-        for part in (self._gc, self._scheduler, self._kubelet):
+        parts = (self._deployments, self._replicasets, self._gc, self._scheduler, self._kubelet)
+        for part in parts:
             if part is not None:
                 await part.stop()
         for informer in self._shared:
