@@ -25,15 +25,15 @@ def write(name: str, objects: list[dict[str, Any]], what: str) -> None:
 
 
 def main() -> None:
-    write("crd.yaml", [crd_manifest()], "the rayclusters.ray.io CRD")
+    write("base/crd.yaml", [crd_manifest()], "the rayclusters.ray.io CRD")
     write(
-        "rbac.yaml",
+        "base/rbac.yaml",
         [install.service_account(NS), *install.cluster_rbac(NS)],
         "cluster-wide least-privilege RBAC",
     )
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}
     write(
-        "deployment.yaml",
+        "base/deployment.yaml",
         [namespace, install.deployment(NS), install.metrics_service(NS)],
         "the operator Deployment (2 replicas, leader election) and its metrics Service",
     )

@@ -50,7 +50,7 @@ def manifests(*args: str) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize(
     ("overlay", "args"),
-    [("overlays/cluster", ()), (".", ()), ("overlays/namespaced", ("--watch-namespace", "ray"))],
+    [("overlays/cluster", ()), ("base", ()), ("overlays/namespaced", ("--watch-namespace", "ray"))],
 )
 def test_kustomize_renders_what_manifests_all_prints(overlay: str, args: tuple[str, ...]) -> None:
     rendered, printed = keyed(kustomize(overlay)), keyed(manifests(*args))
@@ -81,6 +81,7 @@ def test_the_dev_overlay_runs_the_local_operator_on_the_pod_ip() -> None:
 
 def test_the_generated_yaml_is_current(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "overlays" / "namespaced").mkdir(parents=True)
+    (tmp_path / "base").mkdir()
     script = runpy.run_path(str(DEPLOY / "generate.py"))
     script["main"].__globals__["HERE"] = tmp_path
     script["main"]()
