@@ -79,6 +79,15 @@ def test_the_dev_overlay_runs_the_local_operator_on_the_pod_ip() -> None:
     assert deployment["spec"]["replicas"] == 2
 
 
+def test_dev_deployed_applies_what_the_dev_overlay_renders() -> None:
+    from raycluster_operator.cli.dev import deployed_manifests
+
+    rendered, built = keyed(kustomize("overlays/dev")), keyed(deployed_manifests())
+    assert sorted(rendered) == sorted(built)
+    for key, obj in built.items():
+        assert rendered[key] == obj, key
+
+
 def test_the_generated_yaml_is_current(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "overlays" / "namespaced").mkdir(parents=True)
     (tmp_path / "base").mkdir()

@@ -11,6 +11,10 @@ is killed, the standby takes over within the lease duration, and a scale-up stil
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -165,3 +169,51 @@ async def _holder(cluster: DevCluster, not_: str | None = None) -> str:
     holder = str((lease.get("spec") or {}).get("holderIdentity") or "")
     assert holder and holder != not_, holder
     return holder
+
+
+def test_dev_deployed_runs_the_operator_as_a_deployment(tmp_path: Path) -> None:
+    """`raycluster-operator dev --deployed`: the kubeconfig appears once the operator's
+    Deployment is rolled out, and a RayCluster applied with --apply converges."""
+    kubeconfig = tmp_path / "kubeconfig"
+    example = tmp_path / "slices.yaml"
+    example.write_text(yaml.safe_dump(RAYCLUSTER))
+    process = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "raycluster_operator", "dev", "--deployed"),
+            *("--runtime", "process", "--kubeconfig", str(kubeconfig)),
+            *("--nodes", "tpu:v5p:2x2x2:1", "--nodes", "cpu:2", "--apply", str(example)),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    kubectl = [str(Path(sys.executable).parent / "kubectl"), f"--kubeconfig={kubeconfig}"]
+    try:
+        deadline = time.monotonic() + 240  # a hang guard, not a performance limit
+        while not kubeconfig.exists():
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "the kubeconfig never appeared"
+            time.sleep(0.2)
+        shown = subprocess.run(
+            [*kubectl, "get", "deploy", "-n", NS, "--no-headers"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert shown.stdout.split()[:4] == ["raycluster-operator", "2/2", "2", "2"], shown
+        while True:
+            pods = subprocess.run(
+                [*kubectl, "get", "pods", "-l", "ray.io/cluster=slices", "-o", "json"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            items = json.loads(pods.stdout)["items"]
+            if len(items) == 3 and all(map(ready, items)):
+                break
+            assert time.monotonic() < deadline, [p["metadata"]["name"] for p in items]
+            time.sleep(0.5)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=120)
+    assert process.returncode == 0, err[-3000:]
