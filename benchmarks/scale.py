@@ -26,11 +26,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 import aiohttp
-from convergence import free_port, raycluster, rss_mib, writes
 
+from convergence import free_port, raycluster, rss_mib, writes
 from devkube import DevCluster
 from raycluster_operator.api.crd import crd_manifest
 
@@ -51,7 +50,9 @@ async def metrics(port: int) -> str:
 
 def counters(text: str) -> dict[str, float]:
     out: dict[str, float] = {}
-    for match in re.finditer(r'^raycluster_operator_api_requests\{verb="(\w+)"\} (\S+)$', text, re.M):
+    for match in re.finditer(
+        r'^raycluster_operator_api_requests\{verb="(\w+)"\} (\S+)$', text, re.M
+    ):
         out[match.group(1)] = float(match.group(2))
     reconciles = re.findall(r"^raycluster_operator_reconcile_total\{[^}]*\} (\S+)$", text, re.M)
     out["reconciles"] = sum(float(v) for v in reconciles)
@@ -64,7 +65,9 @@ def buckets(text: str) -> list[tuple[float, float]]:
     return [(float(le), float(n)) for le, n in re.findall(pattern, text, re.M)]
 
 
-def quantile(before: list[tuple[float, float]], after: list[tuple[float, float]], q: float) -> float:
+def quantile(
+    before: list[tuple[float, float]], after: list[tuple[float, float]], q: float
+) -> float:
     """The q-quantile of the reconciles between two scrapes, interpolated inside its bucket."""
     delta = [(le, a - b) for (le, a), (_, b) in zip(after, before, strict=True)]
     total = delta[-1][1] if delta else 0.0
@@ -160,7 +163,10 @@ async def main(clusters: int, resync: float) -> int:
             rss = rss_mib(operator.pid) * 1.048576  # MiB -> MB
             print(f"  steady state: {rounds:.0f} reconciles, API writes: {steady_writes:.0f}")
             print(f"  reconcile latency p50 / p99:        {p50:7.1f} / {p99:.1f} ms")
-            print(f"  operator RSS at steady state:       {rss:7.1f} MB (budget < {RSS_BUDGET_MB:.0f})")
+            print(
+                f"  operator RSS at steady state:       {rss:7.1f} MB"
+                f" (budget < {RSS_BUDGET_MB:.0f})"
+            )
         finally:
             operator.terminate()
             await operator.wait()
@@ -176,7 +182,10 @@ async def main(clusters: int, resync: float) -> int:
                 await asyncio.sleep(0.1)
             resynced = time.perf_counter() - start
             restart_writes = writes(now)
-            print(f"  resync after restart:               {resynced:7.1f} s (budget < {RESYNC_BUDGET_S:.0f})")
+            print(
+                f"  resync after restart:               {resynced:7.1f} s"
+                f" (budget < {RESYNC_BUDGET_S:.0f})"
+            )
             print(f"  API writes during that resync:      {restart_writes:7.0f}")
         finally:
             operator.terminate()

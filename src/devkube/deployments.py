@@ -186,7 +186,9 @@ class DeploymentController:
             return
         spec = deployment.get("spec") or {}
         pod_hash = template_hash(spec.get("template") or {})
-        new = next((rs for rs in sets if (meta(rs).get("labels") or {}).get(HASH_LABEL) == pod_hash), None)
+        new = next(
+            (rs for rs in sets if (meta(rs).get("labels") or {}).get(HASH_LABEL) == pod_hash), None
+        )
         old = sorted((rs for rs in sets if rs is not new), key=_age_key)
         created_now = False
         if not spec.get("paused") and not self._waiting(deployment, sets, now):
@@ -207,7 +209,11 @@ class DeploymentController:
     ) -> bool:
         replicas = replicas_of(deployment)
         if self._recreate(deployment):
-            start = 0 if any(_spec_replicas(rs) or pods_by_owner.get(uid(rs)) for rs in old) else replicas
+            start = (
+                0
+                if any(_spec_replicas(rs) or pods_by_owner.get(uid(rs)) for rs in old)
+                else replicas
+            )
         else:
             surge, _ = rolling_limits(deployment)
             total = sum(_spec_replicas(rs) for rs in old)
@@ -219,11 +225,18 @@ class DeploymentController:
             await self._client.create(resource_path(APPS, "replicasets", namespace), body)
         except ApiError as error:
             if error.status != 409:
-                log.warning("deployment %s: creating its replica set: %s", meta(deployment)["name"], error)
+                log.warning(
+                    "deployment %s: creating its replica set: %s", meta(deployment)["name"], error
+                )
                 self._loop.poke()
                 return False
         self._created[uid(deployment)] = (body["metadata"]["name"], now + EXPECTATION_TTL)
-        log.info("deployment %s/%s: created replica set %s", namespace, meta(deployment)["name"], body["metadata"]["name"])
+        log.info(
+            "deployment %s/%s: created replica set %s",
+            namespace,
+            meta(deployment)["name"],
+            body["metadata"]["name"],
+        )
         return True
 
     @staticmethod
@@ -332,13 +345,21 @@ class DeploymentController:
         conditions = list(current.get("conditions") or [])
         if counts["availableReplicas"] >= replicas - unavailable:
             conditions = set_condition(
-                conditions, "Available", "True", "MinimumReplicasAvailable",
-                "Deployment has minimum availability.", now,
+                conditions,
+                "Available",
+                "True",
+                "MinimumReplicasAvailable",
+                "Deployment has minimum availability.",
+                now,
             )
         else:
             conditions = set_condition(
-                conditions, "Available", "False", "MinimumReplicasUnavailable",
-                "Deployment does not have minimum availability.", now,
+                conditions,
+                "Available",
+                "False",
+                "MinimumReplicasUnavailable",
+                "Deployment does not have minimum availability.",
+                now,
             )
         rs_name = f"{meta(deployment)['name']}-{pod_hash}"
         complete = (
@@ -350,7 +371,10 @@ class DeploymentController:
         if created_now:
             progressing = ("NewReplicaSetCreated", f'Created new replica set "{rs_name}"')
         elif complete:
-            progressing = ("NewReplicaSetAvailable", f'ReplicaSet "{rs_name}" has successfully progressed.')
+            progressing = (
+                "NewReplicaSetAvailable",
+                f'ReplicaSet "{rs_name}" has successfully progressed.',
+            )
         else:
             progressing = ("ReplicaSetUpdated", f'ReplicaSet "{rs_name}" is progressing.')
         if (deployment.get("spec") or {}).get("paused"):
@@ -362,11 +386,17 @@ class DeploymentController:
         status: dict[str, Any] = {k: (v or None) for k, v in counts.items()}
         status["observedGeneration"] = meta(deployment).get("generation", 1)
         status["conditions"] = conditions
-        if all(current.get(k) == v for k, v in status.items() if k != "conditions") and _same_conditions(
-            current.get("conditions") or [], conditions
-        ):
+        if all(
+            current.get(k) == v for k, v in status.items() if k != "conditions"
+        ) and _same_conditions(current.get("conditions") or [], conditions):
             return
-        path = resource_path(APPS, "deployments", meta(deployment).get("namespace"), meta(deployment)["name"], "status")
+        path = resource_path(
+            APPS,
+            "deployments",
+            meta(deployment).get("namespace"),
+            meta(deployment)["name"],
+            "status",
+        )
         try:
             await self._client.patch(path, {"status": status})
         except ApiError as error:

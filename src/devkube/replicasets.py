@@ -160,9 +160,9 @@ class ReplicaSetController:
         namespace = str(meta(rs).get("namespace"))
         for pod in orphans.get(namespace, []):
             labels = meta(pod).get("labels") or {}
-            if selector and label_selector_matches(selector, labels):
-                if await self._adopt(rs, pod):
-                    owned[uid(pod)] = pod
+            matches = bool(selector) and label_selector_matches(selector, labels)
+            if matches and await self._adopt(rs, pod):
+                owned[uid(pod)] = pod
         expect = self._expect.setdefault(uid(rs), _Expectations())
         expect.settle(owned, loop_now)
         active = [p for p in owned.values() if pod_is_active(p) and uid(p) not in expect.deleted]
@@ -180,7 +180,12 @@ class ReplicaSetController:
     async def _adopt(self, rs: Obj, pod: Obj) -> bool:
         refs = [*(meta(pod).get("ownerReferences") or []), owner_reference(rs, "ReplicaSet")]
         path = resource_path("v1", "pods", meta(pod).get("namespace"), meta(pod)["name"])
-        patch = {"metadata": {"ownerReferences": refs, "resourceVersion": meta(pod).get("resourceVersion")}}
+        patch = {
+            "metadata": {
+                "ownerReferences": refs,
+                "resourceVersion": meta(pod).get("resourceVersion"),
+            }
+        }
         try:
             async with self._writes:
                 await self._client.patch(path, patch)
@@ -223,7 +228,9 @@ class ReplicaSetController:
             "fullyLabeledReplicas": sum(
                 1
                 for p in active
-                if all((meta(p).get("labels") or {}).get(k) == v for k, v in template_labels.items())
+                if all(
+                    (meta(p).get("labels") or {}).get(k) == v for k, v in template_labels.items()
+                )
             ),
             "readyReplicas": sum(1 for p in active if pod_is_ready(p)),
             "availableReplicas": sum(1 for p in active if _available(p, min_ready, now)),

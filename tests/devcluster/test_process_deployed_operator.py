@@ -114,8 +114,10 @@ async def workers_converged(cluster: DevCluster, slices: int) -> None:
         (p["metadata"]["name"], (p.get("status") or {}).get("phase")) for p in pods
     ]
     indices = {
-        (p["metadata"]["labels"]["ray.io/worker-group-replica-index"],
-         p["metadata"]["labels"]["ray.io/replica-host-index"])
+        (
+            p["metadata"]["labels"]["ray.io/worker-group-replica-index"],
+            p["metadata"]["labels"]["ray.io/replica-host-index"],
+        )
         for p in workers
     }
     assert indices == {(str(r), str(h)) for r in range(slices) for h in range(2)}
@@ -215,5 +217,5 @@ def test_dev_deployed_runs_the_operator_as_a_deployment(tmp_path: Path) -> None:
             time.sleep(0.5)
     finally:
         process.send_signal(signal.SIGTERM)
-        out, err = process.communicate(timeout=120)
+        _out, err = process.communicate(timeout=120)
     assert process.returncode == 0, err[-3000:]

@@ -156,8 +156,9 @@ async def test_scale_up_and_down_with_kubectl_scale(dev_cluster: DevCluster, kub
     await kubectl("scale", "deploy/web", "--replicas=1")
     await eventually(lambda: count(1))
     scale = json.loads(
-        (await kubectl("get", "--raw", "/apis/apps/v1/namespaces/default/deployments/web/scale"))
-        .stdout
+        (
+            await kubectl("get", "--raw", "/apis/apps/v1/namespaces/default/deployments/web/scale")
+        ).stdout
     )
     assert scale["spec"]["replicas"] == 1 and scale["status"]["replicas"] == 1
 
@@ -216,6 +217,4 @@ async def test_recreate_never_runs_old_and_new_pods_together(
         done = await kubectl("rollout", "status", "deploy/web", "--timeout=60s")
         assert done.returncode == 0, done.stderr
     pods = active(await items(dev_cluster, PODS_PATH))
-    assert len(pods) == 3 and {p["spec"]["containers"][0]["image"] for p in pods} == {
-        "nginx:1.28"
-    }
+    assert len(pods) == 3 and {p["spec"]["containers"][0]["image"] for p in pods} == {"nginx:1.28"}

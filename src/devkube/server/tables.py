@@ -1,7 +1,8 @@
 """Server-side printing (meta.k8s.io Table), which `kubectl get` asks for first.
 
 Built-in kinds get the familiar columns of the real server (pods, nodes, services,
-namespaces, events, deployments, replicasets); custom resources get Name, their additionalPrinterColumns and Age.
+namespaces, events, deployments, replicasets); custom resources get Name, their
+additionalPrinterColumns and Age.
 """
 
 from __future__ import annotations
@@ -141,7 +142,9 @@ def _selector(obj: Obj) -> str:
         values = ",".join(expr.get("values") or [])
         op = str(expr.get("operator", ""))
         key = str(expr.get("key", ""))
-        terms.append({"Exists": key, "DoesNotExist": f"!{key}"}.get(op, f"{key} {op.lower()} ({values})"))
+        terms.append(
+            {"Exists": key, "DoesNotExist": f"!{key}"}.get(op, f"{key} {op.lower()} ({values})")
+        )
     return ",".join(terms) or "<none>"
 
 
@@ -163,7 +166,12 @@ _WORKLOAD_WIDE: list[Column] = [
 _BUILTIN: dict[str, list[Column]] = {
     "deployments": [
         ("Name", "string", 0, _name),
-        ("Ready", "string", 0, lambda d: f"{_int(d, 'status', 'readyReplicas')}/{_spec_replicas(d)}"),
+        (
+            "Ready",
+            "string",
+            0,
+            lambda d: f"{_int(d, 'status', 'readyReplicas')}/{_spec_replicas(d)}",
+        ),
         ("Up-to-date", "integer", 0, lambda d: _int(d, "status", "updatedReplicas")),
         ("Available", "integer", 0, lambda d: _int(d, "status", "availableReplicas")),
         ("Age", "string", 0, _age),
