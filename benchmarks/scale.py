@@ -106,9 +106,13 @@ async def start_operator(kubeconfig: Path, port: int, resync: float) -> asyncio.
     raise RuntimeError("the operator did not start")
 
 
-async def ready_pods(cluster: DevCluster) -> tuple[int, int]:
+async def ready_pods(cluster: DevCluster, verbose: bool = False) -> tuple[int, int]:
     listed = await cluster.client.list("/api/v1/pods")
     live = [p for p in listed.get("items") or [] if not p["metadata"].get("deletionTimestamp")]
+    if verbose:
+        bound = sum(1 for p in live if (p.get("spec") or {}).get("nodeName"))
+        running = sum(1 for p in live if (p.get("status") or {}).get("phase") == "Running")
+        print(f"    {len(live)} pods, {bound} bound, {running} running", flush=True)
     ready = sum(
         1
         for p in live
@@ -120,7 +124,7 @@ async def ready_pods(cluster: DevCluster) -> tuple[int, int]:
     return len(live), ready
 
 
-async def main(clusters: int, resync: float) -> int:
+async def main(clusters: int, resync: float, verbose: bool = False) -> int:
     pods = clusters * (SLICES * HOSTS + 1)
     cpu_nodes = max(1, math.ceil(clusters / HEADS_PER_CPU_NODE))
     nodes = [f"tpu:v6e:4x4:{clusters * SLICES}", f"cpu:{cpu_nodes}"]
@@ -141,10 +145,12 @@ async def main(clusters: int, resync: float) -> int:
             start = time.perf_counter()
             await asyncio.gather(*(apply(i) for i in range(clusters)))
             applied = time.perf_counter() - start
+            polls = 0
             while True:
-                live, ready = await ready_pods(cluster)
+                live, ready = await ready_pods(cluster, verbose and polls % 5 == 0)
                 if live >= pods and ready >= pods:
                     break
+                polls += 1
                 await asyncio.sleep(1.0)
             converged = time.perf_counter() - start
             print(f"  applied {clusters} RayClusters in        {applied:7.1f} s")
@@ -204,6 +210,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clusters", type=int, default=1000)
     parser.add_argument("--resync-period", type=float, default=10.0)
+    parser.add_argument("-v", "--verbose", action="store_true", help="progress while converging")
     args = parser.parse_args()
     logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)
-    sys.exit(asyncio.run(main(args.clusters, args.resync_period)))
+    sys.exit(asyncio.run(main(args.clusters, args.resync_period, args.verbose)))

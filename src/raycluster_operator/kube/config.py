@@ -23,11 +23,12 @@ SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
 
 def in_cluster_config(
-    service_account: Path = SERVICE_ACCOUNT_DIR, env: Mapping[str, str] | None = None
+    service_account: Path | None = None, env: Mapping[str, str] | None = None
 ) -> SingleConfig | None:
     """The pod's own identity (token, CA, namespace from the mounted service account; server
     from the kubelet's ``KUBERNETES_SERVICE_*``), or None when not running in a pod."""
     env = os.environ if env is None else env
+    service_account = SERVICE_ACCOUNT_DIR if service_account is None else service_account
     host, port = env.get("KUBERNETES_SERVICE_HOST"), env.get("KUBERNETES_SERVICE_PORT")
     token_file = service_account / "token"
     if not host or not port or not token_file.is_file():
