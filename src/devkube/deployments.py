@@ -146,6 +146,9 @@ class DeploymentController:
         await self._loop.stop()
 
     async def sync(self) -> None:
+        deployments = list(self.deployments.cache.values())
+        if not deployments:
+            return
         now = asyncio.get_running_loop().time()
         owned: dict[str, list[Obj]] = {}
         for rs in list(self.replicasets.cache.values()):
@@ -157,7 +160,6 @@ class DeploymentController:
             owner = controller_uid(pod)
             if owner is not None:
                 pods_by_owner[owner] = pods_by_owner.get(owner, 0) + 1
-        deployments = list(self.deployments.cache.values())
         await asyncio.gather(
             *(self._sync_one(d, owned.get(uid(d), []), pods_by_owner, now) for d in deployments)
         )

@@ -130,6 +130,9 @@ class ReplicaSetController:
 
     async def sync(self) -> None:
         """One pass over every ReplicaSet."""
+        sets = list(self.replicasets.cache.values())
+        if not sets and not self._expect:
+            return  # nothing to do for a cluster of bare pods, however many there are
         loop_now = asyncio.get_running_loop().time()
         owned: dict[str, dict[str, Obj]] = {}
         orphans: dict[str, list[Obj]] = {}
@@ -139,7 +142,6 @@ class ReplicaSetController:
                 owned.setdefault(owner, {})[uid(pod)] = pod
             elif pod_is_active(pod):
                 orphans.setdefault(str(meta(pod).get("namespace")), []).append(pod)
-        sets = list(self.replicasets.cache.values())
         live = {uid(rs) for rs in sets}
         self._expect = {k: v for k, v in self._expect.items() if k in live}
         await asyncio.gather(

@@ -218,3 +218,44 @@ async def test_recreate_never_runs_old_and_new_pods_together(
         assert done.returncode == 0, done.stderr
     pods = active(await items(dev_cluster, PODS_PATH))
     assert len(pods) == 3 and {p["spec"]["containers"][0]["image"] for p in pods} == {"nginx:1.28"}
+
+
+async def test_a_replicaset_adopts_a_matching_orphan_and_scales(
+    dev_cluster: DevCluster, kubectl: Any
+) -> None:
+    from waiting import eventually
+
+    orphan = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "stray", "labels": {"app": "cache"}},
+        "spec": {"containers": [{"name": "main", "image": "redis"}]},
+    }
+    replicaset = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": "cache"},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "cache"}},
+            "template": {
+                "metadata": {"labels": {"app": "cache"}},
+                "spec": {"containers": [{"name": "main", "image": "redis"}]},
+            },
+        },
+    }
+    await kubectl("apply", "-f", "-", input=yaml.safe_dump(orphan))
+    await kubectl("apply", "-f", "-", input=yaml.safe_dump(replicaset))
+
+    async def owned(n: int) -> list[dict[str, Any]]:
+        pods = active(await items(dev_cluster, PODS_PATH))
+        assert len(pods) == n
+        assert all(p["metadata"]["ownerReferences"][0]["name"] == "cache" for p in pods)
+        return pods
+
+    pods = await eventually(lambda: owned(2))
+    assert "stray" in {p["metadata"]["name"] for p in pods}  # adopted, not replaced
+    await kubectl("scale", "rs/cache", "--replicas=0")
+    await eventually(lambda: owned(0))
+    table = (await kubectl("get", "rs", "cache", "--no-headers")).stdout.split()
+    assert table[1:4] == ["0", "0", "0"]
