@@ -4,7 +4,6 @@ objects that `raycluster-operator manifests all` prints, and deploy/generate.py 
 from __future__ import annotations
 
 import runpy
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +11,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from conftest import kubectl_binary
+import kustomize_render
 from raycluster_operator.cli import main
 
 ROOT = Path(__file__).parents[1]
@@ -32,14 +31,7 @@ def keyed(objects: list[dict[str, Any]]) -> dict[Key, dict[str, Any]]:
 
 
 def kustomize(overlay: str) -> list[dict[str, Any]]:
-    done = subprocess.run(
-        [kubectl_binary(), "kustomize", str(DEPLOY / overlay)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return [d for d in yaml.safe_load_all(done.stdout) if d]
+    return kustomize_render.kustomize(DEPLOY / overlay)
 
 
 def manifests(*args: str) -> list[dict[str, Any]]:
