@@ -334,7 +334,7 @@ class DeploymentController:
         everything = [rs for rs in [new, *old] if rs is not None]
         _, unavailable = rolling_limits(deployment)
         if self._recreate(deployment):
-            unavailable = replicas
+            unavailable = 0  # as the real controller: Recreate tolerates none
         counts = {
             "replicas": sum(_status(rs, "replicas") for rs in everything),
             "updatedReplicas": _status(new, "replicas") if new is not None else 0,
