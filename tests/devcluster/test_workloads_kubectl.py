@@ -259,3 +259,16 @@ async def test_a_replicaset_adopts_a_matching_orphan_and_scales(
     await eventually(lambda: owned(0))
     table = (await kubectl("get", "rs", "cache", "--no-headers")).stdout.split()
     assert table[1:4] == ["0", "0", "0"]
+
+
+async def test_get_lease_shows_its_holder(dev_cluster: DevCluster, kubectl: Any) -> None:
+    lease = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": "leader"},
+        "spec": {"holderIdentity": "pod-a", "leaseDurationSeconds": 15},
+    }
+    await kubectl("apply", "-f", "-", input=yaml.safe_dump(lease))
+    shown = (await kubectl("get", "lease", "leader")).stdout.splitlines()
+    assert shown[0].split() == ["NAME", "HOLDER", "AGE"]
+    assert shown[1].split()[:2] == ["leader", "pod-a"]

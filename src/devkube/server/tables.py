@@ -1,7 +1,7 @@
 """Server-side printing (meta.k8s.io Table), which `kubectl get` asks for first.
 
 Built-in kinds get the familiar columns of the real server (pods, nodes, services,
-namespaces, events, deployments, replicasets); custom resources get Name, their
+namespaces, events, deployments, replicasets, leases); custom resources get Name, their
 additionalPrinterColumns and Age.
 """
 
@@ -164,6 +164,11 @@ _WORKLOAD_WIDE: list[Column] = [
 ]
 
 _BUILTIN: dict[str, list[Column]] = {
+    "leases": [
+        ("Name", "string", 0, _name),
+        ("Holder", "string", 0, lambda x: (x.get("spec") or {}).get("holderIdentity") or ""),
+        ("Age", "string", 0, _age),
+    ],
     "deployments": [
         ("Name", "string", 0, _name),
         (
