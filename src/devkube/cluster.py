@@ -1,5 +1,6 @@
-"""A whole dev cluster in one object: API server, simulated nodes, scheduler, kubelet, GC, and
-the node lifecycle controllers (node health and taints, taint-based eviction, pod GC).
+"""A whole dev cluster in one object: API server, simulated nodes, scheduler, kubelet, GC, the
+node lifecycle controllers (node health and taints, taint-based eviction, pod GC) and the
+Deployment and ReplicaSet controllers.
 
     async with DevCluster() as cluster:
         cluster.write_kubeconfig("kubeconfig")
@@ -23,6 +24,7 @@ from typing import Any
 import yaml
 
 from devkube.client import ApiClient, ApiError, resource_path
+from devkube.deployments import DeploymentController
 from devkube.discovery import Discovery
 from devkube.gc import GarbageCollector
 from devkube.informer import Informer
@@ -30,6 +32,7 @@ from devkube.kubelet import Kubelet
 from devkube.nodelifecycle import NodeLifecycleController
 from devkube.nodes import build_nodes, parse_spec
 from devkube.podgc import PodGarbageCollector
+from devkube.replicasets import ReplicaSetController
 from devkube.runtime import Runtime, RuntimeContext, simulated_runtime
 from devkube.scheduler import Scheduler
 from devkube.server import ApiServer, Faults
@@ -107,6 +110,8 @@ class DevCluster:
         self._taint_eviction: TaintEvictionController | None = None
         self._pod_gc: PodGarbageCollector | None = None
         self._discovery: Discovery | None = None
+        self._replicasets: ReplicaSetController | None = None
+        self._deployments: DeploymentController | None = None
         self._shared: list[Informer] = []
         self._network: Any = None
         # Why pods of the process runtime share the host's network ("" when they do not).
@@ -153,7 +158,8 @@ class DevCluster:
         # One pods and one nodes watch shared by the controllers, as in one controller manager.
         pods = Informer(self._client, "/api/v1/pods")
         nodes = Informer(self._client, "/api/v1/nodes")
-        self._shared = [pods, nodes]
+        sets = Informer(self._client, "/apis/apps/v1/replicasets")
+        self._shared = [pods, nodes, sets]
         self._scheduler = Scheduler(self._client, pods=pods, nodes=nodes)
         runtime = self._runtime_choice
         if isinstance(runtime, str):
@@ -181,6 +187,8 @@ class DevCluster:
         self._gc = GarbageCollector(
             self._client, self._discovery, shared={i.path: i for i in self._shared}
         )
+        self._replicasets = ReplicaSetController(self._client, pods=pods, replicasets=sets)
+        self._deployments = DeploymentController(self._client, pods=pods, replicasets=sets)
         self.server.log_source = self._kubelet.log_source
         self.server.stream_backend = stream_backend(runtime)
         await self._kubelet.start()  # starts the shared informers, nodes first
@@ -190,11 +198,15 @@ class DevCluster:
             self._node_lifecycle.start(),
             self._taint_eviction.start(),
             self._pod_gc.start(),
+            self._replicasets.start(),
+            self._deployments.start(),
         )
         log.info("dev cluster up at %s with %d nodes", self.url, len(self.node_manifests))
 
     async def stop(self) -> None:
         for part in (
+            self._deployments,
+            self._replicasets,
             self._pod_gc,
             self._taint_eviction,
             self._node_lifecycle,

@@ -83,8 +83,8 @@ def triples(rules: list[dict[str, Any]]) -> set[Triple]:
 
 
 def shipped_rbac() -> tuple[set[Triple], set[Triple]]:
-    """(cluster-wide grants, lease-namespace grants) of deploy/rbac.yaml."""
-    docs = list(yaml.safe_load_all((DEPLOY / "rbac.yaml").read_text()))
+    """(cluster-wide grants, lease-namespace grants) of deploy/base/rbac.yaml."""
+    docs = list(yaml.safe_load_all((DEPLOY / "base" / "rbac.yaml").read_text()))
     cluster_rules = [d for d in docs if d and d["kind"] == "ClusterRole"]
     roles = [d for d in docs if d and d["kind"] == "Role"]
     assert len(cluster_rules) == 1 and len(roles) == 1

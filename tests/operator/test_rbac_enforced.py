@@ -1,14 +1,14 @@
 """The operator's RBAC as the dev cluster enforces it.
 
 - `kubectl auth can-i --as=<the operator's ServiceAccount>` answers exactly what
-  deploy/rbac.yaml grants: every (verb, resource) of the file, table-driven from the file
+  deploy/base/rbac.yaml grants: every (verb, resource) of the file, table-driven from the file
   itself, is "yes" (the Lease Role's only in the operator's namespace), and what the operator
   must not do is "no";
 - the autoscaler Role the operator creates passes RBAC escalation prevention only because the
   operator holds what it grants (pods/resize is held for that alone: without it, refused);
 - a grant taken away fails the running operator with kube's 403, and it recovers once the
   grant is back;
-- deploy/rbac-namespaced.yaml alone serves an operator scoped to its namespace.
+- the namespaced overlay's RBAC alone serves an operator scoped to its namespace.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from operator_harness import (
 )
 
 from kubectl_as import Run, ok, refused, runner
+from kustomize_render import kustomize
 from raycluster_operator.api.models import load_cluster
 from raycluster_operator.builders import build_autoscaler_rbac
 from raycluster_operator.controller.manager import Manager
@@ -51,8 +52,8 @@ def _can_i_args(group: str, resource: str, verb: str) -> list[str]:
 
 
 def shipped() -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]:
-    """(group, resource, verb) of deploy/rbac.yaml's ClusterRole and of its Lease Role."""
-    docs = [d for d in yaml.safe_load_all((DEPLOY / "rbac.yaml").read_text()) if d]
+    """(group, resource, verb) of deploy/base/rbac.yaml's ClusterRole and of its Lease Role."""
+    docs = [d for d in yaml.safe_load_all((DEPLOY / "base" / "rbac.yaml").read_text()) if d]
 
     def expand(rules: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
         return [
@@ -97,7 +98,7 @@ async def admin(world: World, tmp_path: Path) -> Run:
 async def install_from_file(kubectl: Run) -> None:
     await ok(kubectl, "create", "namespace", NS)
     await ok(kubectl, "create", "namespace", "team-a")
-    await ok(kubectl, "apply", "-f", str(DEPLOY / "rbac.yaml"))
+    await ok(kubectl, "apply", "-f", str(DEPLOY / "base" / "rbac.yaml"))
 
 
 async def test_can_i_for_the_operator_matches_deploy_rbac(world: World, tmp_path: Path) -> None:
@@ -186,12 +187,20 @@ async def test_a_grant_taken_away_fails_the_operator_until_it_is_back(
 async def test_the_namespaced_install_is_enough_for_a_namespaced_operator(
     world: World, tmp_path: Path
 ) -> None:
-    """deploy/rbac-namespaced.yaml (a Role in `ray`, the Lease Role) for `run --namespace ray`
+    """The namespaced overlay's RBAC (a Role in `ray`, the Lease Role) for `run --namespace ray`
     with leader election: the operator converges an autoscaling cluster with it alone."""
     kubectl = await admin(world, tmp_path)
     await ok(kubectl, "create", "namespace", NS)
     await ok(kubectl, "create", "namespace", "ray")
-    await ok(kubectl, "apply", "-f", str(DEPLOY / "rbac-namespaced.yaml"))
+    rbac = [
+        d
+        for d in kustomize(DEPLOY / "overlays" / "namespaced")
+        if d["kind"] in ("ServiceAccount", "Role", "RoleBinding")
+    ]
+    assert {d["kind"] for d in rbac} == {"ServiceAccount", "Role", "RoleBinding"}
+    path = tmp_path / "namespaced-rbac.yaml"
+    path.write_text(yaml.safe_dump_all(rbac))
+    await ok(kubectl, "apply", "-f", str(path))
     config = await world.cluster.service_account_kubeconfig(NS, NS)
     client = KubeClient.from_kubeconfig(config)
     options = fast_options(

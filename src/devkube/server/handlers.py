@@ -160,6 +160,10 @@ class Handlers:
                 return await logs.serve(request, self.log_source, log)
             if sub == "scale":
                 return json_response(scale.view(rt, stored.obj))
+            if not sub and tables.wants_table(request.headers.get("Accept", "")):
+                # `kubectl get KIND NAME` prints the kind's columns for one object too.
+                view = self.objects.view(rt, stored)
+                return json_response(tables.table(rt, [view], stored.rv, None, q))
             return self._object(request, rt, stored)
         if verb == "create":
             # (Access reviews and TokenRequest are answered by reviews.py, routed before this.)

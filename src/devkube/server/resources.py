@@ -121,7 +121,8 @@ BUILTIN: tuple[ResourceType, ...] = (
     _grouped("rbac.authorization.k8s.io", "rolebindings", "RoleBinding"),
     _grouped("rbac.authorization.k8s.io", "clusterroles", "ClusterRole", False),
     _grouped("rbac.authorization.k8s.io", "clusterrolebindings", "ClusterRoleBinding", False),
-    # Stored only: no controller acts on them, but manifests that carry them apply cleanly.
+    # Deployments and ReplicaSets have controllers (devkube.deployments, devkube.replicasets);
+    # StatefulSets and DaemonSets are stored only, so manifests that carry them apply cleanly.
     ResourceType(
         "apps",
         "v1",

@@ -1,7 +1,8 @@
 """Server-side printing (meta.k8s.io Table), which `kubectl get` asks for first.
 
 Built-in kinds get the familiar columns of the real server (pods, nodes, services,
-namespaces, events); custom resources get Name, their additionalPrinterColumns and Age.
+namespaces, events, deployments, replicasets, leases); custom resources get Name, their
+additionalPrinterColumns and Age.
 """
 
 from __future__ import annotations
@@ -127,7 +128,63 @@ def _event_last_seen(ev: Obj) -> str:
     return age(stamp)
 
 
+def _containers(template_owner: Obj) -> list[Mapping[str, Any]]:
+    spec = ((template_owner.get("spec") or {}).get("template") or {}).get("spec") or {}
+    containers: list[Mapping[str, Any]] = spec.get("containers") or []
+    return containers
+
+
+def _selector(obj: Obj) -> str:
+    """A label selector as kubectl prints it (matchLabels as k=v, expressions as k op (v))."""
+    selector = (obj.get("spec") or {}).get("selector") or {}
+    terms = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())]
+    for expr in selector.get("matchExpressions") or []:
+        values = ",".join(expr.get("values") or [])
+        op = str(expr.get("operator", ""))
+        key = str(expr.get("key", ""))
+        terms.append(
+            {"Exists": key, "DoesNotExist": f"!{key}"}.get(op, f"{key} {op.lower()} ({values})")
+        )
+    return ",".join(terms) or "<none>"
+
+
+def _int(obj: Obj, section: str, key: str) -> int:
+    return int((obj.get(section) or {}).get(key) or 0)
+
+
+def _spec_replicas(obj: Obj) -> int:
+    value = (obj.get("spec") or {}).get("replicas")
+    return 1 if value is None else int(value)
+
+
+_WORKLOAD_WIDE: list[Column] = [
+    ("Containers", "string", 1, lambda o: ",".join(str(c.get("name")) for c in _containers(o))),
+    ("Images", "string", 1, lambda o: ",".join(str(c.get("image")) for c in _containers(o))),
+    ("Selector", "string", 1, _selector),
+]
+
 _BUILTIN: dict[str, list[Column]] = {
+    "deployments": [
+        ("Name", "string", 0, _name),
+        (
+            "Ready",
+            "string",
+            0,
+            lambda d: f"{_int(d, 'status', 'readyReplicas')}/{_spec_replicas(d)}",
+        ),
+        ("Up-to-date", "integer", 0, lambda d: _int(d, "status", "updatedReplicas")),
+        ("Available", "integer", 0, lambda d: _int(d, "status", "availableReplicas")),
+        ("Age", "string", 0, _age),
+        *_WORKLOAD_WIDE,
+    ],
+    "replicasets": [
+        ("Name", "string", 0, _name),
+        ("Desired", "integer", 0, _spec_replicas),
+        ("Current", "integer", 0, lambda r: _int(r, "status", "replicas")),
+        ("Ready", "integer", 0, lambda r: _int(r, "status", "readyReplicas")),
+        ("Age", "string", 0, _age),
+        *_WORKLOAD_WIDE,
+    ],
     "pods": [
         ("Name", "string", 0, _name),
         ("Ready", "string", 0, _pod_ready),

@@ -64,6 +64,13 @@ def _nodes_help() -> str:
 )
 @click.option("--no-operator", is_flag=True, help="Run the cluster without the operator.")
 @click.option(
+    "--deployed",
+    is_flag=True,
+    help="Install the operator as production does (what `kubectl apply -k deploy/overlays/dev` "
+    "applies: CRD, RBAC, a 2-replica Deployment with leader election) and run it as pods, "
+    "in-cluster, instead of in this process. Needs the process runtime.",
+)
+@click.option(
     "--runtime",
     default="auto",
     show_default=True,
@@ -82,6 +89,7 @@ def dev(
     nodes: tuple[str, ...],
     apply_files: tuple[Path, ...],
     no_operator: bool,
+    deployed: bool,
     runtime: str,
     kubelet_delay: float,
     watch: bool,
@@ -112,6 +120,13 @@ def dev(
         )
     runtime, why = resolve_runtime(runtime)
     log.info("kubelet runtime: %s (%s)", runtime, why)
+    if deployed and no_operator:
+        raise click.BadParameter("--deployed installs the operator", param_hint="--no-operator")
+    if deployed and runtime != "process":
+        raise click.BadParameter(
+            f"--deployed runs the operator's pods as processes: needs the process runtime ({why})",
+            param_hint="--deployed",
+        )
     documents = [doc for path in apply_files for doc in _load_documents(path)]
     kubeconfig.unlink(missing_ok=True)  # a script waiting for it must not see the old one
     try:
@@ -122,6 +137,7 @@ def dev(
                 nodes=nodes,
                 documents=documents,
                 operator=not no_operator,
+                deployed=deployed,
                 runtime=runtime,
                 kubelet_delay=kubelet_delay,
                 watch=watch,
@@ -166,6 +182,7 @@ async def _serve(
     runtime: str,
     kubelet_delay: float,
     watch: bool,
+    deployed: bool = False,
 ) -> int:
     from devkube import DevCluster
 
@@ -182,7 +199,8 @@ async def _serve(
                 applied = await cluster.apply(doc)
                 meta = applied.get("metadata") or {}
                 log.info("applied %s %s", applied.get("kind"), meta.get("name"))
-            async with _operator_attached(cluster, enabled=operator):
+            attach = _operator_deployed if deployed else _operator_attached
+            async with attach(cluster, enabled=operator):
                 path = cluster.write_kubeconfig(kubeconfig)
                 log.info("dev cluster ready at %s", cluster.url)
                 click.echo(f"export KUBECONFIG={path.resolve()}", err=True)
@@ -213,7 +231,7 @@ async def _install_crd(cluster: DevCluster) -> None:
 
 async def operator_kubeconfig(cluster: DevCluster) -> dict[str, Any]:
     """Install the operator's ServiceAccount and RBAC exactly as `manifests all` ships them
-    (deploy/rbac.yaml: the ServiceAccount, ClusterRole and binding, and the leader-election
+    (deploy/base/rbac.yaml: the ServiceAccount, ClusterRole and binding, and the leader-election
     Role, in namespace raycluster-operator) and return a kubeconfig that acts as that
     ServiceAccount, with a token from the TokenRequest API. The operator then holds in the
     dev cluster exactly the permissions it holds in production: a missing grant fails here."""
@@ -258,7 +276,7 @@ async def _operator_attached(cluster: DevCluster, *, enabled: bool) -> AsyncIter
         metrics = manager.metrics_server.port if manager.metrics_server else 0
         log.info(
             "operator attached as ServiceAccount raycluster-operator/raycluster-operator with "
-            "deploy/rbac.yaml's grants (metrics on http://127.0.0.1:%d/metrics)",
+            "deploy/base/rbac.yaml's grants (metrics on http://127.0.0.1:%d/metrics)",
             metrics,
         )
         click.echo(
@@ -272,6 +290,81 @@ async def _operator_attached(cluster: DevCluster, *, enabled: bool) -> AsyncIter
         with contextlib.suppress(asyncio.CancelledError, asyncio.TimeoutError):
             await asyncio.wait_for(task, 15)
         await client.close()
+
+
+#: What `kubectl apply -k deploy/overlays/dev` applies (tests/test_install_kustomize.py holds
+#: the two together): the cluster-wide install, its pods running this checkout's operator.
+DEV_COMMAND = ["raycluster-operator"]
+DEV_ARGS = [
+    "run",
+    "--leader-elect",
+    "--log-format=text",
+    "--health-addr=$(POD_IP):8082",
+    "--metrics-addr=$(POD_IP):8080",
+]
+DEV_READINESS_PERIOD = 2
+
+
+def deployed_manifests() -> list[dict[str, Any]]:
+    """The dev overlay's objects. The process runtime ignores images and puts the dev
+    cluster's own bin directory first on PATH, so the pods run this installation; all pods
+    share one network namespace there, so the servers bind the pod IP rather than every
+    address (two replicas on :8082 would collide)."""
+    from raycluster_operator.api.crd import crd_manifest
+    from raycluster_operator.controller.install import operator_manifests
+
+    objects = [crd_manifest(), *operator_manifests()]
+    for obj in objects:
+        if obj["kind"] == "Deployment":
+            container = obj["spec"]["template"]["spec"]["containers"][0]
+            container["command"] = list(DEV_COMMAND)
+            container["args"] = list(DEV_ARGS)
+            container["env"] = [
+                *container.get("env", []),
+                {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+            ]
+            container["readinessProbe"] = {
+                **container["readinessProbe"],
+                "periodSeconds": DEV_READINESS_PERIOD,
+            }
+    return objects
+
+
+@contextlib.asynccontextmanager
+async def _operator_deployed(cluster: DevCluster, *, enabled: bool) -> AsyncIterator[None]:
+    """The operator as a Deployment in the cluster: ready once the rollout is complete (both
+    replicas Ready: caches synced), as `kubectl rollout status` sees it. Its pods go with the
+    cluster."""
+    deployment = None
+    for obj in deployed_manifests():
+        await cluster.apply(obj)
+        if obj["kind"] == "Deployment":
+            deployment = obj
+    assert deployment is not None
+    meta = deployment["metadata"]
+    path = f"/apis/apps/v1/namespaces/{meta['namespace']}/deployments/{meta['name']}"
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 180
+    while True:
+        current = await cluster.client.get(path)
+        status = current.get("status") or {}
+        wanted = current["spec"].get("replicas", 1)
+        if (
+            status.get("observedGeneration", 0) >= current["metadata"].get("generation", 1)
+            and status.get("updatedReplicas") == wanted
+            and status.get("availableReplicas") == wanted
+        ):
+            break
+        if loop.time() > deadline:
+            raise RuntimeError(f"the operator Deployment did not become available: {status}")
+        await asyncio.sleep(0.5)
+    log.info("operator deployed: %d replicas in namespace %s", wanted, meta["namespace"])
+    click.echo(
+        f"try: kubectl get deploy,pods -n {meta['namespace']}; "
+        f"kubectl get lease -n {meta['namespace']}",
+        err=True,
+    )
+    yield
 
 
 async def _synced(manager: Any, task: asyncio.Task[None]) -> None:

@@ -1,6 +1,8 @@
 """`raycluster-operator manifests`: print what an installation applies.
 
-A click group so that more manifests (``all``: CRD, RBAC, Deployment) can join ``crd``.
+``all`` prints the same objects as ``kubectl kustomize deploy/overlays/cluster`` (and, with
+``--watch-namespace ray``, as ``deploy/overlays/namespaced``); deploy/generate.py writes the
+kustomize base from the same code.
 """
 
 from __future__ import annotations
@@ -23,6 +25,14 @@ _FORMAT = click.option(
 )
 
 
+class _PlainDumper(yaml.SafeDumper):
+    """No ``&id001``/``*id001`` anchors for values shared in memory (the Deployment's labels
+    and selector): plain YAML that every tool, kustomize included, reads the same way."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
 def render(objects: list[dict[str, Any]], output: str) -> str:
     """YAML documents separated by ``---``, or one JSON object (a ``List`` when several)."""
     if output == "json":
@@ -32,7 +42,7 @@ def render(objects: list[dict[str, Any]], output: str) -> str:
             else {"apiVersion": "v1", "kind": "List", "items": objects}
         )
         return json.dumps(body, indent=2) + "\n"
-    return yaml.safe_dump_all(objects, sort_keys=False)
+    return yaml.dump_all(objects, Dumper=_PlainDumper, sort_keys=False)
 
 
 @click.group(name="manifests")

@@ -1,0 +1,221 @@
+"""The operator at scale: N RayClusters of 2 TPU slices x 4 hosts plus a head each.
+
+Run: ``.venv/bin/python benchmarks/scale.py [--clusters 1000]``   (simulated runtime)
+
+With the default 1,000 clusters that is 9,000 pods on 8,000 simulated TPU nodes. The operator
+runs as ``raycluster-operator run`` in its own process, as it is deployed. Measured:
+
+1. *converge*: from empty, all clusters applied at once, until every pod is Running and Ready;
+2. *steady state*: over several resyncs, the API writes (must be 0) and reconcile latency
+   p50/p99 (from the operator's own histogram);
+3. *RSS*: the operator process's resident memory at steady state;
+4. *resync after restart*: the operator is stopped and started again; the time until it has
+   reconciled every cluster once, and the writes that took (must be 0: nothing changed).
+
+Budgets (README): RSS < 300 MB, resync < 15 s, 0 writes at steady state and on restart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import math
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+
+from convergence import free_port, raycluster, rss_mib, writes
+from devkube import DevCluster
+from devkube.informer import Informer
+from raycluster_operator.api.crd import crd_manifest
+
+RSS_BUDGET_MB = 300.0
+RESYNC_BUDGET_S = 15.0
+SLICES = 2
+HOSTS = 4
+HEADS_PER_CPU_NODE = 50
+
+
+async def metrics(port: int) -> str:
+    async with (
+        aiohttp.ClientSession() as http,
+        http.get(f"http://127.0.0.1:{port}/metrics") as resp,
+    ):
+        return await resp.text()
+
+
+def counters(text: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for match in re.finditer(
+        r'^raycluster_operator_api_requests\{verb="(\w+)"\} (\S+)$', text, re.M
+    ):
+        out[match.group(1)] = float(match.group(2))
+    reconciles = re.findall(r"^raycluster_operator_reconcile_total\{[^}]*\} (\S+)$", text, re.M)
+    out["reconciles"] = sum(float(v) for v in reconciles)
+    return out
+
+
+def buckets(text: str) -> list[tuple[float, float]]:
+    """The reconcile-duration histogram: (upper bound, cumulative count)."""
+    pattern = r'^raycluster_operator_reconcile_duration_seconds_bucket\{le="([^"]+)"\} (\S+)$'
+    return [(float(le), float(n)) for le, n in re.findall(pattern, text, re.M)]
+
+
+def quantile(
+    before: list[tuple[float, float]], after: list[tuple[float, float]], q: float
+) -> float:
+    """The q-quantile of the reconciles between two scrapes, interpolated inside its bucket."""
+    delta = [(le, a - b) for (le, a), (_, b) in zip(after, before, strict=True)]
+    total = delta[-1][1] if delta else 0.0
+    if total <= 0:
+        return math.nan
+    rank, lower, below = q * total, 0.0, 0.0
+    for le, cumulative in delta:
+        if cumulative >= rank:
+            if math.isinf(le):
+                return lower
+            inside = cumulative - below
+            return lower + (le - lower) * ((rank - below) / inside if inside else 1.0)
+        lower, below = le, cumulative
+    return lower
+
+
+async def start_operator(kubeconfig: Path, port: int, resync: float) -> asyncio.subprocess.Process:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "raycluster_operator",
+        "run",
+        f"--kubeconfig={kubeconfig}",
+        "--no-leader-elect",
+        f"--metrics-addr=127.0.0.1:{port}",
+        "--health-addr=",
+        f"--resync-period={resync}",
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    for _ in range(600):
+        try:
+            await metrics(port)
+            return process
+        except aiohttp.ClientError:
+            await asyncio.sleep(0.05)
+    raise RuntimeError("the operator did not start")
+
+
+def ready_pods(pods: Informer, verbose: bool = False) -> tuple[int, int]:
+    """(live, ready) from a watch cache: listing 9,000 pods every second would load the very
+    server being measured."""
+    live = [p for p in pods.cache.values() if not p["metadata"].get("deletionTimestamp")]
+    if verbose:
+        bound = sum(1 for p in live if (p.get("spec") or {}).get("nodeName"))
+        running = sum(1 for p in live if (p.get("status") or {}).get("phase") == "Running")
+        print(f"    {len(live)} pods, {bound} bound, {running} running", flush=True)
+    ready = sum(
+        1
+        for p in live
+        if any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in (p.get("status") or {}).get("conditions") or []
+        )
+    )
+    return len(live), ready
+
+
+async def main(clusters: int, resync: float, verbose: bool = False) -> int:
+    pods = clusters * (SLICES * HOSTS + 1)
+    cpu_nodes = max(1, math.ceil(clusters / HEADS_PER_CPU_NODE))
+    nodes = [f"tpu:v6e:4x4:{clusters * SLICES}", f"cpu:{cpu_nodes}"]
+    print(f"scale: {clusters} RayClusters x ({SLICES} slices x {HOSTS} hosts + head) = {pods} pods")
+    async with DevCluster(nodes=nodes, kubelet_delay=0.2) as cluster:
+        await cluster.apply(crd_manifest())
+        workdir = Path(tempfile.mkdtemp(prefix="scale-"))
+        kubeconfig = cluster.write_kubeconfig(workdir / "kubeconfig")
+        port = free_port()
+        operator = await start_operator(kubeconfig, port, resync)
+        watched = Informer(cluster.client, "/api/v1/pods")
+        watched.start()
+        try:
+            gate = asyncio.Semaphore(32)
+
+            async def apply(index: int) -> None:
+                async with gate:
+                    await cluster.apply(raycluster(f"c{index:04d}", SLICES))
+
+            start = time.perf_counter()
+            await asyncio.gather(*(apply(i) for i in range(clusters)))
+            applied = time.perf_counter() - start
+            polls = 0
+            while True:
+                live, ready = ready_pods(watched, verbose and polls % 5 == 0)
+                if live >= pods and ready >= pods:
+                    break
+                polls += 1
+                await asyncio.sleep(1.0)
+            converged = time.perf_counter() - start
+            print(f"  applied {clusters} RayClusters in        {applied:7.1f} s")
+            print(f"  converged from empty ({pods} pods Ready): {converged:7.1f} s")
+
+            await asyncio.sleep(max(3.0, resync))  # the last status patches land
+            text = await metrics(port)
+            before, hist_before = counters(text), buckets(text)
+            await asyncio.sleep(3 * resync + 1)
+            text = await metrics(port)
+            after, hist_after = counters(text), buckets(text)
+            steady_writes = writes(after) - writes(before)
+            rounds = after["reconciles"] - before["reconciles"]
+            p50 = quantile(hist_before, hist_after, 0.5) * 1000
+            p99 = quantile(hist_before, hist_after, 0.99) * 1000
+            rss = rss_mib(operator.pid) * 1.048576  # MiB -> MB
+            print(f"  steady state: {rounds:.0f} reconciles, API writes: {steady_writes:.0f}")
+            print(f"  reconcile latency p50 / p99:        {p50:7.1f} / {p99:.1f} ms")
+            print(
+                f"  operator RSS at steady state:       {rss:7.1f} MB"
+                f" (budget < {RSS_BUDGET_MB:.0f})"
+            )
+        finally:
+            await watched.stop()
+            operator.terminate()
+            await operator.wait()
+
+        # Restart: a fresh operator relists everything and reconciles each cluster once.
+        start = time.perf_counter()
+        operator = await start_operator(kubeconfig, port, resync)
+        try:
+            while True:
+                now = counters(await metrics(port))
+                if now["reconciles"] >= clusters:
+                    break
+                await asyncio.sleep(0.1)
+            resynced = time.perf_counter() - start
+            restart_writes = writes(now)
+            print(
+                f"  resync after restart:               {resynced:7.1f} s"
+                f" (budget < {RESYNC_BUDGET_S:.0f})"
+            )
+            print(f"  API writes during that resync:      {restart_writes:7.0f}")
+        finally:
+            operator.terminate()
+            await operator.wait()
+    ok = (
+        steady_writes == 0
+        and restart_writes == 0
+        and rss < RSS_BUDGET_MB
+        and resynced < RESYNC_BUDGET_S
+    )
+    print("  PASS" if ok else "  OVER BUDGET")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clusters", type=int, default=1000)
+    parser.add_argument("--resync-period", type=float, default=10.0)
+    parser.add_argument("-v", "--verbose", action="store_true", help="progress while converging")
+    args = parser.parse_args()
+    logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)
+    sys.exit(asyncio.run(main(args.clusters, args.resync_period, args.verbose)))

@@ -1,0 +1,274 @@
+"""Deployments and ReplicaSets in the dev cluster, driven by the real kubectl as on a real
+cluster: apply, rollout status, scale, set image (RollingUpdate and Recreate), get, delete."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import yaml
+
+from devkube import DevCluster
+
+DEPLOYMENT = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, labels: {app: web}}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: web}}
+  strategy: {type: RollingUpdate, rollingUpdate: {maxSurge: 1, maxUnavailable: 0}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - {name: main, image: "nginx:1.27", command: [sleep, infinity]}
+"""
+
+RS_PATH = "/apis/apps/v1/namespaces/default/replicasets"
+PODS_PATH = "/api/v1/namespaces/default/pods"
+
+
+async def items(cluster: DevCluster, path: str) -> list[dict[str, Any]]:
+    listed = await cluster.client.list(path)
+    return list(listed.get("items") or [])
+
+
+def active(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+
+
+@contextlib.asynccontextmanager
+async def sampling(
+    cluster: DevCluster, check: Callable[[list[dict[str, Any]], list[dict[str, Any]]], None]
+) -> AsyncIterator[list[int]]:
+    """Run `check(replicasets, pods)` on snapshots until the block ends; count samples."""
+    samples = [0]
+    failures: list[BaseException] = []
+
+    async def loop() -> None:
+        while True:
+            sets, pods = await items(cluster, RS_PATH), await items(cluster, PODS_PATH)
+            try:
+                check(sets, pods)
+            except AssertionError as error:
+                failures.append(error)
+                return
+            samples[0] += 1
+            await asyncio.sleep(0.01)
+
+    task = asyncio.create_task(loop())
+    try:
+        yield samples
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    if failures:
+        raise failures[0]
+
+
+async def test_apply_rollout_status_get_and_ownership(
+    dev_cluster: DevCluster, kubectl: Any
+) -> None:
+    assert (await kubectl("apply", "-f", "-", input=DEPLOYMENT)).returncode == 0
+    done = await kubectl("rollout", "status", "deploy/web", "--timeout=60s")
+    assert done.returncode == 0, done.stderr
+    assert 'deployment "web" successfully rolled out' in done.stdout
+
+    shown = (await kubectl("get", "deploy")).stdout.splitlines()
+    assert shown[0].split() == ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"]
+    assert shown[1].split()[:4] == ["web", "3/3", "3", "3"]
+    wide = (await kubectl("get", "deploy", "-o", "wide")).stdout.splitlines()
+    assert wide[0].split()[5:] == ["CONTAINERS", "IMAGES", "SELECTOR"]
+    assert wide[1].split()[5:] == ["main", "nginx:1.27", "app=web"]
+
+    deployment = json.loads((await kubectl("get", "deploy", "web", "-o", "json")).stdout)
+    status = deployment["status"]
+    assert status["observedGeneration"] == deployment["metadata"]["generation"]
+    assert {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]} == {
+        "Available": ("True", "MinimumReplicasAvailable"),
+        "Progressing": ("True", "NewReplicaSetAvailable"),
+    }
+    sets = json.loads((await kubectl("get", "rs", "-o", "json")).stdout)["items"]
+    assert len(sets) == 1
+    rs = sets[0]
+    pod_hash = rs["metadata"]["labels"]["pod-template-hash"]
+    assert rs["metadata"]["name"] == f"web-{pod_hash}"
+    assert rs["spec"]["selector"]["matchLabels"] == {"app": "web", "pod-template-hash": pod_hash}
+    (owner,) = rs["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["uid"], owner["controller"]) == (
+        "Deployment",
+        deployment["metadata"]["uid"],
+        True,
+    )
+    assert rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "1"
+    rs_table = (await kubectl("get", "rs")).stdout.splitlines()
+    assert rs_table[0].split() == ["NAME", "DESIRED", "CURRENT", "READY", "AGE"]
+    assert rs_table[1].split()[:4] == [f"web-{pod_hash}", "3", "3", "3"]
+
+    pods = json.loads((await kubectl("get", "pods", "-l", "app=web", "-o", "json")).stdout)
+    assert len(pods["items"]) == 3
+    for pod in pods["items"]:
+        assert pod["metadata"]["name"].startswith(f"web-{pod_hash}-")
+        assert pod["metadata"]["labels"]["pod-template-hash"] == pod_hash
+        (ref,) = pod["metadata"]["ownerReferences"]
+        assert (ref["kind"], ref["uid"]) == ("ReplicaSet", rs["metadata"]["uid"])
+
+    # A deleted pod is replaced by the ReplicaSet.
+    gone = pods["items"][0]["metadata"]["name"]
+    assert (await kubectl("delete", "pod", gone, "--wait=true")).returncode == 0
+    assert (await kubectl("rollout", "status", "deploy/web", "--timeout=60s")).returncode == 0
+    names = (await kubectl("get", "pods", "-l", "app=web", "-o", "name")).stdout.split()
+    assert len(names) == 3 and f"pod/{gone}" not in names
+
+    # Deleting the Deployment cascades through the ReplicaSet to the pods.
+    assert (await kubectl("delete", "deploy", "web", "--wait=true")).returncode == 0
+
+    async def all_gone() -> None:
+        assert await items(dev_cluster, RS_PATH) == []
+        assert await items(dev_cluster, PODS_PATH) == []
+
+    from waiting import eventually
+
+    await eventually(all_gone)
+
+
+async def test_scale_up_and_down_with_kubectl_scale(dev_cluster: DevCluster, kubectl: Any) -> None:
+    from waiting import eventually
+
+    await kubectl("apply", "-f", "-", input=DEPLOYMENT)
+    assert (await kubectl("rollout", "status", "deploy/web", "--timeout=60s")).returncode == 0
+    scaled = await kubectl("scale", "deploy/web", "--replicas=5")
+    assert scaled.returncode == 0 and "scaled" in scaled.stdout, scaled.stderr
+    assert (await kubectl("rollout", "status", "deploy/web", "--timeout=60s")).returncode == 0
+
+    async def count(n: int) -> None:
+        assert len(active(await items(dev_cluster, PODS_PATH))) == n
+        table = (await kubectl("get", "deploy", "web", "--no-headers")).stdout.split()
+        assert table[1:4] == [f"{n}/{n}", str(n), str(n)]
+
+    await eventually(lambda: count(5))
+    assert len(await items(dev_cluster, RS_PATH)) == 1  # scaling is not a rollout
+    await kubectl("scale", "deploy/web", "--replicas=1")
+    await eventually(lambda: count(1))
+    scale = json.loads(
+        (
+            await kubectl("get", "--raw", "/apis/apps/v1/namespaces/default/deployments/web/scale")
+        ).stdout
+    )
+    assert scale["spec"]["replicas"] == 1 and scale["status"]["replicas"] == 1
+
+
+async def test_rolling_update_keeps_within_surge_and_unavailability(
+    dev_cluster: DevCluster, kubectl: Any
+) -> None:
+    await kubectl("apply", "-f", "-", input=DEPLOYMENT)
+    assert (await kubectl("rollout", "status", "deploy/web", "--timeout=60s")).returncode == 0
+    first = (await items(dev_cluster, RS_PATH))[0]["metadata"]["name"]
+
+    def within_limits(sets: list[dict[str, Any]], pods: list[dict[str, Any]]) -> None:
+        # maxSurge 1: never more than 4 pods wanted; maxUnavailable 0: never fewer than 3.
+        wanted = sum(int(rs["spec"].get("replicas", 0)) for rs in sets)
+        assert wanted <= 4, f"{wanted} pods wanted by {len(sets)} replica sets"
+        available = sum(int((rs.get("status") or {}).get("availableReplicas") or 0) for rs in sets)
+        assert available >= 3 or not sets, f"only {available} available"
+
+    async with sampling(dev_cluster, within_limits) as samples:
+        await kubectl("set", "image", "deploy/web", "main=nginx:1.28")
+        done = await kubectl("rollout", "status", "deploy/web", "--timeout=60s")
+        assert done.returncode == 0, done.stderr
+    assert samples[0] > 5
+
+    sets = {rs["metadata"]["name"]: rs for rs in await items(dev_cluster, RS_PATH)}
+    assert len(sets) == 2 and sets[first]["spec"]["replicas"] == 0
+    (new,) = (rs for name, rs in sets.items() if name != first)
+    assert new["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "2"
+    images = {
+        p["spec"]["containers"][0]["image"] for p in active(await items(dev_cluster, PODS_PATH))
+    }
+    assert images == {"nginx:1.28"}
+
+    # Rolling back reuses the first ReplicaSet, as the newest revision.
+    assert (await kubectl("rollout", "undo", "deploy/web")).returncode == 0
+    assert (await kubectl("rollout", "status", "deploy/web", "--timeout=60s")).returncode == 0
+    again = {rs["metadata"]["name"]: rs for rs in await items(dev_cluster, RS_PATH)}
+    assert again[first]["spec"]["replicas"] == 3
+    assert again[first]["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "3"
+
+
+async def test_recreate_never_runs_old_and_new_pods_together(
+    dev_cluster: DevCluster, kubectl: Any
+) -> None:
+    manifest = yaml.safe_load(DEPLOYMENT)
+    manifest["spec"]["strategy"] = {"type": "Recreate"}
+    await kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest))
+    assert (await kubectl("rollout", "status", "deploy/web", "--timeout=60s")).returncode == 0
+
+    def one_template(_sets: list[dict[str, Any]], pods: list[dict[str, Any]]) -> None:
+        images = {p["spec"]["containers"][0]["image"] for p in pods}  # terminating ones too
+        assert len(images) <= 1, f"old and new pods together: {images}"
+
+    async with sampling(dev_cluster, one_template):
+        await kubectl("set", "image", "deploy/web", "main=nginx:1.28")
+        done = await kubectl("rollout", "status", "deploy/web", "--timeout=60s")
+        assert done.returncode == 0, done.stderr
+    pods = active(await items(dev_cluster, PODS_PATH))
+    assert len(pods) == 3 and {p["spec"]["containers"][0]["image"] for p in pods} == {"nginx:1.28"}
+
+
+async def test_a_replicaset_adopts_a_matching_orphan_and_scales(
+    dev_cluster: DevCluster, kubectl: Any
+) -> None:
+    from waiting import eventually
+
+    orphan = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "stray", "labels": {"app": "cache"}},
+        "spec": {"containers": [{"name": "main", "image": "redis"}]},
+    }
+    replicaset = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": "cache"},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "cache"}},
+            "template": {
+                "metadata": {"labels": {"app": "cache"}},
+                "spec": {"containers": [{"name": "main", "image": "redis"}]},
+            },
+        },
+    }
+    await kubectl("apply", "-f", "-", input=yaml.safe_dump(orphan))
+    await kubectl("apply", "-f", "-", input=yaml.safe_dump(replicaset))
+
+    async def owned(n: int) -> list[dict[str, Any]]:
+        pods = active(await items(dev_cluster, PODS_PATH))
+        assert len(pods) == n
+        assert all(p["metadata"]["ownerReferences"][0]["name"] == "cache" for p in pods)
+        return pods
+
+    pods = await eventually(lambda: owned(2))
+    assert "stray" in {p["metadata"]["name"] for p in pods}  # adopted, not replaced
+    await kubectl("scale", "rs/cache", "--replicas=0")
+    await eventually(lambda: owned(0))
+    table = (await kubectl("get", "rs", "cache", "--no-headers")).stdout.split()
+    assert table[1:4] == ["0", "0", "0"]
+
+
+async def test_get_lease_shows_its_holder(dev_cluster: DevCluster, kubectl: Any) -> None:
+    lease = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": "leader"},
+        "spec": {"holderIdentity": "pod-a", "leaseDurationSeconds": 15},
+    }
+    await kubectl("apply", "-f", "-", input=yaml.safe_dump(lease))
+    shown = (await kubectl("get", "lease", "leader")).stdout.splitlines()
+    assert shown[0].split() == ["NAME", "HOLDER", "AGE"]
+    assert shown[1].split()[:2] == ["leader", "pod-a"]
