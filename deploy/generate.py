@@ -8,9 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 import k8s_schemas
+import yaml
 
 from raycluster_operator.api.crd import crd_manifest
 from raycluster_operator.controller import install

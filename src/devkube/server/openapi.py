@@ -5,9 +5,10 @@ PATCH operation of a kind lists a `fieldValidation` query parameter). When it do
 skips client-side schema validation and sends `fieldValidation=Strict`. Custom resources' schemas
 are published as the real server publishes them (`components.schemas`, named by reversed group,
 version and kind, tagged with `x-kubernetes-group-version-kind`), which is what `kubectl explain`
-reads; built-in kinds carry operations and parameters but no schemas. PATCH operations deliberately declare no request
-media types: kubectl then computes apply patches from its compiled-in types (strategic merge
-for built-in kinds) or as JSON merge patches (custom resources), as with schema-less servers.
+reads; built-in kinds carry operations and parameters but no schemas. PATCH operations
+deliberately declare no request media types: kubectl then computes apply patches from its
+compiled-in types (strategic merge for built-in kinds) or as JSON merge patches (custom
+resources), as with schema-less servers.
 `/openapi/v2` answers 404, which clients treat as "no OpenAPI v2".
 """
 

@@ -25,9 +25,9 @@ from typing import Any
 
 from kubefacts.names import random_suffix
 from raycluster_operator.api.validation import parse_cluster
+from raycluster_operator.controller.crdfit import InstalledCrd
 from raycluster_operator.controller.events import EventRecorder
 from raycluster_operator.controller.expectations import Expectations
-from raycluster_operator.controller.mergepatch import merge_patch
 from raycluster_operator.controller.metrics import Metrics
 from raycluster_operator.controller.store import StoreView, split_key
 from raycluster_operator.controller.writer import Writer
@@ -122,6 +122,7 @@ class Reconciler:
         #: computed from: until the cache moves past that version, the same status is not
         #: written again (the cache merely has not seen our write yet).
         self._written: dict[str, tuple[str, dict[str, Any]]] = {}
+        self.crd = InstalledCrd(client, recorder)
         #: Generation of clusters already reported as unreadable (one Warning per change).
         self._unreadable: dict[str, object] = {}
 
@@ -356,8 +357,8 @@ class Reconciler:
         outcome: Outcome,
         failures: list[str],
     ) -> None:
-        current = obj.get("status") or {}
-        patch = merge_patch(current, desired)
+        # Compared as the installed CRD's schema will keep it (KubeRay's prunes our fields).
+        patch = await self.crd.status_patch(obj, desired)
         if not patch:
             return
         key = f"{ns}/{name}"

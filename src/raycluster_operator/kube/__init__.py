@@ -13,7 +13,9 @@ from raycluster_operator.kube.errors import (
     ServerError,
     TooManyRequests,
 )
+from raycluster_operator.kube.pruning import prune
 from raycluster_operator.kube.resources import (
+    CRDS,
     EVENTS,
     LEASES,
     PODS,
@@ -27,6 +29,7 @@ from raycluster_operator.kube.resources import (
 )
 
 __all__ = [
+    "CRDS",
     "EVENTS",
     "LEASES",
     "PODS",
@@ -50,4 +53,5 @@ __all__ = [
     "TooManyRequests",
     "kind_of",
     "load_config",
+    "prune",
 ]
