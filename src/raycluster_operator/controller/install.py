@@ -44,6 +44,14 @@ def operator_rules() -> list[Obj]:
     ]
 
 
+def crd_reader_rules() -> list[Obj]:
+    """Read the one installed RayCluster CRD (KubeRay's or ours) to compare status after its
+    pruning (controller/crdfit.py). Cluster-scoped, so never part of a namespaced Role."""
+    rule = _rule(["apiextensions.k8s.io"], ["customresourcedefinitions"], ["get"])
+    rule["resourceNames"] = ["rayclusters.ray.io"]
+    return [rule]
+
+
 def lease_rules() -> list[Obj]:
     return [_rule(["coordination.k8s.io"], ["leases"], ["get", "create", "update"])]
 
@@ -63,7 +71,7 @@ def cluster_rbac(namespace: str) -> list[Obj]:
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRole",
             "metadata": {"name": NAME, "labels": LABELS},
-            "rules": operator_rules(),
+            "rules": [*operator_rules(), *crd_reader_rules()],
         },
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -93,6 +101,28 @@ def namespaced_rbac(namespace: str, watched: list[str]) -> list[Obj]:
             }
         )
         out.append(_binding("Role", NAME, ns, namespace))
+    reader = f"{NAME}-crd-reader"
+    out.append(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": reader, "labels": LABELS},
+            "rules": crd_reader_rules(),
+        }
+    )
+    out.append(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": reader, "labels": LABELS},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": reader,
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}],
+        }
+    )
     return [*out, *leader_rbac(namespace)]
 
 
