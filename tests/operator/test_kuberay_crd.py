@@ -90,7 +90,7 @@ async def test_converges_and_writes_nothing_at_steady_state(
     world, kubectl = kuberay_world
     # A short resync: the bug this guards against rewrote status on every resync.
     op = await world.start_operator(resync_period=0.5)
-    rc, out, err = await kubectl("apply", "-f", str(EXAMPLE))
+    rc, _, err = await kubectl("apply", "-f", str(EXAMPLE))
     assert rc == 0, err
 
     async def converged() -> None:
