@@ -6,8 +6,10 @@ a user meets, and a small `gadgets` CRD that uses every schema keyword the dev s
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -354,3 +356,46 @@ async def test_a_new_default_applies_to_stored_objects_on_read(kubectl: Kubectl)
     assert after["spec"]["color"] == "blue"
     # Defaulted on read: not a write, so the resourceVersion is the same.
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+
+
+POD = """
+apiVersion: v1
+kind: Pod
+metadata: {name: p1}
+spec:
+  containers:
+  - name: c
+    image: busybox
+    ports: [{containerPort: 80}]
+"""
+
+
+async def test_built_in_kinds_are_decoded_as_the_go_decoder_does(kubectl: Kubectl) -> None:
+    typo = POD.replace("image: busybox", "image: busybox\n    imagePullPolicyy: Always")
+    rc, _, err = await kubectl("apply", "-f", "-", stdin=typo, ok=False)
+    assert rc != 0
+    assert (
+        'Pod in version "v1" cannot be handled as a Pod: strict decoding error: unknown field '
+        '"spec.containers[0].imagePullPolicyy"'
+    ) in err
+    wrong = POD.replace("containerPort: 80", 'containerPort: "80"')
+    rc, _, err = await kubectl("apply", "-f", "-", stdin=wrong, ok=False)
+    assert rc != 0
+    assert (
+        'Pod in version "v1" cannot be handled as a Pod: json: cannot unmarshal string into Go '
+        "struct field ContainerPort.spec.containers.ports.containerPort of type int32"
+    ) in err
+    _, out, err = await kubectl("apply", "--validate=warn", "-f", "-", stdin=typo)
+    assert 'Warning: unknown field "spec.containers[0].imagePullPolicyy"' in err
+    _, out, _ = await kubectl("get", "pod", "p1", "-o", "json")
+    assert "imagePullPolicyy" not in json.loads(out)["spec"]["containers"][0]
+
+
+def test_the_built_in_schemas_are_generated_from_kubernetes_openapi() -> None:
+    deploy = Path(__file__).parents[2] / "deploy"
+    sys.path.insert(0, str(deploy))
+    try:
+        k8s_schemas = importlib.import_module("k8s_schemas")
+    finally:
+        sys.path.remove(str(deploy))
+    assert k8s_schemas.BUILTIN_OUT.read_text() == k8s_schemas.render_builtin()

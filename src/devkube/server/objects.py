@@ -20,7 +20,7 @@ from typing import Any
 from kubefacts.names import random_suffix
 from kubefacts.timestamps import rfc3339
 
-from . import crds, defaults, deletion, events, patches, structural, validation
+from . import builtin, crds, defaults, deletion, events, patches, structural, validation
 from .errors import ApiError, already_exists, bad_request, conflict, invalid, not_found
 from .resources import Registry, ResourceType
 from .selectors import Selection
@@ -176,9 +176,26 @@ class Objects:
             raise bad_request("metadata must be an object")
         if not rt.builtin and rt.schema:
             obj = self._structural(rt, obj, fields)
+        elif rt.builtin and builtin.has_schema(rt.api_version, rt.kind):
+            self._decode_builtin(rt, obj, fields)
         if rt.group == events.GROUP:
             obj = events.to_core(obj)
         return obj
+
+    def _decode_builtin(
+        self, rt: ResourceType, obj: Obj, fields: structural.FieldValidation | None
+    ) -> None:
+        """Drop unknown fields and refuse wrong types as the Go decoder does (``builtin``)."""
+        decoded = builtin.decode(obj, rt.api_version, rt.kind)
+        prefix = f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
+        if decoded.type_error:
+            raise bad_request(prefix + decoded.type_error)
+        mode = fields.mode if fields is not None else structural.IGNORE
+        if decoded.unknown and mode == structural.STRICT:
+            unknown = ", ".join(f'unknown field "{path}"' for path in decoded.unknown)
+            raise bad_request(f"{prefix}strict decoding error: {unknown}")
+        if decoded.unknown and mode == structural.WARN and fields is not None:
+            fields.warnings += [f'unknown field "{path}"' for path in decoded.unknown]
 
     def _structural(
         self, rt: ResourceType, obj: Obj, fields: structural.FieldValidation | None
