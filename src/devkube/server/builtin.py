@@ -47,21 +47,132 @@ def has_schema(api_version: str, kind: str) -> bool:
 
 def decode(obj: dict[str, Any], api_version: str, kind: str) -> Decoded:
     """Drop (in place) and list the fields ``kind`` does not have; find the first type error."""
-    doc = _document()
-    name = doc["kinds"].get(f"{api_version}/{kind}")
     out = Decoded(obj)
-    if name is None:
-        return out
-    _Walker(doc["definitions"], out).object(obj, doc["definitions"][name], "", "")
+    name = _document()["kinds"].get(f"{api_version}/{kind}")
+    if name is not None:
+        _walk_object(obj, _compiled(name), "", "", out)
     return out
+
+
+_PY_TYPES: dict[str, tuple[type, ...]] = {
+    "integer": (int,),
+    "number": (int, float),
+    "string": (str,),
+    "boolean": (bool,),
+    "array": (list,),
+    "object": (dict,),
+}
+
+
+class _Node:
+    """A schema node compiled for speed: the Python types it admits and its children."""
+
+    __slots__ = ("any", "bounds", "go", "items", "props", "struct", "types", "values")
+
+    def __init__(self) -> None:
+        self.types: frozenset[type] = frozenset()
+        self.go = ""
+        self.struct = ""
+        self.props: dict[str, _Node] | None = None
+        self.items: _Node | None = None
+        self.values: _Node | None = None
+        self.bounds: tuple[int, int] | None = None
+        self.any = False
+
+
+_COMPILED: dict[str, _Node] = {}
+
+
+def _compiled(name: str) -> _Node:
+    """A definition compiled once; references resolve to the same (possibly cyclic) nodes."""
+    node = _COMPILED.get(name)
+    if node is None:
+        raw = _document()["definitions"][name]
+        node = _COMPILED[name] = _Node()
+        node.types, node.go = frozenset({dict}), str(raw.get("go", ""))
+        node.struct = node.go.removeprefix("v1.")
+        node.props = {key: _compile(sub) for key, sub in raw.get("p", {}).items()}
+    return node
+
+
+def _compile(raw: Node) -> _Node:
+    if "ref" in raw:
+        return _compiled(str(raw["ref"]))
+    node = _Node()
+    node.types = frozenset(t for kind in raw.get("t", ()) for t in _PY_TYPES.get(kind, ()))
+    node.go = str(raw.get("go", ""))
+    node.bounds = _INT_BOUNDS.get(node.go)
+    node.any = bool(raw.get("any"))
+    if isinstance(raw.get("i"), Mapping):
+        node.items = _compile(raw["i"])
+    if isinstance(raw.get("a"), Mapping):
+        node.values = _compile(raw["a"])
+    return node
+
+
+def _walk_object(value: dict[str, Any], node: _Node, path: str, go_path: str, out: Decoded) -> None:
+    props = node.props or {}
+    dropped: list[str] = []
+    for key, item in value.items():
+        sub = props.get(key)
+        if sub is None:
+            dropped.append(key)
+            continue
+        if item is None:
+            continue
+        _walk_value(item, sub, path, go_path, key, node.struct, out)
+        if out.type_error is not None:
+            return
+    for key in dropped:
+        out.unknown.append(f"{path}.{key}" if path else key)
+        del value[key]
+
+
+def _walk_value(
+    item: Any, sub: _Node, path: str, go_path: str, key: str, struct: str, out: Decoded
+) -> None:
+    kind = type(item)
+    here_go = f"{go_path}.{key}" if go_path else key
+    if kind not in sub.types:
+        _fail(out, item, here_go, struct, sub.go)
+        return
+    if sub.bounds is not None and not sub.bounds[0] <= item <= sub.bounds[1]:
+        _fail(out, item, here_go, struct, sub.go)
+        return
+    if kind is dict:
+        if sub.props is not None:
+            _walk_object(item, sub, f"{path}.{key}" if path else key, here_go, out)
+        elif sub.values is not None and sub.values.props is not None:
+            here = f"{path}.{key}" if path else key
+            for name, value in item.items():
+                if value is not None:
+                    _walk_value(value, sub.values, here, here_go, name, struct, out)
+        elif sub.values is not None:
+            allowed = sub.values.types
+            for value in item.values():
+                if value is not None and type(value) not in allowed:
+                    _fail(out, value, here_go, struct, sub.values.go)
+                    return
+    elif kind is list and sub.items is not None:
+        here = f"{path}.{key}" if path else key
+        element = sub.items
+        for i, value in enumerate(item):
+            if value is None:
+                continue
+            if element.props is not None and type(value) is dict:
+                _walk_object(value, element, f"{here}[{i}]", here_go, out)
+            elif type(value) not in element.types:
+                _fail(out, value, here_go, struct, element.go)
+            elif element.items is not None or element.values is not None:
+                _walk_value(value, element, here, go_path, key, struct, out)
+            if out.type_error is not None:
+                return
 
 
 def _json_kind(value: Any) -> str:
     if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
+        return "bool"
+    if isinstance(value, int | float):
         return "number"
     if isinstance(value, str):
         return "string"
@@ -70,60 +181,10 @@ def _json_kind(value: Any) -> str:
     return "object"
 
 
-def _go_kind(value: Any) -> str:
-    """How Go's UnmarshalTypeError names the JSON value."""
-    kind = _json_kind(value)
-    if kind in ("integer", "number"):
-        return "number"
-    return {"boolean": "bool"}.get(kind, kind)
-
-
-class _Walker:
-    def __init__(self, definitions: Mapping[str, Node], out: Decoded) -> None:
-        self.defs = definitions
-        self.out = out
-
-    def object(self, value: dict[str, Any], node: Node, path: str, go_path: str) -> None:
-        props: Mapping[str, Node] = node.get("p") or {}
-        struct = str(node.get("go", "")).removeprefix("v1.")
-        for key in list(value):
-            here = f"{path}.{key}" if path else key
-            go_here = f"{go_path}.{key}" if go_path else key
-            sub = props.get(key)
-            if sub is None:
-                self.out.unknown.append(here)
-                del value[key]
-                continue
-            self.value(value[key], sub, here, go_here, struct)
-
-    def value(self, value: Any, node: Node, path: str, go_path: str, struct: str) -> None:
-        if value is None or self.out.type_error is not None:
-            return
-        if "ref" in node:
-            target = self.defs[node["ref"]]
-            if not isinstance(value, dict):
-                self._fail(value, go_path, struct, str(target.get("go")))
-                return
-            self.object(value, target, path, go_path)
-            return
-        kinds = node.get("t") or []
-        actual = _json_kind(value)
-        go = str(node.get("go", ""))
-        ok = actual in kinds or (actual == "integer" and "number" in kinds)
-        if not ok or (go in _INT_BOUNDS and not _INT_BOUNDS[go][0] <= value <= _INT_BOUNDS[go][1]):
-            self._fail(value, go_path, struct, go)
-            return
-        if isinstance(value, list) and isinstance(node.get("i"), Mapping):
-            for i, item in enumerate(value):
-                self.value(item, node["i"], f"{path}[{i}]", go_path, struct)
-        elif isinstance(value, dict) and isinstance(node.get("a"), Mapping):
-            for key, item in value.items():
-                self.value(item, node["a"], f"{path}.{key}", go_path, struct)
-
-    def _fail(self, value: Any, go_path: str, struct: str, go: str) -> None:
-        shown = _go_kind(value)
-        if shown == "number" and go in _INT_BOUNDS:
-            shown = f"number {json.dumps(value)}"
-        self.out.type_error = (
-            f"json: cannot unmarshal {shown} into Go struct field {struct}.{go_path} of type {go}"
-        )
+def _fail(out: Decoded, value: Any, go_path: str, struct: str, go: str) -> None:
+    shown = _json_kind(value)
+    if shown == "number" and go in _INT_BOUNDS:
+        shown = f"number {json.dumps(value)}"
+    out.type_error = (
+        f"json: cannot unmarshal {shown} into Go struct field {struct}.{go_path} of type {go}"
+    )
