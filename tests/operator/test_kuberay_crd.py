@@ -68,9 +68,7 @@ async def kuberay_world(tmp_path: Path) -> AsyncIterator[tuple[World, Kubectl]]:
 def test_the_fixture_has_kuberays_shape() -> None:
     schema = kuberay_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     text = json.dumps(schema)
-    assert "x-kubernetes-preserve-unknown-fields" not in json.dumps(
-        schema["properties"]["status"]
-    )
+    assert "x-kubernetes-preserve-unknown-fields" not in json.dumps(schema["properties"]["status"])
     assert set(schema["properties"]["status"]["properties"]) == KUBERAY_STATUS_FIELDS
     spec = schema["properties"]["spec"]["properties"]
     assert "idleSuspend" not in spec and "idleTerminationOptions" not in spec
