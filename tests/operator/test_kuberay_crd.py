@@ -82,10 +82,15 @@ async def _version(world: World, name: str) -> str:
     return str((await world.get_cluster(name))["metadata"]["resourceVersion"])
 
 
+@pytest.mark.parametrize("crd_readable", [True, False], ids=["crd-read", "crd-forbidden"])
 async def test_converges_and_writes_nothing_at_steady_state(
-    kuberay_world: tuple[World, Kubectl],
+    kuberay_world: tuple[World, Kubectl], crd_readable: bool
 ) -> None:
+    """With the CRD readable the status is pruned by its schema; without (a namespaced
+    install has no cluster-scoped grant) the pruning is learned from the first write."""
     world, kubectl = kuberay_world
+    if not crd_readable:
+        world.cluster.faults.fail("get", "customresourcedefinitions", code=403)
     # A short resync: the bug this guards against rewrote status on every resync.
     op = await world.start_operator(resync_period=0.5)
     rc, _, err = await kubectl("apply", "-f", str(EXAMPLE))

@@ -12,8 +12,9 @@ the API server prunes them. Two consequences, both handled here:
   the installed schema prunes is reported with a Warning Event on the RayCluster, once per
   generation, instead of being silently ignored; a CRD lacking our extensions is logged.
 
-Without permission to read the CRD the operator behaves as before (compares unpruned) and says
-so once in its log. See docs/design.md, "Running beside KubeRay's CRD".
+Without permission to read the CRD (a namespaced install has no cluster-scoped grant) the
+status pruning is learned instead: a field we wrote that the server's answer lacks was pruned,
+and is left out of later comparisons. See docs/design.md, "Running beside KubeRay's CRD".
 """
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ class InstalledCrd:
         self._fetched_at: float | None = None
         self._unreadable_logged = False
         self._missing_logged: frozenset[str] = frozenset()
+        #: Status paths ("[]" for any list index) the server was seen to prune.
+        self._learned: set[tuple[str, ...]] = set()
         #: Cluster uid -> (generation, pruned paths) already reported.
         self._reported: dict[str, tuple[object, tuple[str, ...]]] = {}
 
@@ -109,11 +112,20 @@ class InstalledCrd:
         schema = await self.schema()
         await self._report_pruned_spec(obj, schema)
         status_schema = _child(schema, "status")
-        kept, _ = prune(desired, status_schema)
+        if status_schema is not None:
+            kept, _ = prune(desired, status_schema)
+        else:
+            kept = _without(desired, self._learned, ())
         patch = merge_patch(obj.get("status") or {}, kept)
         if set(patch) <= {"lastUpdateTime"}:
             return {}
         return patch
+
+    def learn(self, sent: Obj, stored: Obj) -> None:
+        """Remember the status fields the server dropped from what we wrote (only needed, and
+        only used, when the CRD cannot be read)."""
+        if self._schema is None:
+            _dropped(sent, stored.get("status") or {}, (), self._learned)
 
     async def _report_pruned_spec(self, obj: Obj, schema: Mapping[str, Any] | None) -> None:
         meta = obj.get("metadata") or {}
@@ -145,6 +157,34 @@ class InstalledCrd:
             "that declares our extensions)",
             action="Validate",
         )
+
+
+def _dropped(sent: Any, stored: Any, path: tuple[str, ...], out: set[tuple[str, ...]]) -> None:
+    if isinstance(sent, dict) and isinstance(stored, dict):
+        for key, value in sent.items():
+            if value is None:
+                continue
+            if key not in stored:
+                out.add((*path, key))
+            else:
+                _dropped(value, stored[key], (*path, key), out)
+    elif isinstance(sent, list) and isinstance(stored, list) and len(sent) == len(stored):
+        for mine, theirs in zip(sent, stored, strict=True):
+            _dropped(mine, theirs, (*path, "[]"), out)
+
+
+def _without(value: Any, dropped: set[tuple[str, ...]], path: tuple[str, ...]) -> Any:
+    if not dropped:
+        return value
+    if isinstance(value, dict):
+        return {
+            k: _without(v, dropped, (*path, k))
+            for k, v in value.items()
+            if (*path, k) not in dropped
+        }
+    if isinstance(value, list):
+        return [_without(v, dropped, (*path, "[]")) for v in value]
+    return value
 
 
 def served_schema(crd: Mapping[str, Any]) -> Mapping[str, Any] | None:

@@ -46,7 +46,8 @@ def operator_rules() -> list[Obj]:
 
 def crd_reader_rules() -> list[Obj]:
     """Read the one installed RayCluster CRD (KubeRay's or ours) to compare status after its
-    pruning (controller/crdfit.py). Cluster-scoped, so never part of a namespaced Role."""
+    pruning (controller/crdfit.py). Cluster-scoped, so a namespaced install (no cluster-level
+    grant at all) goes without: the operator then learns the pruning from its own writes."""
     rule = _rule(["apiextensions.k8s.io"], ["customresourcedefinitions"], ["get"])
     rule["resourceNames"] = ["rayclusters.ray.io"]
     return [rule]
@@ -101,28 +102,6 @@ def namespaced_rbac(namespace: str, watched: list[str]) -> list[Obj]:
             }
         )
         out.append(_binding("Role", NAME, ns, namespace))
-    reader = f"{NAME}-crd-reader"
-    out.append(
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRole",
-            "metadata": {"name": reader, "labels": LABELS},
-            "rules": crd_reader_rules(),
-        }
-    )
-    out.append(
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": reader, "labels": LABELS},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": reader,
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}],
-        }
-    )
     return [*out, *leader_rbac(namespace)]
 
 

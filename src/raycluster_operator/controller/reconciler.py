@@ -366,7 +366,8 @@ class Reconciler:
         if self._written.get(key) == (version, desired):
             return  # already written; the cache has not caught up with our own write
         try:
-            await self.client.patch_status(RAYCLUSTERS, ns, name, patch)
+            stored = await self.client.patch_status(RAYCLUSTERS, ns, name, patch)
+            self.crd.learn(desired, stored)
             outcome.status_written = True
             self._written[key] = (version, desired)
         except NotFound:
