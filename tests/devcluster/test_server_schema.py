@@ -306,8 +306,8 @@ def test_nulls_embedded_resources_and_defaults() -> None:
     assert shaped.obj["spec"]["note"] is None and shaped.obj["spec"]["mode"] == "auto"
     causes = structural.apply({"spec": {"size": 1, "inner": {"spec": {}}}}, schema).causes
     assert [f"{c[0]}: {c[1]}" for c in causes] == [
-        "spec.inner.apiVersion: Required value",
-        "spec.inner.kind: Required value",
+        "spec.inner.apiVersion: Required value: must not be empty",
+        "spec.inner.kind: Required value: must not be empty",
     ]
 
 

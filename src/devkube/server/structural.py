@@ -245,7 +245,9 @@ def _object(
         if keep_meta and schema.get("x-kubernetes-embedded-resource"):
             for key in ("apiVersion", "kind"):
                 if not value.get(key):
-                    out.causes.append((prefix + key, "Required value", "FieldValueRequired"))
+                    out.causes.append(
+                        (prefix + key, "Required value: must not be empty", "FieldValueRequired")
+                    )
         count = len(value)
         low, high = schema.get("minProperties"), schema.get("maxProperties")
         if isinstance(high, int) and count > high:
