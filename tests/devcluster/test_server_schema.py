@@ -399,3 +399,22 @@ def test_the_built_in_schemas_are_generated_from_kubernetes_openapi() -> None:
     finally:
         sys.path.remove(str(deploy))
     assert k8s_schemas.BUILTIN_OUT.read_text() == k8s_schemas.render_builtin()
+
+
+async def test_kuberays_printer_columns_and_no_second_age(kubectl: Kubectl) -> None:
+    await kubectl("apply", "-f", "-", stdin=cluster())
+    _, out, _ = await kubectl("get", "rayclusters")
+    assert out.splitlines()[0].split() == [
+        "NAME",
+        "DESIRED",
+        "WORKERS",
+        "AVAILABLE",
+        "WORKERS",
+        "CPUS",
+        "MEMORY",
+        "GPUS",
+        "READY",
+        "SLICES",
+        "STATUS",
+        "AGE",
+    ]
