@@ -418,3 +418,20 @@ async def test_kuberays_printer_columns_and_no_second_age(kubectl: Kubectl) -> N
         "STATUS",
         "AGE",
     ]
+
+
+async def test_a_crd_whose_schema_is_not_structural_is_refused(kubectl: Kubectl) -> None:
+    crd = json.loads(json.dumps(GADGETS))
+    crd["metadata"]["name"] = "bads.example.com"
+    crd["spec"]["names"] = {"plural": "bads", "singular": "bad", "kind": "Bad"}
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    del spec["type"]
+    spec["properties"]["size"]["default"] = 0
+    rc, _, err = await kubectl("apply", "-f", "-", stdin=json.dumps(crd), ok=False)
+    assert rc != 0
+    where = "spec.versions[0].schema.openAPIV3Schema.properties[spec]"
+    assert f"{where}.type: Required value: must not be empty for specified object fields" in err
+    assert (
+        f"{where}.properties[size].default: Invalid value: 0: {where}.properties[size].default "
+        "in body should be greater than or equal to 1"
+    ) in err

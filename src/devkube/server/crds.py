@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import structural
 from .resources import ResourceType
 
 
@@ -62,6 +63,11 @@ def problems(crd: dict[str, Any]) -> list[tuple[str, str]]:
         found.append(("spec.versions", "Required value"))
     if sum(1 for v in versions if v.get("storage")) != 1:
         found.append(("spec.versions", "must have exactly one version marked as storage version"))
+    for i, version in enumerate(versions):
+        schema = (version.get("schema") or {}).get("openAPIV3Schema")
+        if isinstance(schema, dict):
+            where = f"spec.versions[{i}].schema.openAPIV3Schema"
+            found += [(c[0], c[1]) for c in structural.schema_problems(schema, where)]
     return found
 
 

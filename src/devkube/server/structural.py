@@ -67,12 +67,15 @@ class Shaped:
     causes: list[Cause] = field(default_factory=list)
 
 
-def apply(obj: Any, schema: Mapping[str, Any] | None, *, validate: bool = True) -> Shaped:
-    """Prune, default and (unless ``validate`` is false) validate a deep copy of ``obj``."""
+def apply(
+    obj: Any, schema: Mapping[str, Any] | None, *, validate: bool = True, at: str = ""
+) -> Shaped:
+    """Prune, default and (unless ``validate`` is false) validate a deep copy of ``obj``
+    (``at``: the field path of ``obj`` itself, for messages)."""
     if not schema:
         return Shaped(obj)
     out = Shaped(None)
-    out.obj = _walk(copy.deepcopy(obj), schema, "", out, root=True, validate=validate)
+    out.obj = _walk(copy.deepcopy(obj), schema, at, out, root=not at, validate=validate)
     return out
 
 
@@ -334,3 +337,40 @@ def _numeric(value: float, schema: Mapping[str, Any], path: str, out: Shaped) ->
                 value,
                 f"{path} in body should be greater than or equal to {_number(low)}",
             )
+
+
+def schema_problems(schema: Mapping[str, Any], path: str) -> list[Cause]:
+    """What apiextensions-apiserver refuses in a CRD's own schema: a node without a type
+    (unless int-or-string or preserving unknown fields) and a default its node rejects."""
+    found: list[Cause] = []
+    _check_schema(schema, path, found, root=True)
+    return found
+
+
+def _check_schema(node: Mapping[str, Any], path: str, found: list[Cause], *, root: bool) -> None:
+    if (
+        not root
+        and "type" not in node
+        and not node.get("x-kubernetes-int-or-string")
+        and not node.get("x-kubernetes-preserve-unknown-fields")
+    ):
+        found.append(
+            (
+                f"{path}.type",
+                "Required value: must not be empty for specified object fields",
+                "FieldValueRequired",
+            )
+        )
+    if "default" in node:
+        where = f"{path}.default"
+        for field_path, message, reason in apply(node["default"], node, at=where).causes:
+            found.append((field_path, message, reason))
+    for key, sub in (node.get("properties") or {}).items():
+        if isinstance(sub, Mapping):
+            _check_schema(sub, f"{path}.properties[{key}]", found, root=False)
+    items = node.get("items")
+    if isinstance(items, Mapping):
+        _check_schema(items, f"{path}.items", found, root=False)
+    extra = node.get("additionalProperties")
+    if isinstance(extra, Mapping):
+        _check_schema(extra, f"{path}.additionalProperties", found, root=False)
