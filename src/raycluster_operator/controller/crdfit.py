@@ -10,7 +10,7 @@ the API server prunes them. Two consequences, both handled here:
   since that timestamp records changes and nothing the server keeps has changed;
 - a spec field the user applied (``kubectl.kubernetes.io/last-applied-configuration``) that
   the installed schema prunes is reported with a Warning Event on the RayCluster, once per
-  generation, instead of being silently ignored; a CRD lacking our extensions is logged.
+  applied configuration, instead of being silently ignored; a CRD lacking our extensions is logged.
 
 Without permission to read the CRD (a namespaced install has no cluster-scoped grant) the
 status pruning is learned instead: a field we wrote that the server's answer lacks was pruned,
@@ -58,13 +58,15 @@ class InstalledCrd:
         self._clock = clock
         self._refresh = refresh
         self._schema: Mapping[str, Any] | None = None
+        #: Identifies the installed schema's content (refreshes re-read the same CRD).
+        self._digest = 0
         self._fetched_at: float | None = None
         self._unreadable_logged = False
         self._missing_logged: frozenset[str] = frozenset()
         #: Status paths ("[]" for any list index) the server was seen to prune.
         self._learned: set[tuple[str, ...]] = set()
-        #: Cluster uid -> (generation, pruned paths) already reported.
-        self._reported: dict[str, tuple[object, tuple[str, ...]]] = {}
+        #: Cluster uid -> (applied configuration, schema) already checked.
+        self._reported: dict[str, tuple[str, int]] = {}
 
     async def schema(self) -> Mapping[str, Any] | None:
         """The served ``v1`` openAPIV3Schema, re-read every ``refresh`` seconds."""
@@ -86,6 +88,7 @@ class InstalledCrd:
                 )
             return self._schema
         self._schema = served_schema(crd)
+        self._digest = hash(json.dumps(self._schema, sort_keys=True))
         self._log_missing_extensions()
         return self._schema
 
@@ -133,18 +136,19 @@ class InstalledCrd:
         spec_schema = _child(schema, "spec")
         if not applied or spec_schema is None:
             return
-        try:
-            spec = json.loads(applied).get("spec")
-        except (ValueError, AttributeError):
-            return
-        _, dropped = prune(spec, spec_schema)
         uid = str(meta.get("uid") or "")
-        seen = (meta.get("generation"), tuple(dropped))
+        # Checked once per applied configuration and installed schema, not every pass.
+        seen = (applied, self._digest)
         if self._reported.get(uid) == seen:
             return
         if len(self._reported) > 4096:
             self._reported.clear()
         self._reported[uid] = seen
+        try:
+            spec = json.loads(applied).get("spec")
+        except (ValueError, AttributeError):
+            return
+        _, dropped = prune(spec, spec_schema)
         if not dropped:
             return
         fields = ", ".join(f"spec.{path}" for path in dropped)
