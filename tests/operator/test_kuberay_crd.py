@@ -216,3 +216,42 @@ async def test_a_pruned_spec_extension_is_reported(kuberay_world: tuple[World, K
         assert items[0]["type"] == "Warning"
 
     await eventually(warned, within=30)
+
+
+def test_the_operators_pruning_is_the_servers() -> None:
+    """kube/pruning.py (what the operator expects the server to keep) against the dev API
+    server's structural engine, on a status and a spec full of our extensions."""
+    from devkube.server import structural
+    from raycluster_operator.kube import prune
+
+    schema = kuberay_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    import yaml
+
+    obj = yaml.safe_load(EXAMPLE.read_text())
+    obj["spec"]["idleSuspend"] = True
+    obj["spec"]["workerGroupSpecs"][0]["numOfHost"] = 2
+    del obj["spec"]["workerGroupSpecs"][0]["numOfHosts"]
+    obj["status"] = {
+        "state": "ready",
+        "lastUpdateTime": None,
+        "desiredWorkerSlices": 2,
+        "workerGroups": [{"groupName": "g", "readySlices": 2}],
+        "conditions": [
+            {
+                "type": "HeadPodReady",
+                "status": "True",
+                "reason": "HeadPodRunningAndReady",
+                "message": "",
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+                "extra": 1,
+            }
+        ],
+        "head": {"podIP": "10.0.0.1", "future": "x"},
+    }
+    ours, dropped = prune(obj, schema, root=True)
+    assert ours == structural.prune(obj, schema)
+    assert sorted(dropped) == sorted(structural.apply(obj, schema).unknown)
+    assert ours["spec"]["workerGroupSpecs"][0]["numOfHosts"] == 1  # defaulted
+    assert ours["status"]["lastUpdateTime"] is None  # nullable in KubeRay's schema
+    assert "workerGroups" not in ours["status"] and "future" not in ours["status"]["head"]
+    assert "extra" not in ours["status"]["conditions"][0]

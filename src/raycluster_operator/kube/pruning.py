@@ -17,12 +17,13 @@ Schema = Mapping[str, Any]
 _ROOT = ("apiVersion", "kind", "metadata")
 
 
-def prune(value: Any, schema: Schema | None) -> tuple[Any, list[str]]:
-    """A pruned, defaulted copy of ``value`` and the paths of the fields the server drops."""
+def prune(value: Any, schema: Schema | None, *, root: bool = False) -> tuple[Any, list[str]]:
+    """A pruned, defaulted copy of ``value`` and the paths of the fields the server drops
+    (``root``: ``value`` is a whole object, whose apiVersion, kind and metadata are kept)."""
     dropped: list[str] = []
     if not schema:
         return copy.deepcopy(value), dropped
-    return _walk(copy.deepcopy(value), schema, "", dropped, keep_meta=False), dropped
+    return _walk(copy.deepcopy(value), schema, "", dropped, keep_meta=root), dropped
 
 
 def _walk(value: Any, schema: Schema, path: str, dropped: list[str], *, keep_meta: bool) -> Any:
