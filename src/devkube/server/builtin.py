@@ -67,7 +67,7 @@ _PY_TYPES: dict[str, tuple[type, ...]] = {
 class _Node:
     """A schema node compiled for speed: the Python types it admits and its children."""
 
-    __slots__ = ("any", "bounds", "go", "items", "props", "struct", "types", "values")
+    __slots__ = ("any", "bounds", "go", "items", "leaf", "props", "struct", "types", "values")
 
     def __init__(self) -> None:
         self.types: frozenset[type] = frozenset()
@@ -78,6 +78,8 @@ class _Node:
         self.values: _Node | None = None
         self.bounds: tuple[int, int] | None = None
         self.any = False
+        #: A scalar (or free-form) value: only its type and bounds are checked.
+        self.leaf = False
 
 
 _COMPILED: dict[str, _Node] = {}
@@ -107,6 +109,7 @@ def _compile(raw: Node) -> _Node:
         node.items = _compile(raw["i"])
     if isinstance(raw.get("a"), Mapping):
         node.values = _compile(raw["a"])
+    node.leaf = node.items is None and node.values is None
     return node
 
 
@@ -120,6 +123,14 @@ def _walk_object(value: dict[str, Any], node: _Node, path: str, go_path: str, ou
             continue
         if item is None:
             continue
+        if sub.leaf:
+            # Most fields are scalars: checked here, without a call.
+            if type(item) in sub.types and (
+                sub.bounds is None or sub.bounds[0] <= item <= sub.bounds[1]
+            ):
+                continue
+            _fail(out, item, f"{go_path}.{key}" if go_path else key, node.struct, sub.go)
+            return
         _walk_value(item, sub, path, go_path, key, node.struct, out)
         if out.type_error is not None:
             return
