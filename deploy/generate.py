@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import k8s_schemas
+
 from raycluster_operator.api.crd import crd_manifest
 from raycluster_operator.cli.manifests import render
 from raycluster_operator.controller import install
@@ -25,6 +27,7 @@ def write(name: str, objects: list[dict[str, Any]], what: str) -> None:
 
 
 def main() -> None:
+    k8s_schemas.main()  # first: the CRD embeds these
     write("base/crd.yaml", [crd_manifest()], "the rayclusters.ray.io CRD")
     write(
         "base/rbac.yaml",

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from devkube.server import ApiServer
+from devkube.server import ApiServer, structural
 from devkube.server.errors import ApiError
 from devkube.server.events import field_alias
 from devkube.server.selectors import Selection, parse_field_selector
@@ -91,7 +91,9 @@ def test_strict_field_validation_rejects_unknown_custom_fields() -> None:
     things = rt(server, "example.com", "things")
     body = {"metadata": {"name": "t"}, "spec": {"a": "x", "typo": 1}}
     with pytest.raises(ApiError) as strict:
-        server.objects.create(things, "default", body, strict=True)
+        server.objects.create(
+            things, "default", body, fields=structural.FieldValidation(structural.STRICT)
+        )
     assert strict.value.code == 400 and 'unknown field "spec.typo"' in strict.value.message
     created = server.objects.create(things, "default", body)  # default: prune silently
     assert created.obj["spec"] == {"a": "x"}

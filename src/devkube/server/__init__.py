@@ -25,8 +25,12 @@ Implemented as the real server does it:
   sendInitialEvents with the initial-events-end bookmark, selector transitions as
   ADDED/DELETED, timeoutSeconds, slow watchers cut with 410 rather than slowing writers;
 - CRDs: served as soon as created (Established/NamesAccepted conditions), unserved and
-  emptied when deleted; schema defaults and pruning, `fieldValidation=Strict` rejects unknown
-  fields; printer columns in `kubectl get`;
+  emptied when deleted; structural schemas as kube-apiserver applies them (`structural`:
+  validation worded as kube-openapi, pruning, defaulting on write and on read) on every write
+  path; `fieldValidation` Strict/Warn/Ignore (Warn, the default, answers `Warning` headers);
+  schemas published in `/openapi/v3` for `kubectl explain`; printer columns in `kubectl get`;
+- built-in kinds decoded against Kubernetes' OpenAPI (`builtin`): unknown fields dropped and
+  reported per `fieldValidation`, wrongly typed values refused with Go's unmarshal message;
 - core/v1 and events.k8s.io/v1 Events share storage (written as one, read as either);
 - authentication (auth.py: admin token, ServiceAccount JWTs from TokenRequest, 401), RBAC
   authorization of every request with kube's 403 wording (rbac.py, requestinfo.py),
@@ -39,10 +43,14 @@ Approximated (documented so nobody relies on more):
   resources): no managedFields, no field ownership, no conflicts, nothing is removed;
 - lists are always served from the latest state: resourceVersion/resourceVersionMatch on a
   list and continue tokens do not pin a snapshot;
-- built-in kinds are stored with a few defaults (pods, services, namespaces) but without their
-  full OpenAPI validation; no quotas, no admission beyond ServiceAccounts and RBAC
-  escalation; no aggregated ClusterRoles (admin/edit/view), no legacy token Secrets, no
-  client certificates; the cluster's own controllers act as the admin;
+- built-in kinds are stored with a few defaults (pods, services, namespaces); beyond their
+  types, only the hand-written rules of `validation` apply; no quotas, no admission beyond
+  ServiceAccounts, RBAC escalation and default tolerations; no aggregated ClusterRoles
+  (admin/edit/view), no legacy token Secrets, no client certificates; the cluster's own
+  controllers act as the admin;
+- CRD schemas: no CEL rules (`x-kubernetes-validations`), `uniqueItems`, `multipleOf`,
+  list/map-type checks or string formats; a CRD's own schema is only checked for types and
+  defaults;
 - protobuf request bodies are decoded for Namespace, ConfigMap, Secret and ServiceAccount only
   (what `kubectl create namespace|configmap|secret|serviceaccount` sends), others get 415;
 - CRD versions share storage without conversion (apiVersion is rewritten);

@@ -1,19 +1,14 @@
 """CustomResourceDefinitions: which resources a CRD serves and how its schema shapes objects.
 
-Structural-schema semantics kept: `default` values fill absent fields (recursively, through
-objects and array items), and fields not in `properties` are pruned unless the schema says
-`x-kubernetes-preserve-unknown-fields: true` (or the object has additionalProperties). Metadata
-is left alone except at the root. Validation keywords (types, patterns, enums) are not enforced.
+What a schema does to objects (pruning, defaulting, validation) lives in `structural`.
 """
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
+from . import structural
 from .resources import ResourceType
-
-ROOT_KEEP = ("apiVersion", "kind", "metadata")
 
 
 def resource_types(crd: dict[str, Any]) -> list[ResourceType]:
@@ -68,6 +63,11 @@ def problems(crd: dict[str, Any]) -> list[tuple[str, str]]:
         found.append(("spec.versions", "Required value"))
     if sum(1 for v in versions if v.get("storage")) != 1:
         found.append(("spec.versions", "must have exactly one version marked as storage version"))
+    for i, version in enumerate(versions):
+        schema = (version.get("schema") or {}).get("openAPIV3Schema")
+        if isinstance(schema, dict):
+            where = f"spec.versions[{i}].schema.openAPIV3Schema"
+            found += [(c[0], c[1]) for c in structural.schema_problems(schema, where)]
     return found
 
 
@@ -114,48 +114,3 @@ def default_crd(crd: dict[str, Any]) -> None:
     spec.setdefault("conversion", {"strategy": "None"})
     for version in spec.get("versions") or []:
         version.setdefault("served", True)
-
-
-def shape(obj: dict[str, Any], schema: dict[str, Any] | None) -> tuple[dict[str, Any], list[str]]:
-    """Apply schema defaults and pruning to a custom object: a new dict and the pruned paths
-    (which `fieldValidation=Strict` turns into an error, as the real server does)."""
-    if not schema:
-        return obj, []
-    pruned: list[str] = []
-    result = _shape(copy.deepcopy(obj), schema, pruned, "", root=True)
-    assert isinstance(result, dict)
-    return result, pruned
-
-
-def _shape(
-    value: Any, schema: dict[str, Any], pruned: list[str], path: str, root: bool = False
-) -> Any:
-    if isinstance(value, dict):
-        props: dict[str, Any] = schema.get("properties") or {}
-        additional = schema.get("additionalProperties")
-        preserve = bool(schema.get("x-kubernetes-preserve-unknown-fields"))
-        if schema.get("x-kubernetes-embedded-resource") and not root:
-            root = True
-        for key, sub in props.items():
-            if key not in value and isinstance(sub, dict) and "default" in sub:
-                value[key] = copy.deepcopy(sub["default"])
-        for key in list(value):
-            if root and key in ROOT_KEEP:
-                continue
-            here = f"{path}.{key}" if path else key
-            if key in props:
-                value[key] = _shape(value[key], props[key], pruned, here)
-            elif isinstance(additional, dict):
-                value[key] = _shape(value[key], additional, pruned, here)
-            elif additional is True or preserve:
-                continue
-            else:
-                pruned.append(here)
-                del value[key]
-        return value
-    if isinstance(value, list):
-        items = schema.get("items")
-        if isinstance(items, dict):
-            return [_shape(v, items, pruned, f"{path}[{i}]") for i, v in enumerate(value)]
-        return value
-    return value

@@ -6,6 +6,7 @@ Every client we serve decodes error bodies as `Status` objects and branches on `
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -77,13 +78,27 @@ def conflict(plural: str, group: str, name: str, why: str) -> ApiError:
     )
 
 
-def invalid(kind: str, group: str, name: str, causes: list[tuple[str, str]]) -> ApiError:
-    text = "; ".join(f"{field}: {msg}" for field, msg in causes)
+def invalid(
+    kind: str,
+    group: str,
+    name: str,
+    causes: Sequence[tuple[str, str] | tuple[str, str, str]],
+) -> ApiError:
+    """A 422 worded as kube-apiserver's ``NewInvalid``: ``Kind.group "name" is invalid: ...``,
+    several causes in brackets; each cause keeps its reason (FieldValueRequired, ...)."""
+    texts = [f"{cause[0]}: {cause[1]}" for cause in causes]
+    text = texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]"
     details = _details(kind, name, group)
     details["causes"] = [
-        {"reason": "FieldValueInvalid", "message": msg, "field": field} for field, msg in causes
+        {
+            "reason": cause[2] if len(cause) > 2 else "FieldValueInvalid",
+            "message": cause[1],
+            "field": cause[0],
+        }
+        for cause in causes
     ]
-    return ApiError(422, "Invalid", f'{kind} "{name}" is invalid: {text}', details=details)
+    qual = f"{kind}.{group}" if group else kind
+    return ApiError(422, "Invalid", f'{qual} "{name}" is invalid: {text}', details=details)
 
 
 def bad_request(message: str) -> ApiError:

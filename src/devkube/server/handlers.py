@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from . import discovery, events, logs, patches, protobuf, scale, streaming, tables
+from . import discovery, events, logs, patches, protobuf, scale, streaming, structural, tables
 from .errors import ApiError, bad_request, method_not_allowed, not_found
 from .faults import Faults
 from .objects import Objects
@@ -141,7 +141,10 @@ class Handlers:
             what = target.rt.plural + (f"/{target.subresource}" if target.subresource else "")
             raise method_not_allowed(f"{verb} is not supported on {what}")
         dry_run = q.get("dryRun") == "All"
-        strict = q.get("fieldValidation") == "Strict"
+        try:
+            fields = structural.FieldValidation.parse(q.get("fieldValidation"))
+        except ValueError as exc:
+            raise bad_request(str(exc)) from exc
         rt, ns, name, sub = target.rt, target.namespace, target.name, target.subresource
         if verb in ("list", "watch"):
             return await self._list_or_watch(request, target, watching)
@@ -180,17 +183,17 @@ class Handlers:
                 return json_response(_success(), 201)
             if name is not None:
                 raise method_not_allowed("POST is not allowed on a named object")
-            stored = self.objects.create(rt, ns, body, dry_run=dry_run, strict=strict)
-            return self._object(request, rt, stored, 201)
+            stored = self.objects.create(rt, ns, body, dry_run=dry_run, fields=fields)
+            return _warn(self._object(request, rt, stored, 201), fields)
         if verb == "update":
             body = await _body(request)
             if sub == "scale":
                 stored = self._write_scale(rt, ns, name or "", body, None, dry_run)
                 return json_response(scale.view(rt, stored.obj))
             stored = self.objects.update(
-                rt, ns, name or "", body, subresource=sub, dry_run=dry_run, strict=strict
+                rt, ns, name or "", body, subresource=sub, dry_run=dry_run, fields=fields
             )
-            return self._object(request, rt, stored)
+            return _warn(self._object(request, rt, stored), fields)
         if verb == "patch":
             content_type = request.content_type
             if content_type not in patches.PATCH_TYPES:
@@ -213,9 +216,9 @@ class Handlers:
                 subresource=sub,
                 dry_run=dry_run,
                 force=_truthy(q.get("force")),
-                strict=strict,
+                fields=fields,
             )
-            return self._object(request, rt, stored, 200 if existed else 201)
+            return _warn(self._object(request, rt, stored, 200 if existed else 201), fields)
         if verb == "delete":
             options = await _delete_options(request)
             stored, removed = self.objects.delete(rt, ns, name or "", options, dry_run=dry_run)
@@ -366,6 +369,13 @@ class Handlers:
 
     async def drop_watches(self, request: web.Request) -> web.Response:
         return json_response({"dropped": self.faults.drop_watches()})
+
+
+def _warn(response: web.Response, fields: structural.FieldValidation) -> web.Response:
+    """One ``Warning`` header per dropped field, as the real server sends under ``Warn``."""
+    for text in fields.warnings:
+        response.headers.add("Warning", f"299 - {json.dumps(text)}")
+    return response
 
 
 def _no_route() -> ApiError:

@@ -8,6 +8,7 @@ graceful pod deletion and built-in defaults that clients commonly read back.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import random
 import re
@@ -19,7 +20,17 @@ from typing import Any
 from kubefacts.names import random_suffix
 from kubefacts.timestamps import rfc3339
 
-from . import crds, defaults, deletion, events, patches, tolerations, validation
+from . import (
+    builtin,
+    crds,
+    defaults,
+    deletion,
+    events,
+    patches,
+    structural,
+    tolerations,
+    validation,
+)
 from .errors import ApiError, already_exists, bad_request, conflict, invalid, not_found
 from .resources import Registry, ResourceType
 from .selectors import Selection
@@ -114,9 +125,9 @@ class Objects:
         body: Any,
         *,
         dry_run: bool = False,
-        strict: bool = False,
+        fields: structural.FieldValidation | None = None,
     ) -> Stored:
-        obj = self._body(rt, body, strict)
+        obj = self._body(rt, body, fields)
         meta = obj["metadata"]
         self._place(rt, ns, meta)
         if not meta.get("name"):
@@ -160,7 +171,9 @@ class Objects:
         self._after_write(rt, stored)
         return stored
 
-    def _body(self, rt: ResourceType, body: Any, strict: bool = False) -> Obj:
+    def _body(
+        self, rt: ResourceType, body: Any, fields: structural.FieldValidation | None = None
+    ) -> Obj:
         if not isinstance(body, dict):
             raise bad_request("the request body must be a JSON object")
         obj: Obj = thaw(body)
@@ -175,14 +188,49 @@ class Objects:
             meta = obj["metadata"] = {}
         if not isinstance(meta, dict):
             raise bad_request("metadata must be an object")
-        if not rt.builtin:
-            obj, unknown = crds.shape(obj, rt.schema)
-            if unknown and strict:
-                fields = ", ".join(f'unknown field "{path}"' for path in unknown)
-                raise bad_request(f"strict decoding error: {fields}")
+        if not rt.builtin and rt.schema:
+            obj = self._structural(rt, obj, fields)
+        elif rt.builtin and builtin.has_schema(rt.api_version, rt.kind):
+            self._decode_builtin(rt, obj, fields)
         if rt.group == events.GROUP:
             obj = events.to_core(obj)
         return obj
+
+    def _decode_builtin(
+        self, rt: ResourceType, obj: Obj, fields: structural.FieldValidation | None
+    ) -> None:
+        """Drop unknown fields and refuse wrong types as the Go decoder does (``builtin``)."""
+        decoded = builtin.decode(obj, rt.api_version, rt.kind)
+        prefix = f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
+        if decoded.type_error:
+            raise bad_request(prefix + decoded.type_error)
+        mode = fields.mode if fields is not None else structural.IGNORE
+        if decoded.unknown and mode == structural.STRICT:
+            unknown = ", ".join(f'unknown field "{path}"' for path in decoded.unknown)
+            raise bad_request(f"{prefix}strict decoding error: {unknown}")
+        if decoded.unknown and mode == structural.WARN and fields is not None:
+            fields.warnings += [f'unknown field "{path}"' for path in decoded.unknown]
+
+    def _structural(
+        self, rt: ResourceType, obj: Obj, fields: structural.FieldValidation | None
+    ) -> Obj:
+        """Prune, default and validate a custom object as kube-apiserver does (see
+        ``structural``); unknown fields are refused, warned about or dropped as asked."""
+        shaped = structural.apply(obj, rt.schema)
+        mode = fields.mode if fields is not None else structural.IGNORE
+        if shaped.unknown and mode == structural.STRICT:
+            unknown = ", ".join(f'unknown field "{path}"' for path in shaped.unknown)
+            raise bad_request(
+                f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
+                f"strict decoding error: {unknown}"
+            )
+        if shaped.unknown and mode == structural.WARN and fields is not None:
+            fields.warnings += [f'unknown field "{path}"' for path in shaped.unknown]
+        if shaped.causes:
+            name = str((obj.get("metadata") or {}).get("name") or "")
+            raise invalid(rt.kind, rt.group, name, shaped.causes)
+        result: Obj = shaped.obj
+        return result
 
     def _place(self, rt: ResourceType, ns: str | None, meta: dict[str, Any]) -> None:
         if rt.namespaced:
@@ -262,10 +310,10 @@ class Objects:
         *,
         subresource: str = "",
         dry_run: bool = False,
-        strict: bool = False,
+        fields: structural.FieldValidation | None = None,
     ) -> Stored:
         current = self.get(rt, ns, name)
-        obj = self._body(rt, body, strict)
+        obj = self._body(rt, body, fields)
         meta = obj["metadata"]
         if meta.get("name", name) != name:
             raise bad_request(
@@ -422,7 +470,7 @@ class Objects:
         subresource: str = "",
         dry_run: bool = False,
         force: bool = False,
-        strict: bool = False,
+        fields: structural.FieldValidation | None = None,
     ) -> Stored:
         """Apply one of the four patch types; `force` (server-side apply) is accepted and has
         no effect, since this server tracks no field ownership and so raises no conflicts."""
@@ -444,7 +492,7 @@ class Objects:
                 if meta.get("name", name) != name:
                     raise bad_request("the name of the object does not match the name on the URL")
                 meta["name"] = name
-                return self.create(rt, ns, body, dry_run=dry_run, strict=strict)
+                return self.create(rt, ns, body, dry_run=dry_run, fields=fields)
         current = self.get(rt, ns, name)
         doc = thaw(self.view(rt, current))
         if content_type == patches.JSON_PATCH:
@@ -464,7 +512,7 @@ class Objects:
             raise ApiError(415, "UnsupportedMediaType", f"unsupported patch type {content_type!r}")
         if not isinstance(result, dict):
             raise bad_request("patch must leave an object")
-        obj = self._body(rt, result, strict)
+        obj = self._body(rt, result, fields)
         obj["metadata"]["name"] = name
         self._place(rt, ns, obj["metadata"])
         body_rv = _patched_rv(body, content_type)
@@ -549,8 +597,13 @@ class Objects:
         spec = crd.get("spec") or {}
         group, plural = spec.get("group", ""), (spec.get("names") or {}).get("plural", "")
         self.registry.remove_group_resource(group, plural)
+        storage = [v.get("name") for v in spec.get("versions") or [] if v.get("storage")]
         for rt in crds.resource_types(crd):
             self.registry.add(rt)
+            if rt.version in storage and rt.schema:
+                self.store.reshape(
+                    rt.storage_key, functools.partial(structural.prune, schema=rt.schema)
+                )
 
     def _finalize_namespace(self, ns: str) -> None:
         """Delete the namespace's content (pods gracefully, finalizers honoured), then it."""

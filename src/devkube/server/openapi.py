@@ -2,10 +2,13 @@
 
 kubectl 1.37 reads `/openapi/v3` to learn whether the server validates fields itself (the
 PATCH operation of a kind lists a `fieldValidation` query parameter). When it does, kubectl
-skips client-side schema validation and sends `fieldValidation=Strict`, so our documents carry
-operations and parameters but no schemas. PATCH operations deliberately declare no request
-media types: kubectl then computes apply patches from its compiled-in types (strategic merge
-for built-in kinds) or as JSON merge patches (custom resources), as with schema-less servers.
+skips client-side schema validation and sends `fieldValidation=Strict`. Custom resources' schemas
+are published as the real server publishes them (`components.schemas`, named by reversed group,
+version and kind, tagged with `x-kubernetes-group-version-kind`), which is what `kubectl explain`
+reads; built-in kinds carry operations and parameters but no schemas. PATCH operations
+deliberately declare no request media types: kubectl then computes apply patches from its
+compiled-in types (strategic merge for built-in kinds) or as JSON merge patches (custom
+resources), as with schema-less servers.
 `/openapi/v2` answers 404, which clients treat as "no OpenAPI v2".
 """
 
@@ -65,12 +68,27 @@ def gv_document(registry: Registry, group: str, version: str) -> dict[str, Any] 
             "patch": _operation(rt, "patch"),
             "delete": _operation(rt, "delete"),
         }
+    schemas: dict[str, Any] = {}
+    for rt in types:
+        if rt.schema:
+            schemas[schema_name(rt)] = {
+                **rt.schema,
+                "x-kubernetes-group-version-kind": [
+                    {"group": rt.group, "version": rt.version, "kind": rt.kind}
+                ],
+            }
     return {
         "openapi": "3.0.0",
         "info": {"title": "Kubernetes (devcluster)", "version": "v1.37.0"},
         "paths": paths,
-        "components": {"schemas": {}},
+        "components": {"schemas": schemas},
     }
+
+
+def schema_name(rt: ResourceType) -> str:
+    """``io.ray.v1.RayCluster`` for ray.io/v1 RayCluster, as kube-apiserver names it."""
+    group = ".".join(reversed(rt.group.split(".")))
+    return f"{group}.{rt.version}.{rt.kind}"
 
 
 def _hash(doc: dict[str, Any]) -> str:

@@ -195,6 +195,19 @@ class Store:
         self._publish(key, table, Change("ADDED" if old is None else "MODIFIED", stored, old))
         return stored
 
+    def reshape(self, key: str, shape: Callable[[Obj], Obj]) -> None:
+        """Rewrite every stored object of ``key`` in place, keeping its resourceVersion and
+        telling no watcher: what a real server does when it decodes from storage (a CRD's new
+        defaults and pruning apply to old objects on read, without a write)."""
+        table = self._tables.get(key)
+        if table is None:
+            return
+        for bucket in table.by_ns.values():
+            for name, stored in list(bucket.items()):
+                new = shape(stored.obj)
+                if new != stored.obj:
+                    bucket[name] = Stored(new, stored.rv)
+
     def remove(self, key: str, namespace: str, name: str, rv: int) -> Stored | None:
         table = self._tables.get(key)
         if table is None:

@@ -243,7 +243,11 @@ def _columns(rt: ResourceType) -> list[Column]:
 
         printed = "string" if kind == "date" else kind
         columns.append((col.get("name", ""), printed, int(col.get("priority", 0)), cell))
-    if not any(c.get("name") == "Age" for c in rt.printer_columns):
+    if not any(
+        str(c.get("name", "")).lower() == "age"
+        or c.get("jsonPath") == ".metadata.creationTimestamp"
+        for c in rt.printer_columns
+    ):
         columns.append(("Age", "string", 0, _age))
     return columns
 

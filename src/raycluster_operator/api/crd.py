@@ -1,137 +1,366 @@
 """The CustomResourceDefinition of ``rayclusters.ray.io`` this operator installs.
 
-The schema types only the fields the operator reads, and preserves everything else, so any
-RayCluster KubeRay accepts is accepted here too and nothing a user wrote is pruned. Bounds and
-defaults match KubeRay's: counts are int32 and non-negative, ``numOfHosts`` defaults to 1 and
-must be at least 1, ``replicas``/``minReplicas`` default to 0 (Ray's autoscalers read both
-unconditionally) and ``maxReplicas`` to 2^31-1. Status is a subresource (the operator writes
-only status) and keeps our extra slice counts.
+A full structural schema: every field of KubeRay v1.6's RayCluster ``v1`` with KubeRay's types,
+defaults, enums and printer columns, so the API server prunes and refuses what KubeRay's own
+CRD prunes and refuses, and ``kubectl explain`` reaches every leaf. Embedded Kubernetes types
+(the pod templates, the head Service, the autoscaler container's fields) come from
+``k8s_schemas.json``, generated from Kubernetes' OpenAPI by ``deploy/k8s_schemas.py``.
+
+Our own additions are few and marked: their description starts with ``EXTENSION``. They are
+``spec.idleSuspend`` and ``spec.idleTerminationOptions`` (Ray's autoscaler v2 idle policy) and,
+in status, the slice counts (``desiredWorkerSlices``, ``readyWorkerSlices``, ``workerGroups``).
+Under KubeRay's own CRD the API server prunes them; the operator then compares the status it
+wants after the same pruning and reports a pruned spec extension (``controller/crdfit.py``).
 """
 
 from __future__ import annotations
 
 import copy
+import json
+from functools import cache
+from importlib import resources
 from typing import Any
 
 from raycluster_operator.api.models import API_GROUP, INT32_MAX, KIND, PLURAL
 
 VERSION = "v1"
 NAME = f"{PLURAL}.{API_GROUP}"
+#: Every description of a field KubeRay's CRD does not have starts with this.
+EXTENSION = "EXTENSION (raycluster-operator; pruned under KubeRay's CRD):"
+
+Schema = dict[str, Any]
 
 
-def _int32(*, minimum: int | None = None, default: int | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"type": "integer", "format": "int32", "maximum": INT32_MAX}
-    if minimum is not None:
-        out["minimum"] = minimum
-    if default is not None:
-        out["default"] = default
+@cache
+def _k8s_types() -> dict[str, Schema]:
+    text = resources.files("raycluster_operator.api").joinpath("k8s_schemas.json").read_text()
+    types: dict[str, Schema] = json.loads(text)["types"]
+    return types
+
+
+def k8s(name: str, description: str = "") -> Schema:
+    """A Kubernetes type's structural schema (a fresh copy)."""
+    out: Schema = copy.deepcopy(_k8s_types()[name])
+    if description:
+        out = {"description": description, **out}
     return out
 
 
-def _open_object(properties: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-    if properties:
-        out["properties"] = properties
-    out.update(extra)
-    return out
+def _d(description: str, schema: Schema) -> Schema:
+    return {"description": description, **schema}
 
 
-_STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
-_POD_TEMPLATE = _open_object(description="A Kubernetes PodTemplateSpec; not pruned.")
+def _int32(description: str, **extra: Any) -> Schema:
+    return {"description": description, "type": "integer", "format": "int32", **extra}
 
-_HEAD_GROUP = _open_object(
-    {
-        "rayStartParams": _STRING_MAP,
-        "template": _POD_TEMPLATE,
-        "serviceType": {"type": "string"},
-        "headService": _open_object(),
-        "enableIngress": {"type": "boolean"},
-        "resources": _STRING_MAP,
-        "labels": _STRING_MAP,
-    },
-    required=["template"],
-)
 
-_WORKER_GROUP = _open_object(
-    {
-        "groupName": {"type": "string"},
-        "replicas": _int32(minimum=0, default=0),
-        "minReplicas": _int32(minimum=0, default=0),
-        "maxReplicas": _int32(minimum=0, default=INT32_MAX),
-        "numOfHosts": _int32(minimum=1, default=1),
-        "idleTimeoutSeconds": _int32(minimum=0),
-        "suspend": {"type": "boolean"},
-        "rayStartParams": _STRING_MAP,
-        "template": _POD_TEMPLATE,
-        "scaleStrategy": _open_object(
-            {"workersToDelete": {"type": "array", "items": {"type": "string"}}}
-        ),
-        "resources": _STRING_MAP,
-        "labels": _STRING_MAP,
-    },
-    required=["groupName"],
-)
+def _string(description: str, **extra: Any) -> Schema:
+    return {"description": description, "type": "string", **extra}
 
-_SPEC = _open_object(
-    {
-        "rayVersion": {"type": "string"},
-        "enableInTreeAutoscaling": {"type": "boolean"},
-        "autoscalerOptions": _open_object(),
-        "suspend": {"type": "boolean"},
-        "idleSuspend": {"type": "boolean"},
-        "idleTerminationOptions": _open_object(
-            {"timeoutSeconds": _int32(minimum=0), "policy": {"type": "string"}}
-        ),
-        "managedBy": {"type": "string"},
-        "headGroupSpec": _HEAD_GROUP,
-        "workerGroupSpecs": {"type": "array", "items": _WORKER_GROUP},
-    },
-    required=["headGroupSpec"],
-)
 
-_WORKER_GROUP_STATUS = _open_object(
-    {
-        "groupName": {"type": "string"},
-        "numOfHosts": {"type": "integer", "format": "int32"},
-        "desiredSlices": {"type": "integer", "format": "int32"},
-        "readySlices": {"type": "integer", "format": "int32"},
-        "brokenSlices": {"type": "integer", "format": "int32"},
-        "desiredPods": {"type": "integer", "format": "int32"},
-        "readyPods": {"type": "integer", "format": "int32"},
+def _bool(description: str) -> Schema:
+    return {"description": description, "type": "boolean"}
+
+
+def _string_map(description: str) -> Schema:
+    return {
+        "description": description,
+        "type": "object",
+        "additionalProperties": {"type": "string"},
     }
-)
 
-_STATUS = _open_object(
-    {
-        "state": {"type": "string"},
-        "desiredWorkerReplicas": {"type": "integer", "format": "int32"},
-        "readyWorkerReplicas": {"type": "integer", "format": "int32"},
-        "availableWorkerReplicas": {"type": "integer", "format": "int32"},
-        "desiredWorkerSlices": {"type": "integer", "format": "int32"},
-        "readyWorkerSlices": {"type": "integer", "format": "int32"},
-        "workerGroups": {"type": "array", "items": _WORKER_GROUP_STATUS},
+
+def _quantity(description: str) -> Schema:
+    out = k8s("ResourceRequirements")["properties"]["limits"]["additionalProperties"]
+    return {"description": description, **out}
+
+
+def _array(description: str, items: Schema, **extra: Any) -> Schema:
+    return {"description": description, "type": "array", "items": items, **extra}
+
+
+def _condition() -> Schema:
+    """metav1.Condition, as controller-gen writes it."""
+    return {
+        "type": "object",
+        "required": ["lastTransitionTime", "message", "reason", "status", "type"],
+        "properties": {
+            "lastTransitionTime": {"type": "string", "format": "date-time"},
+            "message": {"type": "string", "maxLength": 32768},
+            "observedGeneration": {"type": "integer", "format": "int64", "minimum": 0},
+            "reason": {
+                "type": "string",
+                "maxLength": 1024,
+                "minLength": 1,
+                "pattern": r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$",
+            },
+            "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
+            "type": {
+                "type": "string",
+                "maxLength": 316,
+                "pattern": (
+                    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                    r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
+                ),
+            },
+        },
     }
-)
 
-_PRINTER_COLUMNS = [
-    {"name": "Desired Pods", "type": "integer", "jsonPath": ".status.desiredWorkerReplicas"},
-    {"name": "Ready Pods", "type": "integer", "jsonPath": ".status.readyWorkerReplicas"},
-    {"name": "Ready Slices", "type": "integer", "jsonPath": ".status.readyWorkerSlices"},
-    {"name": "Status", "type": "string", "jsonPath": ".status.state"},
-    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+
+def _redis_credential(description: str) -> Schema:
+    return {
+        "description": description,
+        "type": "object",
+        "properties": {"value": {"type": "string"}, "valueFrom": k8s("EnvVarSource")},
+    }
+
+
+def _autoscaler_options() -> Schema:
+    return {
+        "description": "How the Ray autoscaler sidecar of the head pod runs.",
+        "type": "object",
+        "properties": {
+            "env": _array("Extra environment of the autoscaler container.", k8s("EnvVar")),
+            "envFrom": _array("Extra environment sources.", k8s("EnvFromSource")),
+            "idleTimeoutSeconds": _int32("Seconds a worker is idle before it is removed."),
+            "image": _string("The autoscaler image (default: the head's image)."),
+            "imagePullPolicy": _string("Pull policy of the autoscaler image."),
+            "resources": k8s("ResourceRequirements", "The autoscaler container's resources."),
+            "securityContext": k8s("SecurityContext", "The autoscaler container's security."),
+            "upscalingMode": _string(
+                "How fast the autoscaler scales up.",
+                enum=["Default", "Aggressive", "Conservative"],
+            ),
+            "version": _string("Autoscaler generation.", enum=["v1", "v2"]),
+            "volumeMounts": _array("Extra volume mounts.", k8s("VolumeMount")),
+        },
+    }
+
+
+def _head_group() -> Schema:
+    return {
+        "description": "The head pod: one per cluster.",
+        "type": "object",
+        "required": ["template"],
+        "properties": {
+            "enableIngress": _bool("Create an Ingress for the dashboard."),
+            "headService": k8s("Service", "Overrides for the head Service."),
+            "labels": _string_map("Ray node labels of the head (ray start --labels)."),
+            "rayStartParams": _string_map("Arguments of `ray start --head`, as strings."),
+            "resources": _string_map("Ray logical resources of the head (ray start)."),
+            "serviceType": _string("Type of the head Service (ClusterIP by default)."),
+            "template": k8s("PodTemplateSpec", "The head pod's template."),
+        },
+    }
+
+
+def _worker_group() -> Schema:
+    return {
+        "type": "object",
+        "required": ["groupName", "maxReplicas", "minReplicas", "template"],
+        "properties": {
+            "groupName": _string("Unique name of the group within the cluster."),
+            "idleTimeoutSeconds": _int32("Seconds a worker of this group is idle before removal."),
+            "labels": _string_map("Ray node labels of the group's workers."),
+            "maxReplicas": _int32(
+                "Most replicas (slices) the autoscaler may ask for.", default=INT32_MAX
+            ),
+            "minReplicas": _int32("Fewest replicas (slices) the autoscaler keeps.", default=0),
+            "numOfHosts": _int32(
+                "Hosts (pods) per replica: a multi-host TPU slice or GPU domain is one replica.",
+                default=1,
+            ),
+            "rayStartParams": _string_map("Arguments of `ray start` for workers, as strings."),
+            "replicas": _int32("Desired replicas (slices) of the group.", default=0),
+            "resources": _string_map("Ray logical resources of the group's workers."),
+            "scaleStrategy": {
+                "description": "Which workers a scale-down removes.",
+                "type": "object",
+                "properties": {
+                    "workersToDelete": _array(
+                        "Pod names the autoscaler asks to remove.", {"type": "string"}
+                    )
+                },
+            },
+            "suspend": _bool("Delete the group's pods and keep it at zero."),
+            "template": k8s("PodTemplateSpec", "The worker pods' template."),
+        },
+    }
+
+
+def spec_schema() -> Schema:
+    return {
+        "description": "The desired Ray cluster.",
+        "type": "object",
+        "required": ["headGroupSpec"],
+        "properties": {
+            "authOptions": {
+                "description": "Authentication of Ray's dashboard and GCS.",
+                "type": "object",
+                "properties": {
+                    "enableK8sTokenAuth": _bool("Accept Kubernetes ServiceAccount tokens."),
+                    "mode": _string("Authentication mode.", enum=["disabled", "token"]),
+                    "secretName": _string("Secret holding the token."),
+                },
+            },
+            "autoscalerOptions": _autoscaler_options(),
+            "enableInTreeAutoscaling": _bool("Run the Ray autoscaler as a head sidecar."),
+            "gcsFaultToleranceOptions": {
+                "description": "External Redis for GCS fault tolerance.",
+                "type": "object",
+                "required": ["redisAddress"],
+                "properties": {
+                    "externalStorageNamespace": _string("Namespace of the cluster in Redis."),
+                    "redisAddress": _string("host:port of Redis."),
+                    "redisPassword": _redis_credential("Redis password."),
+                    "redisUsername": _redis_credential("Redis user name."),
+                },
+            },
+            "headGroupSpec": _head_group(),
+            "headServiceAnnotations": _string_map("Annotations of the head Service."),
+            "idleSuspend": _bool(
+                f"{EXTENSION} set by Ray's autoscaler v2 (idle policy Suspend): the cluster "
+                "is suspended like spec.suspend."
+            ),
+            "idleTerminationOptions": {
+                "description": (
+                    f"{EXTENSION} the idle policy Ray's autoscaler v2 applies to the whole "
+                    "cluster; the operator only honours its result."
+                ),
+                "type": "object",
+                "properties": {
+                    "policy": _string("What happens to an idle cluster."),
+                    "timeoutSeconds": _int32("Seconds the cluster is idle first.", minimum=0),
+                },
+            },
+            "managedBy": _string(
+                "The controller that reconciles this cluster (ray.io/kuberay-operator or "
+                "kueue.x-k8s.io/multikueue); others are left alone."
+            ),
+            "rayVersion": _string("Ray version of the images."),
+            "suspend": _bool("Delete every pod of the cluster and keep it down."),
+            "upgradeStrategy": {
+                "description": "What a change of the pod templates does.",
+                "type": "object",
+                "properties": {"type": _string("Upgrade type.", enum=["Recreate", "None"])},
+            },
+            "workerGroupSpecs": _array("The worker groups.", _worker_group()),
+        },
+    }
+
+
+def _group_status() -> Schema:
+    counts = {
+        "numOfHosts": "Hosts per slice.",
+        "desiredSlices": "Slices the group should have.",
+        "readySlices": "Slices whose every host is ready.",
+        "brokenSlices": "Slices with a failed or missing host.",
+        "desiredPods": "Pods the group should have.",
+        "readyPods": "Ready pods of the group.",
+    }
+    props: Schema = {"groupName": _string("The worker group.")}
+    props |= {name: _int32(text) for name, text in counts.items()}
+    props["lastDeletion"] = {
+        "description": "The latest deletion of the group's pods, and why.",
+        "type": "object",
+        "properties": {
+            "reason": _string("Named reason of the deletion."),
+            "message": _string("What was wrong."),
+            "pods": _int32("Pods deleted."),
+            "time": _string("When.", format="date-time"),
+        },
+    }
+    return {
+        "description": f"{EXTENSION} per-group slice counts.",
+        "type": "array",
+        "items": {"type": "object", "properties": props},
+    }
+
+
+def status_schema() -> Schema:
+    return {
+        "description": "What the operator observed.",
+        "type": "object",
+        "properties": {
+            "availableWorkerReplicas": _int32("Running worker pods."),
+            "conditions": _array(
+                "Conditions of the cluster (HeadPodReady, RayClusterProvisioned, ...).",
+                _condition(),
+                **{"x-kubernetes-list-map-keys": ["type"], "x-kubernetes-list-type": "map"},
+            ),
+            "desiredCPU": _quantity("CPU requested by all pods."),
+            "desiredGPU": _quantity("GPUs requested by all pods."),
+            "desiredMemory": _quantity("Memory requested by all pods."),
+            "desiredTPU": _quantity("TPU chips requested by all pods."),
+            "desiredWorkerReplicas": _int32("Worker pods wanted."),
+            "endpoints": _string_map("Ports of the head service by name."),
+            "head": {
+                "description": "The head pod and service.",
+                "type": "object",
+                "properties": {
+                    "podIP": _string("IP of the head pod."),
+                    "podName": _string("Name of the head pod."),
+                    "serviceIP": _string("Cluster IP of the head service."),
+                    "serviceName": _string("Name of the head service."),
+                },
+            },
+            "lastUpdateTime": _string(
+                "When the status last changed.", format="date-time", nullable=True
+            ),
+            "maxWorkerReplicas": _int32("Most worker pods the groups allow."),
+            "minWorkerReplicas": _int32("Fewest worker pods the groups allow."),
+            "observedGeneration": {
+                "description": "The spec generation this status is for.",
+                "type": "integer",
+                "format": "int64",
+            },
+            "readyWorkerReplicas": _int32("Ready worker pods."),
+            "reason": _string("Why the cluster failed."),
+            "state": _string("ready, suspended or failed."),
+            "stateTransitionTimes": {
+                "description": "When each state was last entered.",
+                "type": "object",
+                "additionalProperties": {"type": "string", "format": "date-time"},
+            },
+            "desiredWorkerSlices": _int32(f"{EXTENSION} worker slices wanted."),
+            "readyWorkerSlices": _int32(f"{EXTENSION} worker slices fully ready."),
+            "workerGroups": _group_status(),
+        },
+    }
+
+
+#: KubeRay's printer columns, then our Ready Slices (a TPU user's first question).
+_PRINTER_COLUMNS: list[Schema] = [
+    {"name": "desired workers", "type": "integer", "jsonPath": ".status.desiredWorkerReplicas"},
+    {"name": "available workers", "type": "integer", "jsonPath": ".status.availableWorkerReplicas"},
+    {"name": "cpus", "type": "string", "jsonPath": ".status.desiredCPU"},
+    {"name": "memory", "type": "string", "jsonPath": ".status.desiredMemory"},
+    {"name": "gpus", "type": "string", "jsonPath": ".status.desiredGPU"},
+    {"name": "tpus", "type": "string", "jsonPath": ".status.desiredTPU", "priority": 1},
+    {"name": "ready slices", "type": "integer", "jsonPath": ".status.readyWorkerSlices"},
+    {"name": "status", "type": "string", "jsonPath": ".status.state"},
+    {"name": "age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    {"name": "head pod IP", "type": "string", "jsonPath": ".status.head.podIP", "priority": 1},
+    {
+        "name": "head service IP",
+        "type": "string",
+        "jsonPath": ".status.head.serviceIP",
+        "priority": 1,
+    },
 ]
 
 
 def crd_manifest() -> dict[str, Any]:
     """A fresh dict each call (callers may add labels or annotations to it)."""
     schema = {
+        "description": "A Ray cluster whose multi-host worker groups scale by whole slices.",
         "type": "object",
         "properties": {
             "apiVersion": {"type": "string"},
             "kind": {"type": "string"},
             "metadata": {"type": "object"},
-            "spec": copy.deepcopy(_SPEC),
-            "status": copy.deepcopy(_STATUS),
+            "spec": spec_schema(),
+            "status": status_schema(),
         },
     }
     return {

@@ -53,7 +53,20 @@ def manifests() -> None:
 @manifests.command(name="crd")
 @_FORMAT
 def crd(output: str) -> None:
-    """The rayclusters.ray.io CustomResourceDefinition (kubectl apply -f -)."""
+    """The rayclusters.ray.io CustomResourceDefinition (kubectl apply -f -).
+
+    It is KubeRay v1.6's schema plus our additions (descriptions start with EXTENSION:
+    spec.idleSuspend, spec.idleTerminationOptions, the status slice counts), so it can replace
+    KubeRay's CRD: kubectl apply --server-side --force-conflicts -f -.
+
+    \b
+    Already running KubeRay's CRD? You need not apply this one: the operator works under it.
+    The API server then prunes our additions (status shows pod counts only); the operator
+    compares status after that pruning (it reads the installed CRD: get on
+    customresourcedefinitions/rayclusters.ray.io, in deploy/rbac.yaml; a namespaced install
+    learns the pruning from its first status write) and reports a pruned spec extension with
+    a SpecFieldsPruned Warning Event.
+    """
     click.echo(render([crd_manifest()], output), nl=False)
 
 

@@ -42,6 +42,15 @@ def operator_rules() -> list[Obj]:
     ]
 
 
+def crd_reader_rules() -> list[Obj]:
+    """Read the one installed RayCluster CRD (KubeRay's or ours) to compare status after its
+    pruning (controller/crdfit.py). Cluster-scoped, so a namespaced install (no cluster-level
+    grant at all) goes without: the operator then learns the pruning from its own writes."""
+    rule = _rule(["apiextensions.k8s.io"], ["customresourcedefinitions"], ["get"])
+    rule["resourceNames"] = ["rayclusters.ray.io"]
+    return [rule]
+
+
 def lease_rules() -> list[Obj]:
     return [_rule(["coordination.k8s.io"], ["leases"], ["get", "create", "update"])]
 
@@ -61,7 +70,7 @@ def cluster_rbac(namespace: str) -> list[Obj]:
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRole",
             "metadata": {"name": NAME, "labels": LABELS},
-            "rules": operator_rules(),
+            "rules": [*operator_rules(), *crd_reader_rules()],
         },
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",

@@ -26,10 +26,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kubefacts.names import random_suffix
-from raycluster_operator.api.objects import Obj, RayClusterObject, Resource
+from raycluster_operator.api.objects import Obj, Resource
+from raycluster_operator.controller.crdfit import InstalledCrd
 from raycluster_operator.controller.events import EventRecorder
 from raycluster_operator.controller.expectations import Expectations
-from raycluster_operator.controller.mergepatch import merge_patch
 from raycluster_operator.controller.metrics import Metrics
 from raycluster_operator.controller.sources import (
     BY_CLUSTER,
@@ -114,6 +114,8 @@ class Reconciler:
         self.options = options or PlanOptions()
         #: Writes not yet seen in the caches; owned here, fed by ``observe``.
         self.expectations = Expectations(timeout=expectations_timeout)
+        #: The installed CRD's schema: status is compared as the server will keep it.
+        self.crd = InstalledCrd(client, recorder)
 
     def observe(self, change: Change) -> None:
         """A sighting from the sources: proves (or retracts) a write the pass waits for."""
@@ -273,13 +275,19 @@ class Reconciler:
     async def _write_status(
         self, key: str, obj: Obj, desired: dict[str, Any], failures: list[_Failure]
     ) -> None:
-        patch = merge_patch(RayClusterObject(obj).status, desired)
+        # Compared as the installed CRD's schema will keep it (KubeRay's prunes our fields).
+        patch = await self.crd.status_patch(obj, desired)
         if not patch:
             return
         ns, name = split_key(key)
         try:
-            await self.client.patch_status(RAYCLUSTERS, ns, name, patch)
-            self.expectations.wrote_status(key, _version(obj), desired)
+            stored = await self.client.patch_status(RAYCLUSTERS, ns, name, patch)
+            self.crd.learn(desired, stored)
+            # What the server kept (after its pruning) stands in until the cache catches up.
+            kept = stored.get("status") if isinstance(stored, dict) else None
+            self.expectations.wrote_status(
+                key, _version(obj), kept if isinstance(kept, dict) else desired
+            )
         except NotFound:
             pass
         except KubeError as exc:

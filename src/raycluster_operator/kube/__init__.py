@@ -14,7 +14,9 @@ from raycluster_operator.kube.errors import (
     ServerError,
     TooManyRequests,
 )
+from raycluster_operator.kube.pruning import prune
 from raycluster_operator.kube.resources import (
+    CRDS,
     EVENTS,
     LEASES,
     PODS,
@@ -28,6 +30,7 @@ from raycluster_operator.kube.resources import (
 )
 
 __all__ = [
+    "CRDS",
     "EVENTS",
     "LEASES",
     "PODS",
@@ -51,4 +54,5 @@ __all__ = [
     "TooManyRequests",
     "kind_of",
     "load_config",
+    "prune",
 ]

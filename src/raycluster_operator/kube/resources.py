@@ -41,6 +41,13 @@ ROLE_BINDINGS = Kind("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebind
 EVENTS = Kind("events.k8s.io", "v1", "Event", "events")
 LEASES = Kind("coordination.k8s.io", "v1", "Lease", "leases")
 NAMESPACES = Kind("", "v1", "Namespace", "namespaces", namespaced=False)
+CRDS = Kind(
+    "apiextensions.k8s.io",
+    "v1",
+    "CustomResourceDefinition",
+    "customresourcedefinitions",
+    namespaced=False,
+)
 
 _BY_API = {
     (k.api_version, k.kind): k
@@ -54,6 +61,7 @@ _BY_API = {
         EVENTS,
         LEASES,
         NAMESPACES,
+        CRDS,
     )
 }
 
