@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 import yaml
-from devkube.server.testing import write_kubeconfig
 from test_compat_kubectl import Kubectl, kubectl_path
 
 from devkube.server import ApiServer, structural
+from devkube_testing import write_kubeconfig
 from raycluster_operator.api.crd import crd_manifest
 
 RAYCLUSTER = """
