@@ -100,6 +100,12 @@ class FakeKube:
         if error is not None:
             raise copy.copy(error)
 
+    async def get(self, kind: Kind, namespace: str | None, name: str) -> Obj:
+        """Reads by name: the reconciler reads only the installed CRD this way (none is
+        installed here, so it compares status without a schema, as without the grant)."""
+        self._request("get", kind.plural, name)
+        return copy.deepcopy(self._existing(kind, namespace, name))
+
     async def create(self, kind: Kind, obj: Obj, namespace: str | None = None) -> Obj:
         obj = copy.deepcopy(obj)
         meta = obj.setdefault("metadata", {})
