@@ -284,8 +284,8 @@ def test_the_generated_files_are_up_to_date() -> None:
     finally:
         sys.path.remove(str(DEPLOY))
     assert k8s_schemas.OUT.read_text() == k8s_schemas.render()
-    expected = generate.render([crd_manifest()], "the rayclusters.ray.io CRD")
-    assert (DEPLOY / "crd.yaml").read_text() == expected
+    expected = generate.text([crd_manifest()], "the rayclusters.ray.io CRD")
+    assert (DEPLOY / "base" / "crd.yaml").read_text() == expected
 
 
 def test_the_official_client_reads_it() -> None:
@@ -307,3 +307,30 @@ def test_cli_prints_yaml_and_json() -> None:
     assert json.loads(as_json.output) == crd_manifest()
     bad = runner.invoke(main, ["manifests", "crd", "-o", "xml"])
     assert bad.exit_code != 0
+
+
+def test_our_crd_keeps_every_status_field_a_group_entry_can_carry() -> None:
+    """A real API server prunes status fields the CRD does not declare; a field the planner
+    reads back (a group's one-way suspension) must survive our own CRD."""
+    from datetime import UTC, datetime
+
+    from raycluster_operator.kube.pruning import prune
+    from raycluster_operator.planning.group_plan import GroupTally
+    from raycluster_operator.planning.reasons import DeleteReason
+    from raycluster_operator.planning.status import Deletion, Observed, _group_entry
+
+    tally = GroupTally("tpu", 4, 2, 1, 1, 4, 4)
+    seen = Observed(
+        tallies=[tally],
+        head=None,
+        head_service=None,
+        problems=[],
+        cluster_invalid=False,
+        deletions={"tpu": Deletion(DeleteReason.HOST_FAILED, "host 1 failed", 4)},
+        groups_suspending=frozenset({"tpu"}),
+    )
+    entry = _group_entry(tally, {}, seen, datetime(2026, 1, 1, tzinfo=UTC))
+    assert {"suspending", "lastDeletion"} <= set(entry)
+    kept, dropped = prune({"workerGroups": [entry]}, SCHEMA["properties"]["status"])
+    assert dropped == []
+    assert kept == {"workerGroups": [entry]}

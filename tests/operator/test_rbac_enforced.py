@@ -46,8 +46,12 @@ SERVICES = Kind("", "v1", "Service", "services")
 
 
 def _can_i_args(group: str, resource: str, verb: str) -> list[str]:
+    """``resource`` is ``plural[/subresource][#name]``: a grant limited by resourceNames is
+    asked about the name it names."""
+    resource, _, name = resource.partition("#")
     base, _, sub = resource.partition("/")
     what = f"{base}.{group}" if group else base
+    what = f"{what}/{name}" if name else what
     return [verb, what, *([f"--subresource={sub}"] if sub else [])]
 
 
@@ -57,10 +61,11 @@ def shipped() -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]:
 
     def expand(rules: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
         return [
-            (g, r, v)
+            (g, f"{r}#{n}" if n else r, v)
             for rule in rules
             for g in rule["apiGroups"]
             for r in rule["resources"]
+            for n in rule.get("resourceNames") or [""]
             for v in rule["verbs"]
         ]
 

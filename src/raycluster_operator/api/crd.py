@@ -260,6 +260,11 @@ def _group_status() -> Schema:
     }
     props: Schema = {"groupName": _string("The worker group.")}
     props |= {name: _int32(text) for name, text in counts.items()}
+    props["suspending"] = {
+        "description": "True while the group's suspension deletes its pods: it stays so, and "
+        "nothing is created, until every pod of the group is gone.",
+        "type": "boolean",
+    }
     props["lastDeletion"] = {
         "description": "The latest deletion of the group's pods, and why.",
         "type": "object",
