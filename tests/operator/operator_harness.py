@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from devkube import DevCluster
 from pod_facts import labels as labels_of
+from raycluster_operator.api.crd import crd_manifest
 from raycluster_operator.cli.dev import operator_kubeconfig
 from raycluster_operator.controller.leader import LeaseTiming
 from raycluster_operator.controller.manager import Manager, ManagerOptions
@@ -107,6 +110,25 @@ class World:
             if p["metadata"]["labels"].get("ray.io/node-type") == "worker"
             and (group is None or p["metadata"]["labels"].get("ray.io/group") == group)
         ]
+
+
+@contextlib.asynccontextmanager
+async def running_world(nodes: list[str] = NODES, **cluster_options: Any) -> AsyncIterator[World]:
+    """A started dev cluster (fast kubelets, the RayCluster CRD applied) and a World on it;
+    on the way out the world's operators are stopped, then the cluster."""
+    cluster = DevCluster(nodes=nodes, kubelet_delay=0.05, **cluster_options)
+    await cluster.start()
+    await cluster.apply(crd_manifest())
+    kube = KubeClient.from_kubeconfig(cluster.kubeconfig_dict())
+    world = World(cluster, kube)
+    try:
+        yield world
+    finally:
+        for op in world.operators:
+            if not op.task.done():
+                await op.stop()
+        await kube.close()
+        await stop_dev_cluster(cluster)
 
 
 async def stop_dev_cluster(cluster: Any) -> None:
