@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
-import shutil
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +14,7 @@ import yaml
 
 from devkube.server import ApiServer, LogRequest
 from devkube_testing import write_kubeconfig
+from kubectl_bin import kubectl_binary
 
 CRD = """
 apiVersion: apiextensions.k8s.io/v1
@@ -55,14 +54,6 @@ kind: Widget
 metadata: {name: w2, labels: {tier: back}}
 spec: {color: blue}
 """
-
-
-def kubectl_path() -> str:
-    beside = Path(sys.executable).parent / "kubectl"
-    found = str(beside) if beside.exists() else shutil.which("kubectl")
-    if not found:
-        pytest.skip("kubectl is not installed")
-    return found
 
 
 class Kubectl:
@@ -108,7 +99,7 @@ async def server() -> AsyncIterator[ApiServer]:
 def kubectl(server: ApiServer, tmp_path: Path) -> Kubectl:
     config = write_kubeconfig(server, tmp_path / "kubeconfig")
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "KUBECONFIG": str(config)}
-    return Kubectl(kubectl_path(), env)
+    return Kubectl(kubectl_binary(), env)
 
 
 async def install_widgets(kubectl: Kubectl) -> None:

@@ -6,27 +6,18 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
-
-def kubectl_path() -> str:
-    beside = Path(sys.executable).parent / "kubectl"
-    found = str(beside) if beside.exists() else shutil.which("kubectl")
-    if not found:
-        pytest.skip("kubectl is not installed")
-    return found
+from kubectl_bin import kubectl_binary
 
 
 class Kubectl:
     def __init__(self, cluster: Any, home: Path) -> None:
         config = cluster.write_kubeconfig(home / "kubeconfig")
-        self.binary = kubectl_path()
+        self.binary = kubectl_binary()
         self.env = {
             "PATH": os.environ.get("PATH", ""),
             "HOME": str(home),
