@@ -10,7 +10,7 @@ import asyncio
 import shutil
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -50,3 +50,30 @@ def runner(kubeconfig: Path) -> Run:
         )
 
     return run
+
+
+async def run_kubectl(
+    binary: str,
+    args: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    stdin: str | None = None,
+    ok: bool = True,
+    within: float = 60,
+) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of kubectl run with exactly `env` (its KUBECONFIG and HOME
+    are the test's own); with `ok`, a failure fails the test with kubectl's stderr."""
+    proc = await asyncio.create_subprocess_exec(
+        binary,
+        *args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=dict(env),
+    )
+    async with asyncio.timeout(within):
+        out, err = await proc.communicate(stdin.encode() if stdin else None)
+    code = proc.returncode or 0
+    if ok:
+        assert code == 0, f"kubectl {' '.join(args)} failed: {err.decode()}"
+    return code, out.decode(), err.decode()

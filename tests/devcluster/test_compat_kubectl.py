@@ -14,7 +14,7 @@ import yaml
 
 from devkube.server import ApiServer, LogRequest
 from devkube_testing import write_kubeconfig
-from kubectl_bin import kubectl_binary
+from kubectl_bin import kubectl_binary, run_kubectl
 
 CRD = """
 apiVersion: apiextensions.k8s.io/v1
@@ -63,19 +63,7 @@ class Kubectl:
     async def __call__(
         self, *args: str, stdin: str | None = None, ok: bool = True
     ) -> tuple[int, str, str]:
-        proc = await asyncio.create_subprocess_exec(
-            self.binary,
-            *args,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=self.env,
-        )
-        out, err = await asyncio.wait_for(proc.communicate(stdin.encode() if stdin else None), 30)
-        rc = proc.returncode or 0
-        if ok:
-            assert rc == 0, f"kubectl {' '.join(args)} failed: {err.decode()}"
-        return rc, out.decode(), err.decode()
+        return await run_kubectl(self.binary, args, env=self.env, stdin=stdin, ok=ok, within=30)
 
     async def spawn(self, *args: str) -> asyncio.subprocess.Process:
         return await asyncio.create_subprocess_exec(

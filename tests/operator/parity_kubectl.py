@@ -3,7 +3,6 @@ cluster: how the parity tests act and look, as a user would."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from pathlib import Path
@@ -11,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from kubectl_bin import kubectl_binary
+from kubectl_bin import kubectl_binary, run_kubectl
 
 
 class Kubectl:
@@ -25,18 +24,8 @@ class Kubectl:
         }
 
     async def __call__(self, *args: str, stdin: str | None = None, ok: bool = True) -> str:
-        proc = await asyncio.create_subprocess_exec(
-            self.binary,
-            *args,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=self.env,
-        )
-        out, err = await asyncio.wait_for(proc.communicate(stdin.encode() if stdin else None), 60)
-        if ok:
-            assert proc.returncode == 0, f"kubectl {' '.join(args)} failed: {err.decode()}"
-        return out.decode()
+        _, out, _ = await run_kubectl(self.binary, args, env=self.env, stdin=stdin, ok=ok)
+        return out
 
     async def apply(self, obj: dict[str, Any]) -> None:
         await self("apply", "-f", "-", stdin=yaml.safe_dump(obj))
