@@ -11,15 +11,12 @@ import asyncio
 import copy
 import hashlib
 import json
-import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from devkube.control_loop import ControlLoop
 from devkube.informer import Informer
 from kubefacts.names import SUFFIX_ALPHABET
-
-log = logging.getLogger(__name__)
 
 Obj = Mapping[str, Any]
 APPS = "apps/v1"
