@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from devkube import DevCluster
+from devkube_testing import stop_dev_cluster
 from pod_facts import labels as labels_of
 from raycluster_operator.api.crd import crd_manifest
 from raycluster_operator.cli.dev import operator_kubeconfig
@@ -129,19 +130,6 @@ async def running_world(nodes: list[str] = NODES, **cluster_options: Any) -> Asy
                 await op.stop()
         await kube.close()
         await stop_dev_cluster(cluster)
-
-
-async def stop_dev_cluster(cluster: Any) -> None:
-    """Stop the dev cluster. Its GC loop can swallow one cancellation (Python 3.11's
-    ``asyncio.wait_for`` race), so its task is cancelled again while the stop is pending."""
-    stopping = asyncio.ensure_future(cluster.stop())
-    done, _ = await asyncio.wait({stopping}, timeout=5)
-    while not done:
-        for task in asyncio.all_tasks():
-            if task.get_name() == "devcluster gc":
-                task.cancel()
-        done, _ = await asyncio.wait({stopping}, timeout=1)
-    stopping.result()
 
 
 def _check(cond: bool) -> None:
