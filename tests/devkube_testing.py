@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 import yaml
 
+from devkube import DevCluster
 from devkube.server.app import ApiServer
 
 T = TypeVar("T")
@@ -55,3 +56,17 @@ class ThreadedServer:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
         self._loop.close()
+
+
+async def stop_dev_cluster(cluster: DevCluster, patience: float = 5.0) -> None:
+    """Stop the dev cluster. Its GC loop can swallow one cancellation (Python 3.11's
+    ``asyncio.wait_for`` race), so after `patience` seconds its task (named "devcluster gc")
+    is cancelled again, every second, while the stop is pending."""
+    stopping = asyncio.ensure_future(cluster.stop())
+    done, _ = await asyncio.wait({stopping}, timeout=patience)
+    while not done:
+        for task in asyncio.all_tasks():
+            if task.get_name() == "devcluster gc":
+                task.cancel()
+        done, _ = await asyncio.wait({stopping}, timeout=1)
+    stopping.result()

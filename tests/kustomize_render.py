@@ -2,24 +2,13 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
-
-def kubectl_binary() -> str:
-    beside = Path(sys.executable).parent / "kubectl"
-    if beside.exists():
-        return str(beside)
-    found = shutil.which("kubectl")
-    if found is None:
-        pytest.skip("kubectl is not installed")
-    return found
+from kubectl_bin import kubectl_binary
 
 
 def kustomize(directory: Path) -> list[dict[str, Any]]:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from devkube.client import ApiClient, ApiError, WatchEvent
+from devkube.control_loop import ControlLoop
 from devkube.discovery import Discovery, ResourceInfo
 from devkube.informer import Informer
 
@@ -67,15 +68,19 @@ class GarbageCollector:
         self._client = client
         self._discovery = discovery or Discovery(client)
         self._rediscover_every = rediscover_every
-        self._debounce = debounce
+        self._loop = ControlLoop(
+            "devcluster gc",
+            self._pass,
+            period=rediscover_every,
+            debounce=debounce,
+            failure="garbage collection pass failed",
+        )
         self._informers: dict[tuple[str, str], tuple[ResourceInfo, Informer]] = {}
         # Informers by path that someone else owns (started and stopped by them).
         self._shared = dict(shared or {})
         for informer in self._shared.values():
             informer.subscribe(self._changed)
-        self._dirty = asyncio.Event()
         self._seen: dict[str, tuple[str, str, str]] = {}  # uid -> what the collector reads
-        self._task: asyncio.Task[None] | None = None
         self._discovered_at = 0.0
         self.passes = 0
 
@@ -96,17 +101,14 @@ class GarbageCollector:
             self._seen[uid] = signature
             if unchanged and event.type == "MODIFIED":
                 return
-        self._dirty.set()
+        self._loop.poke()
 
     async def start(self) -> None:
         await self._sync_informers()
-        self._task = asyncio.create_task(self._loop(), name="devcluster gc")
+        self._loop.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self._loop.stop()
         for _, informer in self._informers.values():
             if informer not in self._shared.values():
                 await informer.stop()
@@ -140,20 +142,12 @@ class GarbageCollector:
             async with asyncio.timeout(self._rediscover_every * 5):
                 await asyncio.gather(*(i.synced.wait() for i in started))
 
-    async def _loop(self) -> None:
-        while True:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self._rediscover_every):
-                    await self._dirty.wait()
-            await asyncio.sleep(self._debounce)
-            self._dirty.clear()
-            try:
-                now = asyncio.get_running_loop().time()
-                if now - self._discovered_at >= self._rediscover_every:
-                    await self._sync_informers()
-                await self.collect()
-            except Exception:
-                log.exception("garbage collection pass failed")
+    async def _pass(self) -> None:
+        """Rediscover what to watch when that is due, then collect."""
+        now = asyncio.get_running_loop().time()
+        if now - self._discovered_at >= self._rediscover_every:
+            await self._sync_informers()
+        await self.collect()
 
     def _objects(self) -> list[_Object]:
         return [

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from devkube.client import ApiClient, ApiError, resource_path
+from devkube.control_loop import ControlLoop
 from devkube.informer import Informer
 from devkube.nodes import PRESSURE_CONDITIONS
 from kubefacts.timestamps import micro_time, rfc3339
@@ -65,22 +66,21 @@ class Heartbeats:
         self.status_every = status_every
         self._writes = asyncio.Semaphore(concurrency)
         self._posted: dict[str, float] = {}  # node -> loop time of the last status post
-        self._task: asyncio.Task[None] | None = None
+        self._loop = ControlLoop(
+            "devcluster kubelet heartbeats", self.beat_all, period=self.renew_every
+        )
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._loop(), name="devcluster kubelet heartbeats")
+        self._loop.start()
+        self._loop.poke()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self._loop.stop()
 
-    async def _loop(self) -> None:
-        while True:
-            names = [name for _, name in list(self._nodes.cache)]
-            await asyncio.gather(*(self.beat(name) for name in names), return_exceptions=True)
-            await asyncio.sleep(self.renew_every)
+    async def beat_all(self) -> None:
+        """One heartbeat of every node's kubelet; one node's failure is not another's."""
+        names = [name for _, name in list(self._nodes.cache)]
+        await asyncio.gather(*(self.beat(name) for name in names), return_exceptions=True)
 
     async def beat(self, name: str) -> None:
         """One heartbeat of node `name`'s kubelet: lease renewed, status posted if due."""

@@ -27,7 +27,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from devkube.client import ApiClient, ApiError, WatchEvent, resource_path
+from devkube.client import ApiClient, ApiError, resource_path
+from devkube.control_loop import ControlLoop
 from devkube.heartbeat import lease_path, ready_condition_of
 from devkube.informer import Informer
 from devkube.placement import TERMINAL_PHASES
@@ -94,41 +95,28 @@ class NodeLifecycleController:
         self._client = client
         self.nodes = nodes
         self.pods = pods
-        self.leases = Informer(client, lease_path(), self._changed)
+        self._loop = ControlLoop(
+            "devcluster node lifecycle",
+            self.monitor,
+            period=monitor_every,
+            failure="node lifecycle pass failed",
+        )
+        self.leases = Informer(client, lease_path(), self._loop.changed)
         self.grace = grace
         self.monitor_every = monitor_every
         # node -> (last heartbeat seen: lease renewTime and Ready lastHeartbeatTime, loop time)
         self._heard: dict[str, tuple[tuple[str, str], float]] = {}
         self._last_pass: float | None = None
-        self._dirty = asyncio.Event()
-        self.nodes.subscribe(self._changed)
-        self._task: asyncio.Task[None] | None = None
-
-    def _changed(self, _event: WatchEvent) -> None:
-        self._dirty.set()
+        self.nodes.subscribe(self._loop.changed)
 
     async def start(self) -> None:
         self.leases.start()
         await self.leases.synced.wait()
-        self._task = asyncio.create_task(self._loop(), name="devcluster node lifecycle")
+        self._loop.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self._loop.stop()
         await self.leases.stop()
-
-    async def _loop(self) -> None:
-        while True:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.monitor_every):
-                    await self._dirty.wait()
-            self._dirty.clear()
-            try:
-                await self.monitor()
-            except Exception:
-                log.exception("node lifecycle pass failed")
 
     def _heartbeat(self, node: Mapping[str, Any]) -> tuple[str, str]:
         name = str(_meta(node).get("name"))

@@ -14,12 +14,12 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Mapping
 from typing import Any
 
-from devkube.client import ApiClient, ApiError, WatchEvent, resource_path
+from devkube.client import ApiClient, ApiError, resource_path
+from devkube.control_loop import ControlLoop
 from devkube.heartbeat import ready_condition_of
 from devkube.informer import Informer
 from devkube.placement import TERMINAL_PHASES
@@ -48,32 +48,19 @@ class PodGarbageCollector:
         self.nodes = nodes
         self.pods = pods
         self.every = every
-        self._dirty = asyncio.Event()
-        nodes.subscribe(self._node_event)
-        self._task: asyncio.Task[None] | None = None
-
-    def _node_event(self, event: WatchEvent) -> None:
-        self._dirty.set()
+        self._loop = ControlLoop(
+            "devcluster pod gc",
+            self.collect,
+            period=every,
+            failure="pod garbage collection failed",
+        )
+        nodes.subscribe(self._loop.changed)
 
     async def start(self) -> None:
-        self._task = asyncio.create_task(self._loop(), name="devcluster pod gc")
+        self._loop.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    async def _loop(self) -> None:
-        while True:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.every):
-                    await self._dirty.wait()
-            self._dirty.clear()
-            try:
-                await self.collect()
-            except Exception:
-                log.exception("pod garbage collection failed")
+        await self._loop.stop()
 
     async def collect(self) -> None:
         nodes = {name: node for (_, name), node in list(self.nodes.cache.items())}

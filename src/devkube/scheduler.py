@@ -9,12 +9,12 @@ nowhere as PodScheduled=False/Unschedulable with the reason, as kube-scheduler d
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Mapping
 from typing import Any
 
-from devkube.client import ApiClient, ApiError, WatchEvent, resource_path
+from devkube.client import ApiClient, ApiError, resource_path
+from devkube.control_loop import ControlLoop
 from devkube.informer import Informer
 from devkube.placement import TERMINAL_PHASES, Placement, Snapshot
 from kubefacts.timestamps import now_rfc3339
@@ -82,9 +82,15 @@ class Scheduler:
         concurrency: int = 16,
     ) -> None:
         self._client = client
-        self._debounce = debounce
         self._writes = asyncio.Semaphore(concurrency)
-        self._dirty = asyncio.Event()
+        self._loop = ControlLoop(
+            "devcluster scheduler",
+            self.schedule_pass,
+            period=None,
+            debounce=debounce,  # let a burst of creates arrive together
+            retry_after=0.2,
+            failure="scheduling pass failed",
+        )
         # Informers passed in are shared and started/stopped by their owner.
         self.pods = pods or Informer(client, "/api/v1/pods")
         self.nodes = nodes or Informer(client, "/api/v1/nodes")
@@ -93,42 +99,23 @@ class Scheduler:
             for informer, given in ((self.pods, pods), (self.nodes, nodes))
             if given is None
         ]
-        self.pods.subscribe(self._changed)
-        self.nodes.subscribe(self._changed)
+        self.pods.subscribe(self._loop.changed)
+        self.nodes.subscribe(self._loop.changed)
         # Pods bound by us whose binding the pod informer has not shown yet, by uid.
         self._assumed: dict[str, str] = {}
-        self._task: asyncio.Task[None] | None = None
         self.passes = 0
-
-    def _changed(self, _event: WatchEvent) -> None:
-        self._dirty.set()
 
     async def start(self) -> None:
         for informer in self._owned:
             informer.start()
         await asyncio.gather(self.pods.synced.wait(), self.nodes.synced.wait())
-        self._task = asyncio.create_task(self._loop(), name="devcluster scheduler")
-        self._dirty.set()
+        self._loop.start()
+        self._loop.poke()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self._loop.stop()
         for informer in self._owned:
             await informer.stop()
-
-    async def _loop(self) -> None:
-        while True:
-            await self._dirty.wait()
-            await asyncio.sleep(self._debounce)  # let a burst of creates arrive together
-            self._dirty.clear()
-            try:
-                await self.schedule_pass()
-            except Exception:
-                log.exception("scheduling pass failed")
-                await asyncio.sleep(0.2)
-                self._dirty.set()
 
     async def schedule_pass(self) -> None:
         self.passes += 1
@@ -186,7 +173,7 @@ class Scheduler:
                 self._assumed.pop(str(meta.get("uid", "")), None)
                 if error.status not in (404, 409):
                     log.warning("scheduling %s/%s failed: %s", namespace, name, error)
-                    self._dirty.set()
+                    self._loop.poke()
 
     async def _event(self, pod: Mapping[str, Any], kind: str, reason: str, message: str) -> None:
         """Best effort, like the real scheduler's events: `kubectl describe pod` shows them."""

@@ -19,7 +19,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from devkube.client import ApiClient, ApiError, WatchEvent, resource_path
+from devkube.client import ApiClient, ApiError, resource_path
+from devkube.control_loop import ControlLoop
 from devkube.informer import Informer
 from devkube.placement import toleration_matches
 from kubefacts.timestamps import now_rfc3339
@@ -71,42 +72,31 @@ class TaintEvictionController:
         self._client = client
         self.nodes = nodes
         self.pods = pods
-        self._debounce = debounce
         # pod uid -> (loop time first seen needing eviction, tolerated seconds)
         self._scheduled: dict[str, tuple[float, float]] = {}
         self._evicted: set[str] = set()
-        self._dirty = asyncio.Event()
         self._wake_at = math.inf
-        nodes.subscribe(self._changed)
-        pods.subscribe(self._changed)
-        self._task: asyncio.Task[None] | None = None
+        self._loop = ControlLoop(
+            "devcluster taint eviction",
+            self.sweep,
+            period=self._until_due,
+            debounce=debounce,
+            failure="taint eviction pass failed",
+        )
+        nodes.subscribe(self._loop.changed)
+        pods.subscribe(self._loop.changed)
 
-    def _changed(self, _event: WatchEvent) -> None:
-        self._dirty.set()
+    def _until_due(self) -> float:
+        """Until the next toleration runs out, and a minute at most."""
+        wait = max(self._wake_at - asyncio.get_running_loop().time(), 0.0)
+        return min(wait, 60.0)
 
     async def start(self) -> None:
-        self._task = asyncio.create_task(self._loop(), name="devcluster taint eviction")
-        self._dirty.set()
+        self._loop.start()
+        self._loop.poke()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    async def _loop(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            wait = max(self._wake_at - loop.time(), 0.0)
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(min(wait, 60.0)):
-                    await self._dirty.wait()
-            await asyncio.sleep(self._debounce)
-            self._dirty.clear()
-            try:
-                await self.sweep()
-            except Exception:
-                log.exception("taint eviction pass failed")
+        await self._loop.stop()
 
     async def sweep(self) -> None:
         """One pass: schedule, cancel or carry out evictions."""
@@ -175,7 +165,7 @@ class TaintEvictionController:
             if error.status not in (404, 409):
                 log.warning("evicting %s/%s: %s", namespace, name, error)
                 self._evicted.discard(str(uid))
-                self._dirty.set()
+                self._loop.poke()
 
     async def _event(self, pod: Mapping[str, Any], now: str) -> None:
         meta = _meta(pod)

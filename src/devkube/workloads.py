@@ -8,19 +8,15 @@ shared watch caches and write objects and status subresources over HTTPS.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import hashlib
 import json
-import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from devkube.client import WatchEvent
+from devkube.control_loop import ControlLoop
 from devkube.informer import Informer
 from kubefacts.names import SUFFIX_ALPHABET
-
-log = logging.getLogger(__name__)
 
 Obj = Mapping[str, Any]
 APPS = "apps/v1"
@@ -140,48 +136,20 @@ class PassLoop:
         debounce: float = 0.02,
         resync: float = 2.0,
     ) -> None:
-        self._name = name
         self._informers = informers
-        self._sync = sync
-        self._debounce = debounce
-        self._resync = resync
-        self._dirty = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-        self.passes = 0
+        self._loop = ControlLoop(name, sync, period=resync, debounce=debounce, retry_after=0.2)
         for informer in informers:
-            informer.subscribe(self._changed)
-
-    def _changed(self, _event: WatchEvent) -> None:
-        self._dirty.set()
+            informer.subscribe(self._loop.changed)
 
     def poke(self) -> None:
-        self._dirty.set()
+        self._loop.poke()
 
     async def start(self) -> None:
         for informer in self._informers:
             informer.start()
         await asyncio.gather(*(i.synced.wait() for i in self._informers))
-        self._dirty.set()
-        self._task = asyncio.create_task(self._loop(), name=self._name)
+        self._loop.poke()
+        self._loop.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-
-    async def _loop(self) -> None:
-        while True:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self._resync):
-                    await self._dirty.wait()
-            await asyncio.sleep(self._debounce)
-            self._dirty.clear()
-            self.passes += 1
-            try:
-                await self._sync()
-            except Exception:
-                log.exception("%s pass failed", self._name)
-                await asyncio.sleep(0.2)
-                self._dirty.set()
+        await self._loop.stop()

@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
-import shutil
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +14,7 @@ import yaml
 
 from devkube.server import ApiServer, LogRequest
 from devkube_testing import write_kubeconfig
+from kubectl_bin import kubectl_binary, run_kubectl
 
 CRD = """
 apiVersion: apiextensions.k8s.io/v1
@@ -57,14 +56,6 @@ spec: {color: blue}
 """
 
 
-def kubectl_path() -> str:
-    beside = Path(sys.executable).parent / "kubectl"
-    found = str(beside) if beside.exists() else shutil.which("kubectl")
-    if not found:
-        pytest.skip("kubectl is not installed")
-    return found
-
-
 class Kubectl:
     def __init__(self, binary: str, env: dict[str, str]) -> None:
         self.binary, self.env = binary, env
@@ -72,19 +63,7 @@ class Kubectl:
     async def __call__(
         self, *args: str, stdin: str | None = None, ok: bool = True
     ) -> tuple[int, str, str]:
-        proc = await asyncio.create_subprocess_exec(
-            self.binary,
-            *args,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=self.env,
-        )
-        out, err = await asyncio.wait_for(proc.communicate(stdin.encode() if stdin else None), 30)
-        rc = proc.returncode or 0
-        if ok:
-            assert rc == 0, f"kubectl {' '.join(args)} failed: {err.decode()}"
-        return rc, out.decode(), err.decode()
+        return await run_kubectl(self.binary, args, env=self.env, stdin=stdin, ok=ok, within=30)
 
     async def spawn(self, *args: str) -> asyncio.subprocess.Process:
         return await asyncio.create_subprocess_exec(
@@ -108,7 +87,7 @@ async def server() -> AsyncIterator[ApiServer]:
 def kubectl(server: ApiServer, tmp_path: Path) -> Kubectl:
     config = write_kubeconfig(server, tmp_path / "kubeconfig")
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "KUBECONFIG": str(config)}
-    return Kubectl(kubectl_path(), env)
+    return Kubectl(kubectl_binary(), env)
 
 
 async def install_widgets(kubectl: Kubectl) -> None:

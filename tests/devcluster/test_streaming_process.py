@@ -9,7 +9,6 @@ import os
 import re
 import struct
 import subprocess
-import sys
 import termios
 import urllib.request
 from collections.abc import AsyncIterator
@@ -21,15 +20,12 @@ from test_process_cluster import SERVER, python_pod, status_of
 
 from devkube import DevCluster
 from devkube.process import process_runtime_available
+from kubectl_bin import kubectl_binary
 
 AVAILABLE, WHY = process_runtime_available()
 pytestmark = pytest.mark.skipif(not AVAILABLE, reason=WHY)
 
 PODS = "/api/v1/namespaces/default/pods"
-
-
-def kubectl_binary() -> str:
-    return str(Path(sys.executable).parent / "kubectl")
 
 
 SERVICES = "/api/v1/namespaces/default/services"

@@ -22,6 +22,7 @@ import waiting
 from devkube import DevCluster
 from devkube.process.pod import ProcessPod
 from devkube.process.runtime import ProcessRuntime
+from devkube_testing import stop_dev_cluster
 from pod_facts import labels as labels_of
 from raycluster_operator.api.crd import crd_manifest
 from raycluster_operator.cli.dev import operator_kubeconfig
@@ -214,11 +215,4 @@ async def stop_world(world: RayWorld) -> None:
         await asyncio.wait_for(world.operator, 15)
     await world.kube.close()
     await world.manager.client.close()
-    stopping = asyncio.ensure_future(world.cluster.stop())
-    done, _ = await asyncio.wait({stopping}, timeout=30)
-    while not done:  # the GC loop can swallow one cancellation (3.11 wait_for race)
-        for task in asyncio.all_tasks():
-            if task.get_name() == "devcluster gc":
-                task.cancel()
-        done, _ = await asyncio.wait({stopping}, timeout=1)
-    stopping.result()
+    await stop_dev_cluster(world.cluster, patience=30)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from devkube import DevCluster
+from devkube_testing import stop_dev_cluster
 from pod_facts import is_ready, labels
 from raycluster_operator.api.crd import crd_manifest
 from raycluster_operator.cli.dev import operator_kubeconfig
@@ -342,20 +343,7 @@ async def world(nodes: list[str], **cluster_args: Any) -> Any:
             if not op.task.done():
                 await op.crash()
         await kube.close()
-        await _stop(dev)
-
-
-async def _stop(dev: DevCluster) -> None:
-    """Stop the dev cluster; its GC loop can swallow one cancellation (Python 3.11's
-    ``asyncio.wait_for`` race), so it is cancelled again while the stop is pending."""
-    stopping = asyncio.ensure_future(dev.stop())
-    done, _ = await asyncio.wait({stopping}, timeout=5)
-    while not done:
-        for task in asyncio.all_tasks():
-            if task.get_name() == "devcluster gc":
-                task.cancel()
-        done, _ = await asyncio.wait({stopping}, timeout=1)
-    stopping.result()
+        await stop_dev_cluster(dev)
 
 
 def raycluster(name: str, groups: list[Obj], ns: str = "default") -> Obj:

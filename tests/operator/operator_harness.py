@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from devkube import DevCluster
+from devkube_testing import stop_dev_cluster
 from pod_facts import labels as labels_of
+from raycluster_operator.api.crd import crd_manifest
 from raycluster_operator.cli.dev import operator_kubeconfig
 from raycluster_operator.controller.leader import LeaseTiming
 from raycluster_operator.controller.manager import Manager, ManagerOptions
@@ -109,17 +113,23 @@ class World:
         ]
 
 
-async def stop_dev_cluster(cluster: Any) -> None:
-    """Stop the dev cluster. Its GC loop can swallow one cancellation (Python 3.11's
-    ``asyncio.wait_for`` race), so its task is cancelled again while the stop is pending."""
-    stopping = asyncio.ensure_future(cluster.stop())
-    done, _ = await asyncio.wait({stopping}, timeout=5)
-    while not done:
-        for task in asyncio.all_tasks():
-            if task.get_name() == "devcluster gc":
-                task.cancel()
-        done, _ = await asyncio.wait({stopping}, timeout=1)
-    stopping.result()
+@contextlib.asynccontextmanager
+async def running_world(nodes: list[str] = NODES, **cluster_options: Any) -> AsyncIterator[World]:
+    """A started dev cluster (fast kubelets, the RayCluster CRD applied) and a World on it;
+    on the way out the world's operators are stopped, then the cluster."""
+    cluster = DevCluster(nodes=nodes, kubelet_delay=0.05, **cluster_options)
+    await cluster.start()
+    await cluster.apply(crd_manifest())
+    kube = KubeClient.from_kubeconfig(cluster.kubeconfig_dict())
+    world = World(cluster, kube)
+    try:
+        yield world
+    finally:
+        for op in world.operators:
+            if not op.task.done():
+                await op.stop()
+        await kube.close()
+        await stop_dev_cluster(cluster)
 
 
 def _check(cond: bool) -> None:

@@ -3,30 +3,20 @@ cluster: how the parity tests act and look, as a user would."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
-
-def kubectl_path() -> str:
-    beside = Path(sys.executable).parent / "kubectl"
-    found = str(beside) if beside.exists() else shutil.which("kubectl")
-    if not found:
-        pytest.skip("kubectl is not installed")
-    return found
+from kubectl_bin import kubectl_binary, run_kubectl
 
 
 class Kubectl:
     def __init__(self, cluster: Any, home: Path) -> None:
         config = cluster.write_kubeconfig(home / "kubeconfig")
-        self.binary = kubectl_path()
+        self.binary = kubectl_binary()
         self.env = {
             "PATH": os.environ.get("PATH", ""),
             "HOME": str(home),
@@ -34,18 +24,8 @@ class Kubectl:
         }
 
     async def __call__(self, *args: str, stdin: str | None = None, ok: bool = True) -> str:
-        proc = await asyncio.create_subprocess_exec(
-            self.binary,
-            *args,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=self.env,
-        )
-        out, err = await asyncio.wait_for(proc.communicate(stdin.encode() if stdin else None), 60)
-        if ok:
-            assert proc.returncode == 0, f"kubectl {' '.join(args)} failed: {err.decode()}"
-        return out.decode()
+        _, out, _ = await run_kubectl(self.binary, args, env=self.env, stdin=stdin, ok=ok)
+        return out
 
     async def apply(self, obj: dict[str, Any]) -> None:
         await self("apply", "-f", "-", stdin=yaml.safe_dump(obj))

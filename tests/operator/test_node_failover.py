@@ -3,45 +3,30 @@ evicted when its toleration runs out, and the operator replaces the whole slice.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
 from operator_harness import (
-    NODES,
     World,
     eventually,
     raycluster,
     ready,
+    running_world,
     slices,
-    stop_dev_cluster,
     tpu_group,
 )
 
-from devkube import DevCluster
-from raycluster_operator.api.crd import crd_manifest
-from raycluster_operator.kube import KubeClient
-
 FOUR = [0, 1, 2, 3]
 KUBELET = "dev.raycluster-operator.io/kubelet"
+SliceCheck = Callable[[], Awaitable[list[dict[str, Any]]]]
 
 
 @pytest.fixture
 async def world() -> AsyncIterator[World]:
     """As the shared world, with a 2 s node grace period instead of the dev default 10 s."""
-    cluster = DevCluster(nodes=NODES, kubelet_delay=0.05, node_grace=2.0)
-    await cluster.start()
-    await cluster.apply(crd_manifest())
-    kube = KubeClient.from_kubeconfig(cluster.kubeconfig_dict())
-    w = World(cluster, kube)
-    try:
+    async with running_world(node_grace=2.0) as w:
         yield w
-    finally:
-        for op in w.operators:
-            if not op.task.done():
-                await op.stop()
-        await kube.close()
-        await stop_dev_cluster(cluster)
 
 
 async def annotate_kubelet(world: World, node: str, state: str) -> None:
@@ -51,10 +36,12 @@ async def annotate_kubelet(world: World, node: str, state: str) -> None:
     )
 
 
-async def test_a_slice_on_a_stopped_node_is_replaced_after_eviction(world: World) -> None:
+async def start_slice_tolerating_unreachable(world: World, name: str) -> SliceCheck:
+    """The operator and a one-slice RayCluster `name` whose hosts tolerate the unreachable
+    taint for 1 s instead of the default 300 s; returns the check "one slice, all ready"
+    (which answers the workers)."""
     await world.start_operator()
     group = tpu_group("tpu", replicas=1)
-    # A short toleration of the unreachable taint instead of the default 300 s.
     group["template"]["spec"]["tolerations"] = [
         {
             "key": "node.kubernetes.io/unreachable",
@@ -63,14 +50,19 @@ async def test_a_slice_on_a_stopped_node_is_replaced_after_eviction(world: World
             "tolerationSeconds": 1,
         }
     ]
-    await world.apply(raycluster("lost", [group]))
+    await world.apply(raycluster(name, [group]))
 
     async def one_ready_slice() -> list[dict[str, Any]]:
-        pods = await world.workers("lost")
+        pods = await world.workers(name)
         assert slices(pods) == {0: FOUR}
         assert all(ready(p) for p in pods)
         return pods
 
+    return one_ready_slice
+
+
+async def test_a_slice_on_a_stopped_node_is_replaced_after_eviction(world: World) -> None:
+    one_ready_slice = await start_slice_tolerating_unreachable(world, "lost")
     before = await eventually(one_ready_slice, within=30)
     old_uids = {p["metadata"]["uid"] for p in before}
     host = next(p for p in before if p["metadata"]["labels"]["ray.io/replica-host-index"] == "1")
@@ -105,24 +97,7 @@ async def test_a_slice_on_a_dead_node_is_replaced_elsewhere_once_it_is_out_of_se
 ) -> None:
     """The kubelet never comes back: the admin's out-of-service taint lets the pod garbage
     collector release the evicted host, and the slice comes back whole on another pool."""
-    await world.start_operator()
-    group = tpu_group("tpu", replicas=1)
-    group["template"]["spec"]["tolerations"] = [
-        {
-            "key": "node.kubernetes.io/unreachable",
-            "operator": "Exists",
-            "effect": "NoExecute",
-            "tolerationSeconds": 1,
-        }
-    ]
-    await world.apply(raycluster("dead", [group]))
-
-    async def one_ready_slice() -> list[dict[str, Any]]:
-        pods = await world.workers("dead")
-        assert slices(pods) == {0: FOUR}
-        assert all(ready(p) for p in pods)
-        return pods
-
+    one_ready_slice = await start_slice_tolerating_unreachable(world, "dead")
     before = await eventually(one_ready_slice, within=30)
     old_uids = {p["metadata"]["uid"] for p in before}
     node = before[0]["spec"]["nodeName"]

@@ -11,12 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from operator_harness import World, cpu_group, eventually, raycluster, stop_dev_cluster
+from operator_harness import World, cpu_group, eventually, raycluster, running_world
 from parity_kubectl import Kubectl
-
-from devkube import DevCluster
-from raycluster_operator.api.crd import crd_manifest
-from raycluster_operator.kube import KubeClient
 
 
 def env_of(container: dict[str, Any]) -> dict[str, Any]:
@@ -61,19 +57,8 @@ async def test_the_serve_service_selects_the_serving_pods(world: World, tmp_path
 
 @pytest.fixture
 async def v7x_world() -> AsyncIterator[World]:
-    cluster = DevCluster(nodes=["tpu:tpu7x:2x2x4:1", "cpu:4"], kubelet_delay=0.05)
-    await cluster.start()
-    await cluster.apply(crd_manifest())
-    kube = KubeClient.from_kubeconfig(cluster.kubeconfig_dict())
-    w = World(cluster, kube)
-    try:
+    async with running_world(["tpu:tpu7x:2x2x4:1", "cpu:4"]) as w:
         yield w
-    finally:
-        for op in w.operators:
-            if not op.task.done():
-                await op.stop()
-        await kube.close()
-        await stop_dev_cluster(cluster)
 
 
 def v7x_group() -> dict[str, Any]:

@@ -90,6 +90,20 @@ def _grouped(
     )
 
 
+def _apps(plural: str, kind: str, short: str, *sub: str) -> ResourceType:
+    """An apps/v1 workload: namespaced, listed by `kubectl get all`."""
+    return ResourceType(
+        "apps",
+        "v1",
+        plural,
+        kind,
+        True,
+        short_names=(short,),
+        subresources=frozenset(sub),
+        categories=("all",),
+    )
+
+
 BUILTIN: tuple[ResourceType, ...] = (
     _core("namespaces", "Namespace", False, short=("ns",), sub=("status",), spec=False),
     _core(
@@ -123,46 +137,10 @@ BUILTIN: tuple[ResourceType, ...] = (
     _grouped("rbac.authorization.k8s.io", "clusterrolebindings", "ClusterRoleBinding", False),
     # Deployments and ReplicaSets have controllers (devkube.deployments, devkube.replicasets);
     # StatefulSets and DaemonSets are stored only, so manifests that carry them apply cleanly.
-    ResourceType(
-        "apps",
-        "v1",
-        "deployments",
-        "Deployment",
-        True,
-        short_names=("deploy",),
-        subresources=frozenset({"status", "scale"}),
-        categories=("all",),
-    ),
-    ResourceType(
-        "apps",
-        "v1",
-        "statefulsets",
-        "StatefulSet",
-        True,
-        short_names=("sts",),
-        subresources=frozenset({"status", "scale"}),
-        categories=("all",),
-    ),
-    ResourceType(
-        "apps",
-        "v1",
-        "replicasets",
-        "ReplicaSet",
-        True,
-        short_names=("rs",),
-        subresources=frozenset({"status", "scale"}),
-        categories=("all",),
-    ),
-    ResourceType(
-        "apps",
-        "v1",
-        "daemonsets",
-        "DaemonSet",
-        True,
-        short_names=("ds",),
-        subresources=frozenset({"status"}),
-        categories=("all",),
-    ),
+    _apps("deployments", "Deployment", "deploy", "status", "scale"),
+    _apps("statefulsets", "StatefulSet", "sts", "status", "scale"),
+    _apps("replicasets", "ReplicaSet", "rs", "status", "scale"),
+    _apps("daemonsets", "DaemonSet", "ds", "status"),
     ResourceType(
         "policy",
         "v1",
