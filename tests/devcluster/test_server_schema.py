@@ -16,10 +16,11 @@ from typing import Any
 
 import pytest
 import yaml
-from test_compat_kubectl import Kubectl, kubectl_path
+from test_compat_kubectl import Kubectl
 
 from devkube.server import ApiServer, structural
 from devkube_testing import write_kubeconfig
+from kubectl_bin import kubectl_binary
 from raycluster_operator.api.crd import crd_manifest
 
 RAYCLUSTER = """
@@ -129,7 +130,7 @@ async def server() -> AsyncIterator[ApiServer]:
 async def kubectl(server: ApiServer, tmp_path: Path) -> Kubectl:
     config = write_kubeconfig(server, tmp_path / "kubeconfig")
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "KUBECONFIG": str(config)}
-    k = Kubectl(kubectl_path(), env)
+    k = Kubectl(kubectl_binary(), env)
     for crd in (crd_manifest(), GADGETS):
         await k("apply", "--server-side", "-f", "-", stdin=json.dumps(crd))
     await k("wait", "--for", "condition=established", "crd", "--all", "--timeout=10s")
