@@ -63,7 +63,7 @@ def crd(output: str) -> None:
     Already running KubeRay's CRD? You need not apply this one: the operator works under it.
     The API server then prunes our additions (status shows pod counts only); the operator
     compares status after that pruning (it reads the installed CRD: get on
-    customresourcedefinitions/rayclusters.ray.io, in deploy/rbac.yaml; a namespaced install
+    customresourcedefinitions/rayclusters.ray.io, in deploy/base/rbac.yaml; a namespaced install
     learns the pruning from its first status write) and reports a pruned spec extension with
     a SpecFieldsPruned Warning Event.
     """

@@ -81,7 +81,7 @@ class InstalledCrd:
                 self._unreadable_logged = True
                 log.warning(
                     "cannot read CRD %s (%s): status is compared before the API server's "
-                    "pruning; grant get on customresourcedefinitions %s (deploy/rbac.yaml)",
+                    "pruning; grant get on customresourcedefinitions %s (deploy/base/rbac.yaml)",
                     NAME,
                     exc,
                     NAME,
