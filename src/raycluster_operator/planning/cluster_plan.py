@@ -168,58 +168,35 @@ def plan_cluster(
     wanted_services: tuple[dict[str, Any], ...] = ()
     extra: tuple[dict[str, Any], ...] = ()
     if act:
-        for pod in removed:
-            if not pod.terminating:
-                deletes.append(
-                    PodDelete(
-                        pod.name,
-                        pod.group or "",
-                        pod.replica_name,
-                        DeleteReason.GROUP_REMOVED,
-                        f"worker group {pod.group!r} is no longer in the spec",
-                        pod.replica_index,
-                        pod.host_index,
-                        pod.uid,
-                    )
-                )
+        deletes += [
+            _pod_delete(
+                pod,
+                DeleteReason.GROUP_REMOVED,
+                f"worker group {pod.group!r} is no longer in the spec",
+            )
+            for pod in removed
+            if not pod.terminating
+        ]
         head = plan_head(heads, suspended=suspended or suspending)
         head_current = head.current
         deletes += head.deletes
         if suspending:
             # Every managed pod goes, whichever group (or none in the spec) it belongs to.
             going = {d.name for d in deletes}
-            for pod in managed:
-                if not pod.terminating and pod.name not in going:
-                    deletes.append(
-                        PodDelete(
-                            pod.name,
-                            pod.group or "",
-                            pod.replica_name,
-                            DeleteReason.CLUSTER_SUSPENDED,
-                            f"cluster suspending: removing pod {pod.name}",
-                            pod.replica_index,
-                            pod.host_index,
-                            pod.uid,
-                        )
-                    )
+            deletes += [
+                _pod_delete(
+                    pod,
+                    DeleteReason.CLUSTER_SUSPENDED,
+                    f"cluster suspending: removing pod {pod.name}",
+                )
+                for pod in managed
+                if not pod.terminating and pod.name not in going
+            ]
         if head.create:
-            creates.insert(
-                0,
-                PodCreate(
-                    labels.HEAD_GROUP,
-                    None,
-                    None,
-                    None,
-                    CreateReason.HEAD_MISSING,
-                    builders.build_head_pod(cluster),
-                ),
-            )
+            creates.insert(0, _head_create(cluster))
             events.append(
                 PlannedEvent(
-                    "Normal",
-                    CreateReason.HEAD_MISSING,
-                    "creating the head pod",
-                    action=CREATE_POD,
+                    "Normal", CreateReason.HEAD_MISSING, "creating the head pod", action=CREATE_POD
                 )
             )
         wanted_services = desired_services(cluster)
@@ -257,6 +234,31 @@ def plan_cluster(
         missing_services=missing_services(wanted_services, services),
         tallies=tuple(tallies),
         transitions=tuple(transitions),
+    )
+
+
+def _pod_delete(pod: PodView, reason: DeleteReason, message: str) -> PodDelete:
+    """A cluster-level deletion (group removed, cluster suspending) of one pod, by uid."""
+    return PodDelete(
+        pod.name,
+        pod.group or "",
+        pod.replica_name,
+        reason,
+        message,
+        pod.replica_index,
+        pod.host_index,
+        pod.uid,
+    )
+
+
+def _head_create(cluster: RayCluster) -> PodCreate:
+    return PodCreate(
+        labels.HEAD_GROUP,
+        None,
+        None,
+        None,
+        CreateReason.HEAD_MISSING,
+        builders.build_head_pod(cluster),
     )
 
 
