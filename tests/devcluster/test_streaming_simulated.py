@@ -70,6 +70,13 @@ async def test_streaming_requests_are_create_on_their_subresource(
     `create` on pods/exec and pods/portforward, as Kubernetes RBAC does (a 403 fault keyed on
     verb and resource stands in for a policy, and names what it matched)."""
     await dev_cluster.client.create(PODS, POD)
+
+    async def running() -> None:
+        # kubectl port-forward refuses a pod that is not Running before it asks the server.
+        pod = await dev_cluster.client.get(f"{PODS}/sim")
+        assert pod["status"].get("phase") == "Running"
+
+    await eventually(running)
     dev_cluster.faults.fail("get", "pods/exec", code=403)
     done = await kubectl("exec", "sim", "--", "true")
     assert "simulated runtime" in done.stderr  # a `get` rule does not apply
