@@ -49,6 +49,11 @@ TOPOLOGY_KEY_ANNOTATION = "ray.io/multi-host-topology-key"
 #: default off.
 EXCLUSIVE_TOPOLOGY_ANNOTATION = "ray.io/exclusive-topology"
 
+# --- annotations the operator writes on every pod it creates ---
+#: The identity of the template a pod was built from (``builders.template_hash``): an upgrade
+#: compares it with the current spec's, and an operator restart resumes a rollout from it.
+POD_TEMPLATE_HASH_ANNOTATION = "ray.io/pod-template-hash"
+
 # --- well-known node labels ---
 GKE_NODEPOOL = "cloud.google.com/gke-nodepool"
 GKE_TPU_ACCELERATOR = "cloud.google.com/gke-tpu-accelerator"

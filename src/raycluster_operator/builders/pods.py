@@ -8,7 +8,6 @@ annotation ``ray.io/overwrite-container-cmd: "true"``.
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Mapping
 from typing import Any, NamedTuple
@@ -23,6 +22,13 @@ from raycluster_operator.accelerators import (
 from raycluster_operator.api import labels, names
 from raycluster_operator.api.models import RayCluster, WorkerGroupSpec
 from raycluster_operator.builders import autoscaler, env, ray_start
+from raycluster_operator.builders.cluster_facts import (
+    autoscaler_v2,
+    autoscaling_enabled,
+    gcs_port,
+    overwrite_cmd,
+    split_template,
+)
 from raycluster_operator.builders.fields import ensure_list
 from raycluster_operator.builders.metadata import (
     base_labels,
@@ -30,8 +36,8 @@ from raycluster_operator.builders.metadata import (
     merge_labels,
     owner_reference,
 )
+from raycluster_operator.builders.template_hash import head_template_hash, worker_template_hash
 
-OVERWRITE_CMD_ANNOTATION = "ray.io/overwrite-container-cmd"
 SHM_VOLUME = "shared-mem"
 SHM_PATH = "/dev/shm"
 
@@ -52,50 +58,9 @@ _WORKER_DEFAULTS = {
 }
 
 
-def autoscaling_enabled(cluster: RayCluster) -> bool:
-    return bool(cluster.spec.enable_in_tree_autoscaling)
-
-
-def autoscaler_v2(cluster: RayCluster) -> bool:
-    """KubeRay's test: autoscalerOptions.version v2, or the head sets RAY_enable_autoscaler_v2."""
-    if not autoscaling_enabled(cluster):
-        return False
-    options = cluster.spec.autoscaler_options
-    if options is not None and options.version == "v2":
-        return True
-    _, spec = _split_template(cluster.spec.head_group_spec.template)
-    containers = spec.get("containers")
-    head_env = containers[0].get("env") if isinstance(containers, list) and containers else None
-    return any(
-        isinstance(e, Mapping)
-        and e.get("name") == "RAY_enable_autoscaler_v2"
-        and str(e.get("value", "")).lower() in ("1", "true")
-        for e in (head_env if isinstance(head_env, list) else [])
-    )
-
-
 def head_fqdn(cluster: RayCluster) -> str:
     service = names.head_service_name(cluster.metadata.name)
     return f"{service}.{cluster.metadata.namespace}.svc.cluster.local"
-
-
-def gcs_port(cluster: RayCluster) -> int:
-    port = cluster.spec.head_group_spec.ray_start_params.get("port")
-    return int(port) if port is not None and str(port).isdecimal() else ray_start.GCS_PORT
-
-
-def _overwrite_cmd(cluster: RayCluster) -> bool:
-    annotations = cluster.metadata.annotations or {}
-    return annotations.get(OVERWRITE_CMD_ANNOTATION, "").lower() == "true"
-
-
-def _split_template(template: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    metadata = template.get("metadata")
-    spec = template.get("spec")
-    return (
-        copy.deepcopy(dict(metadata)) if isinstance(metadata, Mapping) else {},
-        copy.deepcopy(dict(spec)) if isinstance(spec, Mapping) else {},
-    )
 
 
 def _ray_container(spec: dict[str, Any]) -> dict[str, Any]:
@@ -121,7 +86,7 @@ def _group_params(
 
 def _set_command(cluster: RayCluster, container: dict[str, Any], start: str) -> None:
     """KubeRay leaves the command alone when asked to, or when it already runs ray start."""
-    if _overwrite_cmd(cluster) or "ray start" in ray_start.user_command(container):
+    if overwrite_cmd(cluster) or "ray start" in ray_start.user_command(container):
         return
     container["command"], container["args"] = ray_start.container_command(container, start)
 
@@ -160,6 +125,7 @@ def _pod(
     meta: Mapping[str, Any],
     pod_labels: Mapping[str, str],
     spec: dict[str, Any],
+    template_hash: str,
 ) -> dict[str, Any]:
     metadata: dict[str, Any] = {
         "generateName": generate_name,
@@ -167,15 +133,23 @@ def _pod(
         "labels": dict(pod_labels),
         "ownerReferences": [owner_reference(cluster)],
     }
-    annotations = meta.get("annotations")
-    if isinstance(annotations, Mapping) and annotations:
-        metadata["annotations"] = {str(k): str(v) for k, v in annotations.items()}
+    metadata["annotations"] = _annotations(meta, template_hash)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+def _annotations(meta: Mapping[str, Any], template_hash: str) -> dict[str, str]:
+    """The template's annotations, then ours: the template hash names what built the pod."""
+    annotations = meta.get("annotations")
+    out = (
+        {str(k): str(v) for k, v in annotations.items()} if isinstance(annotations, Mapping) else {}
+    )
+    out[labels.POD_TEMPLATE_HASH_ANNOTATION] = template_hash
+    return out
 
 
 def build_head_pod(cluster: RayCluster) -> dict[str, Any]:
     head = cluster.spec.head_group_spec
-    meta, spec = _split_template(head.template)
+    meta, spec = split_template(head.template)
     container = _ray_container(spec)
     defaults = dict(_HEAD_DEFAULTS)
     if autoscaling_enabled(cluster):
@@ -205,6 +179,7 @@ def build_head_pod(cluster: RayCluster) -> dict[str, Any]:
         meta=meta,
         pod_labels=pod_labels,
         spec=spec,
+        template_hash=head_template_hash(cluster),
     )
 
 
@@ -254,6 +229,7 @@ class WorkerPods:
         self.cluster = cluster
         self.group = group
         self.profile = profile_for(group)
+        self.template_hash = worker_template_hash(cluster, group)
         template = group.template
         meta = template.get("metadata")
         spec = template.get("spec")
@@ -322,7 +298,7 @@ class WorkerPods:
                 self._params, container, defaults, ray_labels=ray_labels
             )
             start = ray_start.ray_start_command(params, head=False)
-            keep = _overwrite_cmd(self.cluster) or "ray start" in ray_start.user_command(container)
+            keep = overwrite_cmd(self.cluster) or "ray start" in ray_start.user_command(container)
             command = None if keep else ray_start.container_command(container, start)
             cached = self._starts[key] = _Start(params, start, command)
         return cached
@@ -413,9 +389,7 @@ class WorkerPods:
             "labels": merge_labels(self._meta.get("labels"), ours, self._defaults),
             "ownerReferences": [dict(self._owner)],
         }
-        annotations = self._meta.get("annotations")
-        if isinstance(annotations, Mapping) and annotations:
-            metadata["annotations"] = {str(k): str(v) for k, v in annotations.items()}
+        metadata["annotations"] = _annotations(self._meta, self.template_hash)
         return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 

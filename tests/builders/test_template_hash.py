@@ -1,0 +1,85 @@
+"""Template identity: scaling never changes a group's hash; anything that shapes its pods does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from raycluster_operator.api import labels
+from raycluster_operator.api.models import load_cluster
+from raycluster_operator.builders import build_head_pod, build_worker_pod
+from raycluster_operator.builders.template_hash import head_template_hash, worker_template_hash
+
+from .conftest import cluster_dict
+
+
+def _hashes(raw: dict[str, Any]) -> tuple[str, str]:
+    cluster = load_cluster(raw)
+    return worker_template_hash(cluster, cluster.spec.worker_group_specs[0]), head_template_hash(
+        cluster
+    )
+
+
+def _group(raw: dict[str, Any]) -> dict[str, Any]:
+    group: dict[str, Any] = raw["spec"]["workerGroupSpecs"][0]
+    return group
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("replicas", 9),
+        ("minReplicas", 0),
+        ("maxReplicas", 40),
+        ("scaleStrategy", {"workersToDelete": ["some-pod"]}),
+        ("suspend", True),
+        ("idleTimeoutSeconds", 120),
+    ],
+)
+def test_counting_fields_leave_both_hashes_alone(field: str, value: Any) -> None:
+    raw = cluster_dict()
+    before = _hashes(raw)
+    _group(raw)[field] = value
+    assert _hashes(raw) == before
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda g: g["template"]["spec"]["containers"][0].__setitem__("image", "ray:next"),
+        lambda g: g.__setitem__("numOfHosts", 2),
+        lambda g: g["rayStartParams"].__setitem__("num-cpus", "3"),
+        lambda g: g["template"]["metadata"]["labels"].__setitem__("team", "infra"),
+    ],
+    ids=["image", "numOfHosts", "rayStartParams", "template-label"],
+)
+def test_a_shaping_change_changes_the_worker_hash_only(change: Any) -> None:
+    raw = cluster_dict()
+    worker, head = _hashes(raw)
+    change(_group(raw))
+    new_worker, new_head = _hashes(raw)
+    assert new_worker != worker
+    assert new_head == head
+
+
+def test_the_gcs_port_shapes_both() -> None:
+    raw = cluster_dict()
+    worker, head = _hashes(raw)
+    raw["spec"]["headGroupSpec"]["rayStartParams"]["port"] = "7000"
+    new_worker, new_head = _hashes(raw)
+    assert new_worker != worker
+    assert new_head != head
+
+
+def test_every_built_pod_carries_its_hash_beside_the_template_annotations() -> None:
+    cluster = load_cluster(cluster_dict())
+    group = cluster.spec.worker_group_specs[0]
+    worker = build_worker_pod(cluster, group, replica_index=0, replica_name="tpu-x", host_index=1)
+    head = build_head_pod(cluster)
+    annotations = worker["metadata"]["annotations"]
+    assert annotations[labels.POD_TEMPLATE_HASH_ANNOTATION] == worker_template_hash(cluster, group)
+    assert annotations["note"] == "x"
+    assert head["metadata"]["annotations"][
+        labels.POD_TEMPLATE_HASH_ANNOTATION
+    ] == head_template_hash(cluster)
