@@ -333,6 +333,30 @@ async def test_attach_i_with_stdin_once_closes_the_container_stdin_at_the_end(
     await eventually(succeeded, within=30)
 
 
+async def test_a_restarted_stdin_once_container_reads_a_fresh_stdin(
+    dev_cluster: DevCluster, eventually: Any, kubeconfig_path: Path
+) -> None:
+    pod = python_pod("again", ECHO, container={"stdin": True, "stdinOnce": True})
+    await dev_cluster.client.create(PODS, pod)
+    await running(dev_cluster, eventually, "again")
+    first = await _attach_i(kubeconfig_path, "again")
+    assert await _say(first, "one") == b"got one\n"
+    first.stdin.close()
+    await first.communicate()
+
+    async def restarted() -> None:
+        (status,) = (await status_of(dev_cluster, "again"))["containerStatuses"]
+        assert status["restartCount"] == 1 and status["state"].get("running"), status
+
+    await eventually(restarted, within=30)
+    second = await _attach_i(kubeconfig_path, "again")
+    try:
+        assert await _say(second, "two") == b"got two\n"
+    finally:
+        second.terminate()
+        await second.wait()
+
+
 async def test_kubectl_run_i_pipes_into_the_new_pod(dev_cluster: DevCluster, kubectl: Any) -> None:
     """`kubectl run -i --rm` makes a pod with stdin and stdinOnce, attaches, pipes its input
     in, and deletes the pod once the command has ended."""

@@ -151,6 +151,9 @@ class ContainerRunner:
         try:
             code = await self._process.wait()
         finally:
+            # Its stdin pipe, if any, ends with it (a restart gets a fresh one).
+            if self._process.proc.stdin is not None:
+                self._process.proc.stdin.close()
             probes.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await probes
