@@ -261,6 +261,135 @@ async def test_attach_follows_the_container_output(
         await proc.wait()
 
 
+# Echoes each line it reads with a prefix; says so and exits 0 at end of file.
+ECHO = (
+    "import sys\n"
+    "for line in sys.stdin:\n"
+    "    print('got', line.strip(), flush=True)\n"
+    "print('stdin closed', flush=True)\n"
+)
+
+
+async def _attach_i(kubeconfig_path: Path, pod: str) -> Any:
+    return await asyncio.create_subprocess_exec(
+        kubectl_binary(),
+        f"--kubeconfig={kubeconfig_path}",
+        "attach",
+        "-i",
+        pod,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+async def _say(proc: Any, line: str) -> bytes:
+    """Write a line to kubectl's stdin; the container's next output line."""
+    proc.stdin.write(line.encode() + b"\n")
+    await proc.stdin.drain()
+    return bytes(await proc.stdout.readline())
+
+
+async def test_attach_i_writes_the_container_stdin_which_stays_open(
+    dev_cluster: DevCluster, eventually: Any, kubeconfig_path: Path, kubectl: Any
+) -> None:
+    """`stdin: true` without stdinOnce: every attach session may write, and the container's
+    stdin outlives each of them."""
+    await dev_cluster.client.create(PODS, python_pod("echo", ECHO, container={"stdin": True}))
+    await running(dev_cluster, eventually, "echo")
+    for word in ("first", "second"):
+        proc = await _attach_i(kubeconfig_path, "echo")
+        try:
+            assert await _say(proc, word) == f"got {word}\n".encode()
+        finally:
+            proc.terminate()
+            await proc.wait()
+    # Both sessions are gone, the container still runs and reads on.
+    assert (await status_of(dev_cluster, "echo"))["containerStatuses"][0]["state"].get("running")
+    logs = await kubectl("logs", "echo")
+    assert logs.stdout == "got first\ngot second\n"
+
+
+async def test_attach_i_with_stdin_once_closes_the_container_stdin_at_the_end(
+    dev_cluster: DevCluster, eventually: Any, kubeconfig_path: Path
+) -> None:
+    """`stdinOnce`: when the first session closes its stdin, the container reads end of file
+    (here it then exits 0, and the attach ends with what it wrote last)."""
+    pod = python_pod(
+        "once", ECHO, restartPolicy="Never", container={"stdin": True, "stdinOnce": True}
+    )
+    await dev_cluster.client.create(PODS, pod)
+    await running(dev_cluster, eventually, "once")
+    proc = await _attach_i(kubeconfig_path, "once")
+    assert await _say(proc, "hello") == b"got hello\n"
+    proc.stdin.close()
+    out, err = await proc.communicate()
+    assert proc.returncode == 0, err
+    assert out == b"stdin closed\n"
+
+    async def succeeded() -> None:
+        assert (await status_of(dev_cluster, "once")).get("phase") == "Succeeded"
+
+    await eventually(succeeded, within=30)
+
+
+async def test_a_restarted_stdin_once_container_reads_a_fresh_stdin(
+    dev_cluster: DevCluster, eventually: Any, kubeconfig_path: Path
+) -> None:
+    pod = python_pod("again", ECHO, container={"stdin": True, "stdinOnce": True})
+    await dev_cluster.client.create(PODS, pod)
+    await running(dev_cluster, eventually, "again")
+    first = await _attach_i(kubeconfig_path, "again")
+    assert await _say(first, "one") == b"got one\n"
+    first.stdin.close()
+    await first.communicate()
+
+    async def restarted() -> None:
+        (status,) = (await status_of(dev_cluster, "again"))["containerStatuses"]
+        assert status["restartCount"] == 1 and status["state"].get("running"), status
+
+    await eventually(restarted, within=30)
+    second = await _attach_i(kubeconfig_path, "again")
+    try:
+        assert await _say(second, "two") == b"got two\n"
+    finally:
+        second.terminate()
+        await second.wait()
+
+
+async def test_kubectl_run_i_pipes_into_the_new_pod(dev_cluster: DevCluster, kubectl: Any) -> None:
+    """`kubectl run -i --rm` makes a pod with stdin and stdinOnce, attaches, pipes its input
+    in, and deletes the pod once the command has ended."""
+    done = await kubectl(
+        "run",
+        "reader",
+        "-i",
+        "--rm",
+        "--restart=Never",
+        "--image=busybox",
+        "--command",
+        "--",
+        "sh",
+        "-c",
+        "tr a-z A-Z",
+        input="shout this\n",
+    )
+    assert done.returncode == 0, done.stderr
+    assert "SHOUT THIS" in done.stdout, done.stdout + done.stderr
+    assert 'pod "reader" deleted' in done.stdout + done.stderr
+
+
+async def test_attach_i_is_refused_without_stdin_in_the_spec(
+    dev_cluster: DevCluster, eventually: Any, kubectl: Any
+) -> None:
+    # Its stdin is /dev/null: it would read end of file at once, so it only sleeps.
+    await dev_cluster.client.create(PODS, python_pod("plain", "import time; time.sleep(999)"))
+    await running(dev_cluster, eventually, "plain")
+    done = await kubectl("attach", "-i", "plain", input="x\n")
+    assert done.returncode != 0
+    assert "does not set `stdin: true`" in done.stderr, done.stderr
+
+
 async def test_the_older_v4_channel_protocol(web: DevCluster) -> None:
     """Clients that offer only v4.channel.k8s.io (no stdin-close signal) get it; the exit
     status arrives on the error channel as a Status with an ExitCode cause."""

@@ -103,6 +103,11 @@ class ContainerRunner:
         self.startup = parse_probe(spec.get("startupProbe"), spec)
         self.attempt = 0
         self.ready = False
+        # The spec's `stdin`: the container reads a pipe that attach sessions write to;
+        # `stdinOnce`: the first session that writes closes it when it ends (per run).
+        self.keeps_stdin = bool(spec.get("stdin"))
+        self.stdin_once = bool(spec.get("stdinOnce"))
+        self._stdin_claimed = False
         self._process: ContainerProcess | None = None
         self._forced_code: int | None = None
         self._stopping = False
@@ -123,10 +128,15 @@ class ContainerRunner:
                 events.container_exited(self.uid, self.name, START_ERROR, "StartError")
             return START_ERROR
         self._forced_code = None
+        self._stdin_claimed = False
         self._began = time.monotonic()
         try:
             self._process = await self.sandbox.spawn(
-                self.launch.argv, self.launch.env, self.launch.workdir, self.launch.log
+                self.launch.argv,
+                self.launch.env,
+                self.launch.workdir,
+                self.launch.log,
+                stdin=self.keeps_stdin,
             )
         except (RuntimeError, OSError) as error:
             # The pod's sandbox is gone (its PID 1 died): the container cannot start again.
@@ -141,6 +151,9 @@ class ContainerRunner:
         try:
             code = await self._process.wait()
         finally:
+            # Its stdin pipe, if any, ends with it (a restart gets a fresh one).
+            if self._process.proc.stdin is not None:
+                self._process.proc.stdin.close()
             probes.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await probes
@@ -150,6 +163,31 @@ class ContainerRunner:
         if events is not None and not self._stopping:
             events.container_exited(self.uid, self.name, code)
         return code
+
+    def stdin_writer(self) -> asyncio.StreamWriter | None:
+        """The running process's stdin while it is still open."""
+        process = self._process
+        if process is None or process.proc.returncode is not None:
+            return None
+        writer = process.proc.stdin
+        return None if writer is None or writer.is_closing() else writer
+
+    def claim_stdin(self) -> bool:
+        """Whether an attach session may write the container's stdin: any session with
+        `stdin: true`, only the first one of this run with `stdinOnce` too (as a kubelet)."""
+        if not self.keeps_stdin or self.stdin_writer() is None:
+            return False
+        if self.stdin_once:
+            if self._stdin_claimed:
+                return False
+            self._stdin_claimed = True
+        return True
+
+    def close_stdin(self) -> None:
+        """The container reads end of file from now on."""
+        writer = self.stdin_writer()
+        if writer is not None:
+            writer.close()
 
     async def restart(self, events: ContainerEvents | None) -> int:
         """Run again after the back-off (the kubelet has decided that it restarts)."""

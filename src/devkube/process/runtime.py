@@ -443,28 +443,28 @@ class ProcessRuntime:
         from devkube.server import StreamRefused
 
         process_pod = self._running_pod(request.namespace, request.pod)
-        runner = process_pod.runners.get(request.container)
-        if runner is None:
-            runner = next(
-                (r for r in process_pod.init_runners if r.name == request.container), None
-            )
+        runner = _runner(process_pod, request.container)
         if runner is None or not runner.running:
             raise StreamRefused(f'container not found ("{request.container}")')
-        if request.attach and request.stdin:
+        if request.attach and request.stdin and not runner.keeps_stdin:
             raise StreamRefused(
-                f"container {request.container} reads no stdin on the process runtime: "
-                "attach without -i, or use kubectl exec -i"
+                f"container {request.container} reads no stdin: its spec does not set "
+                "`stdin: true` (its stdin is /dev/null); attach without -i, or use "
+                "kubectl exec -i"
             )
 
     async def exec(self, request: ExecRequest, io: ExecIO) -> int:
+        from devkube.process.attach import run_attach
         from devkube.process.execs import run_exec
 
         self.check_exec(request, {})
         process_pod = self._running_pod(request.namespace, request.pod)
-        if request.attach:
-            return await self._attach(process_pod, request.container, io)
         runner = _runner(process_pod, request.container)
         assert runner is not None
+        if request.attach:
+            return await run_attach(
+                runner, lambda: process_pod.read_log(request.container), io, stdin=request.stdin
+            )
         return await run_exec(
             process_pod.sandbox,
             request.command,
@@ -476,18 +476,6 @@ class ProcessRuntime:
             stderr=request.stderr,
             tty=request.tty,
         )
-
-    async def _attach(self, process_pod: ProcessPod, container: str, io: ExecIO) -> int:
-        """What the container writes from now on, until it exits (its output is one file)."""
-        seen = len(process_pod.read_log(container))
-        runner = process_pod.runners[container]
-        while runner.running:
-            await asyncio.sleep(_FOLLOW_POLL)
-            data = process_pod.read_log(container)
-            if len(data) > seen:
-                await io.write(1, data[seen:])
-                seen = len(data)
-        return 0
 
     def check_portforward(self, namespace: str, pod: Mapping[str, Any]) -> None:
         self._running_pod(namespace, str(pod["metadata"]["name"]))

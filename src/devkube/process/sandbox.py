@@ -260,9 +260,17 @@ class PodSandbox:
         return ["--mount", "--pid", "--uts", *(["--net"] if self.netns else [])]
 
     async def spawn(
-        self, argv: Sequence[str], env: Mapping[str, str], workdir: str, log_path: Path
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        workdir: str,
+        log_path: Path,
+        *,
+        stdin: bool = False,
     ) -> ContainerProcess:
-        """Start one container's main process, its output appended to `log_path`."""
+        """Start one container's main process, its output appended to `log_path`; with
+        `stdin`, its stdin is a pipe the runtime keeps open (the container spec's `stdin:
+        true`, which `kubectl attach -i` writes to), else /dev/null as under a kubelet."""
         if not self.running:
             raise RuntimeError("pod sandbox is not running")
         with _append(log_path) as log:
@@ -270,7 +278,7 @@ class PodSandbox:
                 *self._enter(workdir),
                 *argv,
                 env=dict(env),
-                stdin=asyncio.subprocess.DEVNULL,
+                stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,
                 start_new_session=True,
