@@ -123,6 +123,17 @@ def test_every_ray_start_switch_set_true_is_a_bare_flag() -> None:
     )
 
 
+def test_options_taking_a_boolean_value_reach_ray_when_false() -> None:
+    """KubeRay passes these three as ``--k=false``; Ray's own parser must then read False."""
+    from raycluster_operator.builders.ray_start import ray_start_command
+
+    for option in ("include-dashboard", "log-color", "include-log-monitor"):
+        line = ray_start_command({option: "false"}, head=True)
+        assert f"--{option}=false" in line
+    params = parse_start(ray_start_command({"include-log-monitor": "false"}, head=True))
+    assert params["include_log_monitor"] in (False, "false", "False")
+
+
 def test_ray_reads_the_gpu_domain_label_we_pass() -> None:
     obj = cluster_dict()
     group = obj["spec"]["workerGroupSpecs"][1]

@@ -11,7 +11,8 @@ KubeRay's rules, kept so a cluster behaves the same under either operator:
   ``--resources='{...}'`` unless the user already counts it;
 - flags are sorted ``--key=value`` (values passed through unquoted, so ``$VARS`` expand); a
   value of ``true``/``false`` is a bare switch (present or absent), except for options whose
-  argument is literally a boolean (``include-dashboard``, ``log-color``).
+  argument is literally a boolean (``include-dashboard``, ``log-color``,
+  ``include-log-monitor``: KubeRay's list).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ ULIMIT = "ulimit -n 65536"
 #: Kubernetes extended resources that become Ray custom resources.
 ACCELERATOR_RESOURCES = {"google.com/tpu": "TPU", "aws.amazon.com/neuroncore": "neuron_cores"}
 #: Options whose argument may itself be ``true``/``false``.
-_BOOLEAN_ARGUMENT_OPTIONS = frozenset({"include-dashboard", "log-color"})
+_BOOLEAN_ARGUMENT_OPTIONS = frozenset({"include-dashboard", "log-color", "include-log-monitor"})
 _MIG = re.compile(r"nvidia\.com/mig-\d+g\.\d+gb$")
 
 
