@@ -51,6 +51,37 @@ def crd_reader_rules() -> list[Obj]:
     return [rule]
 
 
+def node_reader_rules() -> list[Obj]:
+    """Host-loss failover (planning/host_loss.py) watches Nodes: read only, never write.
+    Nodes are cluster-scoped, so even the namespaced install holds this one ClusterRole;
+    without it, run the operator with ``--unready-slice-timeout 0`` (no node watch)."""
+    return [_rule([""], ["nodes"], ["get", "list", "watch"])]
+
+
+def node_reader_rbac(namespace: str) -> list[Obj]:
+    """A ClusterRole reading nodes and its binding, for the namespaced install."""
+    name = f"{NAME}-nodes"
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": name, "labels": LABELS},
+            "rules": node_reader_rules(),
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": name, "labels": LABELS},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": name,
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}],
+        },
+    ]
+
+
 def lease_rules() -> list[Obj]:
     return [_rule(["coordination.k8s.io"], ["leases"], ["get", "create", "update"])]
 
@@ -70,7 +101,7 @@ def cluster_rbac(namespace: str) -> list[Obj]:
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRole",
             "metadata": {"name": NAME, "labels": LABELS},
-            "rules": [*operator_rules(), *crd_reader_rules()],
+            "rules": [*operator_rules(), *crd_reader_rules(), *node_reader_rules()],
         },
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -100,7 +131,7 @@ def namespaced_rbac(namespace: str, watched: list[str]) -> list[Obj]:
             }
         )
         out.append(_binding("Role", NAME, ns, namespace))
-    return [*out, *leader_rbac(namespace)]
+    return [*out, *node_reader_rbac(namespace), *leader_rbac(namespace)]
 
 
 def leader_rbac(namespace: str) -> list[Obj]:
