@@ -72,9 +72,10 @@ async def one_ready_slice(world: World, name: str) -> list[Obj]:
     return pods
 
 
-async def start(world: World, name: str, timeout: float, **group: Any) -> list[Obj]:
-    """The operator with `--unready-slice-timeout timeout`, a one-slice RayCluster, its pods."""
-    await world.start_operator(unready_slice_timeout=timeout)
+async def start(world: World, name: str, unready_after: float, **group: Any) -> list[Obj]:
+    """The operator with `--unready-slice-timeout unready_after`, a one-slice RayCluster, its
+    pods."""
+    await world.start_operator(unready_slice_timeout=unready_after)
     await world.apply(raycluster(name, [tpu_group("tpu", replicas=1, **group)]))
     return await eventually(lambda: one_ready_slice(world, name), within=30)
 

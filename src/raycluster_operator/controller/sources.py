@@ -29,6 +29,7 @@ from raycluster_operator.controller.store import (
     object_key,
 )
 from raycluster_operator.kube import (
+    NODES,
     PODS,
     RAYCLUSTERS,
     ROLE_BINDINGS,
@@ -37,7 +38,6 @@ from raycluster_operator.kube import (
     SERVICES,
     Kind,
     KubeClient,
-    NODES,
 )
 
 #: Index names of the caches.
