@@ -60,13 +60,17 @@ def node_reader_rules() -> list[Obj]:
 
 def node_reader_rbac(namespace: str) -> list[Obj]:
     """A ClusterRole reading nodes and its binding, for the namespaced install."""
-    name = f"{NAME}-nodes"
+    return _cluster_role(f"{NAME}-nodes", node_reader_rules(), namespace)
+
+
+def _cluster_role(name: str, rules: list[Obj], namespace: str) -> list[Obj]:
+    """A ClusterRole with ``rules`` bound to the operator's ServiceAccount."""
     return [
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRole",
             "metadata": {"name": name, "labels": LABELS},
-            "rules": node_reader_rules(),
+            "rules": rules,
         },
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -96,26 +100,8 @@ def service_account(namespace: str) -> Obj:
 
 def cluster_rbac(namespace: str) -> list[Obj]:
     """ClusterRole + binding: the operator serves every namespace."""
-    return [
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRole",
-            "metadata": {"name": NAME, "labels": LABELS},
-            "rules": [*operator_rules(), *crd_reader_rules(), *node_reader_rules()],
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": NAME, "labels": LABELS},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": NAME,
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}],
-        },
-        *leader_rbac(namespace),
-    ]
+    rules = [*operator_rules(), *crd_reader_rules(), *node_reader_rules()]
+    return [*_cluster_role(NAME, rules, namespace), *leader_rbac(namespace)]
 
 
 def namespaced_rbac(namespace: str, watched: list[str]) -> list[Obj]:
