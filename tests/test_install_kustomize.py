@@ -63,7 +63,7 @@ def test_the_namespaced_overlay_grants_cluster_wide_only_reading_nodes() -> None
     }
     role = next(o for o in cluster_wide if o["kind"] == "ClusterRole")
     assert role["rules"] == [
-        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]}
     ]
     deployment = next(o for o in kustomize("overlays/namespaced") if o["kind"] == "Deployment")
     assert "--namespace=ray" in deployment["spec"]["template"]["spec"]["containers"][0]["args"]

@@ -56,7 +56,7 @@ def test_a_namespaced_install_reads_only_nodes_cluster_wide() -> None:
     assert kinds.count("Role") == 3  # 2 watched + leases
     (role,) = [o for o in objects if o["kind"] == "ClusterRole"]
     assert role["rules"] == [
-        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]}
     ]
 
 

@@ -80,7 +80,7 @@ def parse_feature_gates(text: str) -> dict[str, bool]:
     type=click.FloatRange(min=0),
     help="Seconds a slice host that was Ready may stay unready before its slice is replaced; "
     "a host on a NotReady/Unknown or unreachable/not-ready-tainted node replaces its slice at "
-    "once (needs get/list/watch on nodes). 0 turns host-loss failover off: Kubernetes' "
+    "once (needs list/watch on nodes). 0 turns host-loss failover off: Kubernetes' "
     "eviction decides.",
 )
 def run(

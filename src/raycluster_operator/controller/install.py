@@ -52,10 +52,11 @@ def crd_reader_rules() -> list[Obj]:
 
 
 def node_reader_rules() -> list[Obj]:
-    """Host-loss failover (planning/host_loss.py) watches Nodes: read only, never write.
+    """Host-loss failover (planning/host_loss.py) watches Nodes: list and watch (an informer;
+    no ``get``: the shipped RBAC holds exactly what a run uses), never a write.
     Nodes are cluster-scoped, so even the namespaced install holds this one ClusterRole;
     without it, run the operator with ``--unready-slice-timeout 0`` (no node watch)."""
-    return [_rule([""], ["nodes"], ["get", "list", "watch"])]
+    return [_rule([""], ["nodes"], ["list", "watch"])]
 
 
 def node_reader_rbac(namespace: str) -> list[Obj]:
