@@ -234,7 +234,9 @@ async def test_a_host_never_ready_is_not_replaced_by_the_timeout(world: World) -
         )
 
 
-async def test_the_operator_lists_and_watches_nodes_and_cannot_write_them(world: World, tmp_path: Path) -> None:
+async def test_the_operator_lists_and_watches_nodes_and_cannot_write_them(
+    world: World, tmp_path: Path
+) -> None:
     kubectl = kubectl_for(world, tmp_path)
     await world.operator_config()  # installs deploy/'s RBAC, as the operator runs with it
     for verb, want in [
