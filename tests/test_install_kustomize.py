@@ -52,9 +52,19 @@ def test_kustomize_renders_what_manifests_all_prints(overlay: str, args: tuple[s
         assert rendered[key] == obj, key
 
 
-def test_the_namespaced_overlay_grants_no_cluster_role() -> None:
-    kinds = {o["kind"] for o in kustomize("overlays/namespaced")}
-    assert not kinds & {"ClusterRole", "ClusterRoleBinding"}
+def test_the_namespaced_overlay_grants_cluster_wide_only_reading_nodes() -> None:
+    """Changed on purpose with host-loss failover: Nodes are cluster-scoped, so the namespaced
+    install holds one ClusterRole, get/list/watch on nodes, and nothing else cluster-wide."""
+    objects = kustomize("overlays/namespaced")
+    cluster_wide = [o for o in objects if o["kind"] in {"ClusterRole", "ClusterRoleBinding"}]
+    assert {(o["kind"], o["metadata"]["name"]) for o in cluster_wide} == {
+        ("ClusterRole", "raycluster-operator-nodes"),
+        ("ClusterRoleBinding", "raycluster-operator-nodes"),
+    }
+    role = next(o for o in cluster_wide if o["kind"] == "ClusterRole")
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]}
+    ]
     deployment = next(o for o in kustomize("overlays/namespaced") if o["kind"] == "Deployment")
     assert "--namespace=ray" in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
 

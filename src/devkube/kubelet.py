@@ -8,6 +8,11 @@ node (`heartbeat.Heartbeats`), and simulates faults: `fail_pod` makes containers
 `fail_node` makes a node's kubelet report NotReady, its pods unready and then Failed with
 reason NodeLost.
 
+A pod's readiness probe is made to fail, with kubectl alone, by the pod annotation
+`dev.raycluster-operator.io/ready=false` (removing it, or any other value, lets it pass again):
+its containers keep running but are not ready, so the pod is Running and not Ready, from the
+start (in the template) or from the moment it is annotated.
+
 A node's kubelet is stopped, as a user does it with kubectl alone, by the node annotation
 `dev.raycluster-operator.io/kubelet=stopped` (`=running`, or removing it, starts it again).
 A stopped kubelet is a partitioned node: it sends no heartbeat and writes nothing (no pod
@@ -45,12 +50,18 @@ from kubefacts.timestamps import now_rfc3339
 log = logging.getLogger(__name__)
 
 KUBELET_ANNOTATION = "dev.raycluster-operator.io/kubelet"
+#: Pod annotation: "false" makes every readiness probe of the pod fail.
+READY_ANNOTATION = "dev.raycluster-operator.io/ready"
 STOPPED = "stopped"
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     meta: Mapping[str, Any] = obj.get("metadata") or {}
     return meta
+
+
+def _probe_failing(pod: Mapping[str, Any]) -> bool:
+    return (_meta(pod).get("annotations") or {}).get(READY_ANNOTATION) == "false"
 
 
 def node_internal_ip(node: Mapping[str, Any]) -> str:
@@ -221,6 +232,11 @@ class Kubelet:
             self._terminate(pod)
             return
         if uid in self.records:
+            failing = _probe_failing(pod)
+            if self.records[uid].probe_failing != failing:
+                self.records[uid].probe_failing = failing
+                self._publish(uid)
+                return
             self._reconcile_ready(uid, pod)
             return
         if not node_name:
@@ -260,6 +276,7 @@ class Kubelet:
             init_containers=[str(c.get("name", "")) for c in spec.get("initContainers") or []],
             node_ready=node_name not in self._lost_nodes,
             qos_class=qos_class(spec),
+            probe_failing=_probe_failing(pod),
         )
         self.records[uid] = record
         self._pods_by_uid[uid] = pod
@@ -341,6 +358,7 @@ class Kubelet:
                     return  # a stopped kubelet reports nothing; it rewrites all when back
                 ready = all(c.ready and c.state == "running" for c in record.containers)
                 ready = ready and record.node_ready and not record.failed_reason
+                ready = ready and not record.probe_failing
                 previous = self._ready_since.get(uid)
                 if previous is None or previous[0] != ready:
                     previous = self._ready_since[uid] = (ready, now_rfc3339())

@@ -69,6 +69,9 @@ class PodRecord:
     sandbox_refused: tuple[str, str] | None = None
     node_ready: bool = True
     qos_class: str = "BestEffort"
+    # The pod annotation `dev.raycluster-operator.io/ready=false`: every container's readiness
+    # probe fails (the containers keep running), as a real failing probe looks.
+    probe_failing: bool = False
 
     def container(self, name: str | None) -> list[ContainerRecord]:
         if name is None:
@@ -150,7 +153,10 @@ def _container_status(record: PodRecord, c: ContainerRecord) -> dict[str, Any]:
         "name": c.name,
         "image": c.image,
         "imageID": f"devcluster://{c.image}" if c.image else "",
-        "ready": c.ready and record.node_ready and c.state == "running",
+        "ready": c.ready
+        and record.node_ready
+        and c.state == "running"
+        and not record.probe_failing,
         "started": c.state == "running",
         "restartCount": c.restart_count,
         "state": state,

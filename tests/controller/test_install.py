@@ -48,9 +48,16 @@ def test_manifests_all_prints_an_installable_set() -> None:
     assert {"ClusterRole", "ClusterRoleBinding", "Deployment", "ServiceAccount"} <= set(kinds)
 
 
-def test_a_namespaced_install_has_no_cluster_role() -> None:
-    kinds = [o["kind"] for o in operator_manifests("ops", watched=["a", "b"])]
-    assert "ClusterRole" not in kinds and kinds.count("Role") == 3  # 2 watched + leases
+def test_a_namespaced_install_reads_only_nodes_cluster_wide() -> None:
+    """Changed on purpose with host-loss failover: Nodes are cluster-scoped, so the one
+    ClusterRole of a namespaced install reads nodes, and nothing else."""
+    objects = operator_manifests("ops", watched=["a", "b"])
+    kinds = [o["kind"] for o in objects]
+    assert kinds.count("Role") == 3  # 2 watched + leases
+    (role,) = [o for o in objects if o["kind"] == "ClusterRole"]
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]}
+    ]
 
 
 def test_the_deployment_probes_and_exposes_metrics() -> None:

@@ -218,3 +218,46 @@ async def test_kubectl_logs_show_the_simulated_lifecycle(
     ]
     tail = await kubectl("logs", "chatty", "-c", "c1", "--tail=1")
     assert "restart 1" in tail.stdout and len(tail.stdout.splitlines()) == 1
+
+
+async def test_the_ready_annotation_fails_readiness_until_it_goes(
+    dev_cluster: DevCluster, eventually: Any
+) -> None:
+    """`kubectl annotate pod P dev.raycluster-operator.io/ready=false`: Running, not Ready."""
+    await dev_cluster.client.create(PODS, pod("probed", containers=1))
+    await eventually(lambda: running_and_ready(dev_cluster, "probed"))
+    annotate = {"metadata": {"annotations": {"dev.raycluster-operator.io/ready": "false"}}}
+    await dev_cluster.client.patch(f"{PODS}/probed", annotate)
+
+    async def unready() -> None:
+        status = (await dev_cluster.client.get(f"{PODS}/probed"))["status"]
+        conditions = {c["type"]: c for c in status["conditions"]}
+        assert status["phase"] == "Running"
+        assert conditions["Ready"]["status"] == "False"
+        assert conditions["Ready"]["reason"] == "ContainersNotReady"
+        assert not status["containerStatuses"][0]["ready"]
+        assert "running" in status["containerStatuses"][0]["state"]
+
+    await eventually(unready)
+    clear = {"metadata": {"annotations": {"dev.raycluster-operator.io/ready": None}}}
+    await dev_cluster.client.patch(f"{PODS}/probed", clear)
+    await eventually(lambda: running_and_ready(dev_cluster, "probed"))
+
+
+async def test_grace_0_removes_a_pod_of_a_stopped_kubelet_at_once(
+    dev_cluster: DevCluster, eventually: Any
+) -> None:
+    """As kube-apiserver: a delete with gracePeriodSeconds=0 removes the object whatever the
+    node's state; a graceful one waits for a kubelet that does not come."""
+    await dev_cluster.client.create(PODS, pod("forced", containers=1))
+    await eventually(lambda: running_and_ready(dev_cluster, "forced"))
+    node = (await dev_cluster.client.get(f"{PODS}/forced"))["spec"]["nodeName"]
+    await dev_cluster.client.create(PODS, pod("graceful", containers=1, nodeName=node))
+    await eventually(lambda: running_and_ready(dev_cluster, "graceful"))
+    stopped = {"metadata": {"annotations": {"dev.raycluster-operator.io/kubelet": "stopped"}}}
+    await dev_cluster.client.patch(f"/api/v1/nodes/{node}", stopped)
+    await dev_cluster.client.delete(f"{PODS}/graceful")
+    await dev_cluster.client.delete(f"{PODS}/forced", grace_period_seconds=0)
+    pods = {p["metadata"]["name"]: p for p in (await dev_cluster.client.list(PODS))["items"]}
+    assert "forced" not in pods
+    assert pods["graceful"]["metadata"]["deletionTimestamp"]

@@ -1,5 +1,7 @@
-"""The operator and the dev cluster's node lifecycle: a slice host whose kubelet stops is
-evicted when its toleration runs out, and the operator replaces the whole slice."""
+"""The operator and the dev cluster's node lifecycle with host-loss failover OFF
+(``--unready-slice-timeout 0``): a slice host whose kubelet stops is evicted when its
+toleration runs out, and the operator replaces the whole slice. Kubernetes decides here; the
+operator's own fast failover is proved in test_host_loss.py."""
 
 from __future__ import annotations
 
@@ -36,11 +38,13 @@ async def annotate_kubelet(world: World, node: str, state: str) -> None:
     )
 
 
-async def start_slice_tolerating_unreachable(world: World, name: str) -> SliceCheck:
-    """The operator and a one-slice RayCluster `name` whose hosts tolerate the unreachable
-    taint for 1 s instead of the default 300 s; returns the check "one slice, all ready"
-    (which answers the workers)."""
-    await world.start_operator()
+async def start_slice_tolerating_unreachable(
+    world: World, name: str, *, unready_slice_timeout: float = 0
+) -> SliceCheck:
+    """The operator (host-loss failover off unless asked) and a one-slice RayCluster `name`
+    whose hosts tolerate the unreachable taint for 1 s instead of the default 300 s; returns
+    the check "one slice, all ready" (which answers the workers)."""
+    await world.start_operator(unready_slice_timeout=unready_slice_timeout)
     group = tpu_group("tpu", replicas=1)
     group["template"]["spec"]["tolerations"] = [
         {

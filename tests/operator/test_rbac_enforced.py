@@ -84,7 +84,11 @@ DENIED = [
     ("", "services", "delete", "team-a"),
     ("", "secrets", "get", "team-a"),
     ("", "configmaps", "list", "team-a"),
-    ("", "nodes", "list", ""),
+    # Host-loss failover reads nodes (get/list/watch, in the shipped table) and never writes them.
+    ("", "nodes", "update", ""),
+    ("", "nodes", "patch", ""),
+    ("", "nodes", "delete", ""),
+    ("", "nodes/status", "patch", ""),
     ("rbac.authorization.k8s.io", "roles", "delete", "team-a"),
     ("rbac.authorization.k8s.io", "clusterroles", "create", ""),
     ("rbac.authorization.k8s.io", "roles", "escalate", "team-a"),
@@ -192,7 +196,8 @@ async def test_a_grant_taken_away_fails_the_operator_until_it_is_back(
 async def test_the_namespaced_install_is_enough_for_a_namespaced_operator(
     world: World, tmp_path: Path
 ) -> None:
-    """The namespaced overlay's RBAC (a Role in `ray`, the Lease Role) for `run --namespace ray`
+    """The namespaced overlay's RBAC (a Role in `ray`, the Lease Role, the node reader) for
+    `run --namespace ray`
     with leader election: the operator converges an autoscaling cluster with it alone."""
     kubectl = await admin(world, tmp_path)
     await ok(kubectl, "create", "namespace", NS)
@@ -200,9 +205,20 @@ async def test_the_namespaced_install_is_enough_for_a_namespaced_operator(
     rbac = [
         d
         for d in kustomize(DEPLOY / "overlays" / "namespaced")
-        if d["kind"] in ("ServiceAccount", "Role", "RoleBinding")
+        if d["kind"]
+        in ("ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")
     ]
-    assert {d["kind"] for d in rbac} == {"ServiceAccount", "Role", "RoleBinding"}
+    # Cluster-wide, only the node reader (host-loss failover watches Nodes).
+    assert {d["kind"] for d in rbac} == {
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "ClusterRole",
+        "ClusterRoleBinding",
+    }
+    assert {d["metadata"]["name"] for d in rbac if d["kind"].startswith("Cluster")} == {
+        "raycluster-operator-nodes"
+    }
     path = tmp_path / "namespaced-rbac.yaml"
     path.write_text(yaml.safe_dump_all(rbac))
     await ok(kubectl, "apply", "-f", str(path))

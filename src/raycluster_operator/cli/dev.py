@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import importlib
 import logging
 import signal
@@ -82,6 +83,13 @@ def _nodes_help() -> str:
     "--kubelet-delay", type=float, default=0.2, show_default=True, help="Seconds to start a pod."
 )
 @click.option("--watch", is_flag=True, help="Print a live table of pods to stdout.")
+@click.option(
+    "--unready-slice-timeout",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Passed to the operator (`raycluster-operator run --unready-slice-timeout`).",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
 def dev(
     port: int,
@@ -93,6 +101,7 @@ def dev(
     runtime: str,
     kubelet_delay: float,
     watch: bool,
+    unready_slice_timeout: float,
     verbose: bool,
 ) -> None:
     """Run an in-process Kubernetes API server with simulated TPU/GPU nodes (and the operator).
@@ -141,6 +150,7 @@ def dev(
                 runtime=runtime,
                 kubelet_delay=kubelet_delay,
                 watch=watch,
+                unready_slice_timeout=unready_slice_timeout,
             )
         )
     finally:
@@ -183,6 +193,7 @@ async def _serve(
     kubelet_delay: float,
     watch: bool,
     deployed: bool = False,
+    unready_slice_timeout: float = 60.0,
 ) -> int:
     from devkube import DevCluster
 
@@ -199,7 +210,13 @@ async def _serve(
                 applied = await cluster.apply(doc)
                 meta = applied.get("metadata") or {}
                 log.info("applied %s %s", applied.get("kind"), meta.get("name"))
-            attach = _operator_deployed if deployed else _operator_attached
+            attach = (
+                functools.partial(_operator_deployed, unready_slice_timeout=unready_slice_timeout)
+                if deployed
+                else functools.partial(
+                    _operator_attached, unready_slice_timeout=unready_slice_timeout
+                )
+            )
             async with attach(cluster, enabled=operator):
                 path = cluster.write_kubeconfig(kubeconfig)
                 log.info("dev cluster ready at %s", cluster.url)
@@ -244,7 +261,9 @@ async def operator_kubeconfig(cluster: DevCluster) -> dict[str, Any]:
 
 
 @contextlib.asynccontextmanager
-async def _operator_attached(cluster: DevCluster, *, enabled: bool) -> AsyncIterator[None]:
+async def _operator_attached(
+    cluster: DevCluster, *, enabled: bool, unready_slice_timeout: float = 60.0
+) -> AsyncIterator[None]:
     """OPERATOR HOOK: the operator runs in this process as a task, but reaches the cluster
     only over HTTPS with its own ServiceAccount's kubeconfig (`operator_kubeconfig`), exactly
     as a deployed operator does; it is stopped (drained) when the block exits."""
@@ -255,6 +274,7 @@ async def _operator_attached(cluster: DevCluster, *, enabled: bool) -> AsyncIter
     from raycluster_operator.controller.manager import Manager, ManagerOptions
     from raycluster_operator.controller.serving import ServingOptions
     from raycluster_operator.kube import KubeClient
+    from raycluster_operator.planning import PlanOptions
 
     logging.getLogger("httpx2").setLevel(logging.WARNING)
     client = KubeClient.from_kubeconfig(await operator_kubeconfig(cluster))
@@ -268,6 +288,7 @@ async def _operator_attached(cluster: DevCluster, *, enabled: bool) -> AsyncIter
                 identity="dev-operator",
             ),
             controller=ControllerOptions(resync_period=60.0),
+            planning=PlanOptions(unready_slice_timeout=unready_slice_timeout),
         ),
     )
     task = asyncio.create_task(manager.run(), name="operator")
@@ -303,9 +324,11 @@ DEV_ARGS = [
     "--metrics-addr=$(POD_IP):8080",
 ]
 DEV_READINESS_PERIOD = 2
+#: `run --unready-slice-timeout`'s default (the dev overlay leaves it out).
+DEFAULT_UNREADY_SLICE_TIMEOUT = 60.0
 
 
-def deployed_manifests() -> list[dict[str, Any]]:
+def deployed_manifests(unready_slice_timeout: float = 60.0) -> list[dict[str, Any]]:
     """The dev overlay's objects. The process runtime ignores images and puts the dev
     cluster's own bin directory first on PATH, so the pods run this installation; all pods
     share one network namespace there, so the servers bind the pod IP rather than every
@@ -319,6 +342,8 @@ def deployed_manifests() -> list[dict[str, Any]]:
             container = obj["spec"]["template"]["spec"]["containers"][0]
             container["command"] = list(DEV_COMMAND)
             container["args"] = list(DEV_ARGS)
+            if unready_slice_timeout != DEFAULT_UNREADY_SLICE_TIMEOUT:
+                container["args"].append(f"--unready-slice-timeout={unready_slice_timeout:g}")
             container["env"] = [
                 *container.get("env", []),
                 {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
@@ -331,12 +356,14 @@ def deployed_manifests() -> list[dict[str, Any]]:
 
 
 @contextlib.asynccontextmanager
-async def _operator_deployed(cluster: DevCluster, *, enabled: bool) -> AsyncIterator[None]:
+async def _operator_deployed(
+    cluster: DevCluster, *, enabled: bool, unready_slice_timeout: float = 60.0
+) -> AsyncIterator[None]:
     """The operator as a Deployment in the cluster: ready once the rollout is complete (both
     replicas Ready: caches synced), as `kubectl rollout status` sees it. Its pods go with the
     cluster."""
     deployment = None
-    for obj in deployed_manifests():
+    for obj in deployed_manifests(unready_slice_timeout):
         await cluster.apply(obj)
         if obj["kind"] == "Deployment":
             deployment = obj

@@ -73,6 +73,16 @@ def parse_feature_gates(text: str) -> dict[str, bool]:
 @click.option(
     "--resync-period", default=300.0, show_default=True, help="Seconds between full resyncs."
 )
+@click.option(
+    "--unready-slice-timeout",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Seconds a slice host that was Ready may stay unready before its slice is replaced; "
+    "a host on a NotReady/Unknown or unreachable/not-ready-tainted node replaces its slice at "
+    "once (needs list/watch on nodes). 0 turns host-loss failover off: Kubernetes' "
+    "eviction decides.",
+)
 def run(
     kubeconfig: str | None,
     context: str | None,
@@ -89,6 +99,7 @@ def run(
     log_format: str,
     insecure_skip_tls_verify: bool,
     resync_period: float,
+    unready_slice_timeout: float,
 ) -> None:
     """Run the operator until SIGINT/SIGTERM."""
     configure_logging(log_format)
@@ -109,6 +120,7 @@ def run(
         planning=PlanOptions(
             multi_host_indexing=gates["RayMultiHostIndexing"],
             random_pod_delete=os.environ.get("ENABLE_RANDOM_POD_DELETE", "").lower() == "true",
+            unready_slice_timeout=unready_slice_timeout,
         ),
     )
     try:

@@ -51,6 +51,42 @@ def crd_reader_rules() -> list[Obj]:
     return [rule]
 
 
+def node_reader_rules() -> list[Obj]:
+    """Host-loss failover (planning/host_loss.py) watches Nodes: list and watch (an informer;
+    no ``get``: the shipped RBAC holds exactly what a run uses), never a write.
+    Nodes are cluster-scoped, so even the namespaced install holds this one ClusterRole;
+    without it, run the operator with ``--unready-slice-timeout 0`` (no node watch)."""
+    return [_rule([""], ["nodes"], ["list", "watch"])]
+
+
+def node_reader_rbac(namespace: str) -> list[Obj]:
+    """A ClusterRole reading nodes and its binding, for the namespaced install."""
+    return _cluster_role(f"{NAME}-nodes", node_reader_rules(), namespace)
+
+
+def _cluster_role(name: str, rules: list[Obj], namespace: str) -> list[Obj]:
+    """A ClusterRole with ``rules`` bound to the operator's ServiceAccount."""
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": name, "labels": LABELS},
+            "rules": rules,
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": name, "labels": LABELS},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": name,
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}],
+        },
+    ]
+
+
 def lease_rules() -> list[Obj]:
     return [_rule(["coordination.k8s.io"], ["leases"], ["get", "create", "update"])]
 
@@ -65,26 +101,8 @@ def service_account(namespace: str) -> Obj:
 
 def cluster_rbac(namespace: str) -> list[Obj]:
     """ClusterRole + binding: the operator serves every namespace."""
-    return [
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRole",
-            "metadata": {"name": NAME, "labels": LABELS},
-            "rules": [*operator_rules(), *crd_reader_rules()],
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": NAME, "labels": LABELS},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": NAME,
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}],
-        },
-        *leader_rbac(namespace),
-    ]
+    rules = [*operator_rules(), *crd_reader_rules(), *node_reader_rules()]
+    return [*_cluster_role(NAME, rules, namespace), *leader_rbac(namespace)]
 
 
 def namespaced_rbac(namespace: str, watched: list[str]) -> list[Obj]:
@@ -100,7 +118,7 @@ def namespaced_rbac(namespace: str, watched: list[str]) -> list[Obj]:
             }
         )
         out.append(_binding("Role", NAME, ns, namespace))
-    return [*out, *leader_rbac(namespace)]
+    return [*out, *node_reader_rbac(namespace), *leader_rbac(namespace)]
 
 
 def leader_rbac(namespace: str) -> list[Obj]:

@@ -66,7 +66,12 @@ class Manager:
         self.client = client
         self.options = options or ManagerOptions()
         self.metrics = Metrics()
-        self.sources = Sources(client, self.options.sources)
+        self.sources = Sources(
+            client,
+            self.options.sources,
+            # Host-loss failover reads Nodes; with it off the operator needs no node grant.
+            watch_nodes=self.options.planning.unready_slice_timeout > 0,
+        )
         self.serving = Serving(
             client, self.options.serving, self.metrics, ready=self.sources.synced
         )

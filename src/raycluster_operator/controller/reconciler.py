@@ -141,6 +141,7 @@ class Reconciler:
             pods=pods,
             services=self.caches.services.by_index(BY_OWNER, key),
             present=self._present(key),
+            nodes=self._nodes(pods),
         )
         plan = plan_pass(
             state, now=datetime.now(UTC), new_suffix=random_suffix, options=self.options
@@ -148,7 +149,7 @@ class Reconciler:
         if plan.note:
             log.debug("reconcile %s: %s", key, plan.note)
         await self._execute(key, obj, plan, pods)
-        return Result()
+        return Result(requeue_after=plan.requeue_after)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -160,6 +161,18 @@ class Reconciler:
         """The cached cluster, with the status we last wrote if the cache has not caught up."""
         written = self.expectations.written_status(key, _version(obj))
         return obj if written is None else {**obj, "status": written}
+
+    def _nodes(self, pods: Sequence[Obj]) -> dict[str, Obj]:
+        """Host loss: the cached Nodes the cluster's pods are bound to (none when not watched)."""
+        cache = self.caches.nodes
+        if cache is None:
+            return {}
+        out: dict[str, Obj] = {}
+        for pod in pods:
+            name = (pod.get("spec") or {}).get("nodeName")
+            if name and name not in out and (node := cache.get(f"/{name}")) is not None:
+                out[name] = node
+        return out
 
     def _present(self, key: str) -> frozenset[ObjectId]:
         ns, _ = split_key(key)
@@ -213,7 +226,14 @@ class Reconciler:
         uids = {p["metadata"]["name"]: p["metadata"].get("uid") for p in pods}
         self.expectations.expect(key, deletes=[d.name for d in deletes])
         results = await self.writer.run_all(
-            self.client.delete(PODS, ns, d.name, uid=d.uid or uids.get(d.name)) for d in deletes
+            self.client.delete(
+                PODS,
+                ns,
+                d.name,
+                uid=d.uid or uids.get(d.name),
+                grace_period=d.grace_period_seconds,
+            )
+            for d in deletes
         )
         for d, result in zip(deletes, results, strict=True):
             if isinstance(result, BaseException):

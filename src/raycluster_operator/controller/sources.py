@@ -4,7 +4,9 @@ As controller-runtime draws it, a source turns the watch of one kind into the ke
 objects the controller reconciles: a RayCluster is its own key, a pod names its cluster in the
 ``ray.io/cluster`` label, a service names it in its owner reference, the autoscaler's
 ServiceAccount/Role/RoleBinding carry the label too (watched by it, so that deleting one is
-healed by the next pass, and a converged cluster costs no request to check them). Listeners
+healed by the next pass, and a converged cluster costs no request to check them), and a Node
+concerns every cluster with a pod bound to it (host-loss failover, planning/host_loss.py; the
+pods are found by ``spec.nodeName`` in the pod cache). Listeners
 get each change as a ``Change``; the caches are read through ``Caches``.
 """
 
@@ -27,6 +29,7 @@ from raycluster_operator.controller.store import (
     object_key,
 )
 from raycluster_operator.kube import (
+    NODES,
     PODS,
     RAYCLUSTERS,
     ROLE_BINDINGS,
@@ -41,6 +44,8 @@ from raycluster_operator.kube import (
 BY_CLUSTER = "cluster"
 BY_OWNER = "owner"
 BY_NAMESPACE = "namespace"
+#: Pods by ``spec.nodeName``.
+BY_NODE = "node"
 #: The autoscaler's RBAC kinds the operator creates for an autoscaling cluster.
 RBAC_KINDS = (SERVICE_ACCOUNTS, ROLES, ROLE_BINDINGS)
 
@@ -82,16 +87,33 @@ class Caches:
     services: StoreView
     #: By kind; indexed ``BY_NAMESPACE``.
     rbac: Mapping[str, StoreView]
+    #: Nodes (cluster-scoped, key ``/name``); None when nodes are not watched.
+    nodes: StoreView | None = None
 
 
 class Sources:
-    def __init__(self, client: KubeClient, options: SourceOptions = SourceOptions()) -> None:
+    def __init__(
+        self,
+        client: KubeClient,
+        options: SourceOptions = SourceOptions(),
+        *,
+        watch_nodes: bool = False,
+    ) -> None:
         self._namespaces: list[str | None] = list(options.namespaces) or [None]
         make = functools.partial(self._informers, client, options.watch_timeout)
         self.clusters = make(RAYCLUSTERS, self._on_cluster)
         self.pods = make(
-            PODS, self._on_pod, label_selector=CLUSTER, indexers={BY_CLUSTER: by_label(CLUSTER)}
+            PODS,
+            self._on_pod,
+            label_selector=CLUSTER,
+            indexers={BY_CLUSTER: by_label(CLUSTER), BY_NODE: _by_node},
         )
+        # Host loss: Nodes are cluster-scoped, one informer whatever the namespaces.
+        self.nodes: list[Informer] = []
+        if watch_nodes:
+            node_informer = Informer(client, NODES, watch_timeout=options.watch_timeout)
+            node_informer.add_handler(self._on_node)
+            self.nodes = [node_informer]
         self.services = make(
             SERVICES,
             self._on_service,
@@ -111,6 +133,7 @@ class Sources:
             pods=_view(self.pods),
             services=_view(self.services),
             rbac={kind: _view(infs) for kind, infs in self.rbac.items()},
+            nodes=_view(self.nodes) if self.nodes else None,
         )
         self._listeners: list[Listener] = []
 
@@ -141,7 +164,7 @@ class Sources:
     @property
     def informers(self) -> list[Informer]:
         rbac = [inf for infs in self.rbac.values() for inf in infs]
-        return self.clusters + self.pods + self.services + rbac
+        return self.clusters + self.pods + self.services + rbac + self.nodes
 
     def subscribe(self, listener: Listener) -> None:
         self._listeners.append(listener)
@@ -194,6 +217,26 @@ class Sources:
         if cluster:
             key = f"{rbac.namespace or ''}/{cluster}"
             self._emit(Change(key, kind, _name(obj), etype == "DELETED"))
+
+    def _on_node(self, etype: str, old: Obj | None, new: Obj | None) -> None:
+        """Every cluster with a pod on the node is worth a look (nothing to observe)."""
+        obj = new or old
+        if obj is None:
+            return
+        node = _name(obj)
+        keys = set()
+        for pod in _view(self.pods).by_index(BY_NODE, node):
+            view = Resource(pod)
+            cluster = view.labels.get(CLUSTER)
+            if cluster:
+                keys.add(f"{view.namespace or ''}/{cluster}")
+        for key in sorted(keys):
+            self._emit(Change(key, "Node", node, etype == "DELETED", observed=False))
+
+
+def _by_node(obj: Obj) -> list[str]:
+    node = (obj.get("spec") or {}).get("nodeName")
+    return [node] if node else []
 
 
 def _view(informers: list[Informer]) -> StoreView:

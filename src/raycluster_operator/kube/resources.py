@@ -40,6 +40,7 @@ ROLES = Kind("rbac.authorization.k8s.io", "v1", "Role", "roles")
 ROLE_BINDINGS = Kind("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings")
 EVENTS = Kind("events.k8s.io", "v1", "Event", "events")
 LEASES = Kind("coordination.k8s.io", "v1", "Lease", "leases")
+NODES = Kind("", "v1", "Node", "nodes", namespaced=False)
 NAMESPACES = Kind("", "v1", "Namespace", "namespaces", namespaced=False)
 CRDS = Kind(
     "apiextensions.k8s.io",

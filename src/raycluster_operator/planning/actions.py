@@ -36,6 +36,9 @@ class PodDelete:
     #: The pod whose state or naming caused the deletion (a failed host, a name in
     #: workersToDelete); None when the cause is the spec (scale-down, suspend).
     trigger: str | None = None
+    #: ``gracePeriodSeconds`` of the delete; None = the pod's own. 0 for a pod on a lost node
+    #: (planning/host_loss.py): its kubelet cannot finish a graceful deletion.
+    grace_period_seconds: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

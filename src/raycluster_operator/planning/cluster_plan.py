@@ -41,6 +41,7 @@ from raycluster_operator.planning.group_plan import (
     tally_group,
 )
 from raycluster_operator.planning.head import plan_head
+from raycluster_operator.planning.host_loss import NO_CHECK, check_hosts, force_on_lost_nodes
 from raycluster_operator.planning.pods import PodView, read_pod
 from raycluster_operator.planning.reasons import (
     BROKEN_REASONS,
@@ -85,6 +86,8 @@ class ClusterPlan:
     tallies: tuple[GroupTally, ...] = ()
     #: Every slice this plan moves, and why (``slice_state.TRANSITIONS``).
     transitions: tuple[SliceTransition, ...] = ()
+    #: Seconds until a host's unready timeout runs out (planning/host_loss.py); None: none.
+    requeue_after: float | None = None
 
     @property
     def is_empty(self) -> bool:
@@ -101,12 +104,16 @@ def plan_cluster(
     new_suffix: Callable[[], str],
     multi_host_indexing: bool = True,
     random_pod_delete: bool = False,
+    nodes: Mapping[str, Mapping[str, Any]] | None = None,
+    unready_slice_timeout: float = 0.0,
 ) -> ClusterPlan:
     """Plan every pod, service and status write for ``cluster``.
 
     ``pods`` may hold pods of other clusters or namespaces; only pods labelled
     ``ray.io/cluster=<name>`` in the cluster's namespace are considered, so nothing else can
-    ever be deleted.
+    ever be deleted. ``nodes`` are the nodes those pods run on, by name; with
+    ``unready_slice_timeout`` > 0 a host on a lost node or unready too long breaks its slice
+    (planning/host_loss.py).
     """
     check = check_spec(cluster)
     act = not check.cluster_problems
@@ -126,6 +133,11 @@ def plan_cluster(
         multi_host_indexing=multi_host_indexing,
         stuck_before=rfc3339(now - STUCK_AFTER),
     )
+    # Host loss (docs/design.md §4 rule 8): the hosts' nodes and lost readiness.
+    host_check = NO_CHECK
+    if unready_slice_timeout > 0 and act:
+        own = [p for p in pods if _owned(p, cluster)]
+        host_check = check_hosts(own, nodes or {}, now=now, unready_timeout=unready_slice_timeout)
 
     creates: list[PodCreate] = []
     deletes: list[PodDelete] = []
@@ -156,6 +168,7 @@ def plan_cluster(
             switches=_switches_for(group, switches),
             new_suffix=new_suffix,
             stop=stop,
+            host_faults=host_check.faults,
         )
         tallies.append(planned.tally)
         transitions += planned.transitions
@@ -202,6 +215,9 @@ def plan_cluster(
         wanted_services = desired_services(cluster)
         if autoscaling:
             extra = tuple(builders.build_autoscaler_rbac(cluster))
+    if host_check.on_lost_nodes:
+        # Host loss: a pod on a lost node goes with grace 0, so its index is free at once.
+        deletes = force_on_lost_nodes(deletes, pods, host_check)
     events[:0] = _delete_events(deletes)
     events[:0] = _problem_events(cluster, check)
 
@@ -234,6 +250,7 @@ def plan_cluster(
         missing_services=missing_services(wanted_services, services),
         tallies=tuple(tallies),
         transitions=tuple(transitions),
+        requeue_after=host_check.recheck_after,
     )
 
 
@@ -260,6 +277,14 @@ def _head_create(cluster: RayCluster) -> PodCreate:
         CreateReason.HEAD_MISSING,
         builders.build_head_pod(cluster),
     )
+
+
+def _owned(obj: Mapping[str, Any], cluster: RayCluster) -> bool:
+    """``_belongs`` for a pod not yet read (host loss reads the raw pod's node and status)."""
+    meta = obj.get("metadata") or {}
+    return (meta.get("labels") or {}).get(labels.CLUSTER) == cluster.metadata.name and meta.get(
+        "namespace"
+    ) in (None, cluster.metadata.namespace)
 
 
 def _belongs(pod: PodView, cluster: RayCluster) -> bool:

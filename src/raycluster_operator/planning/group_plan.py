@@ -28,6 +28,7 @@ from raycluster_operator.api.models import WorkerGroupSpec
 from raycluster_operator.api.names import replica_name
 from raycluster_operator.planning.actions import PlannedEvent, PodDelete
 from raycluster_operator.planning.desired import hosts
+from raycluster_operator.planning.host_loss import HostFault, host_fault, mark_host_faults
 from raycluster_operator.planning.indices import lowest_free
 from raycluster_operator.planning.pods import PodView
 from raycluster_operator.planning.reasons import CreateReason, DeleteReason, EventReason
@@ -147,12 +148,17 @@ def plan_group(
     switches: GroupSwitches,
     new_suffix: Callable[[], str],
     stop: DeleteReason | None = None,
+    host_faults: Mapping[str, HostFault] | None = None,
 ) -> GroupPlan:
-    """Plan one group. ``stop`` (a suspend reason) removes every pod and creates nothing."""
+    """Plan one group. ``stop`` (a suspend reason) removes every pod and creates nothing.
+    ``host_faults`` (planning/host_loss.py): pods whose node or lost readiness break their
+    slice."""
     if not switches.multi_host_indexing:
         return _plan_flat(group, pods, desired=desired, switches=switches, stop=stop)
     n = hosts(group)
     found = sort_into_replicas(pods, n)
+    # Rule 8, host loss: a host on a lost node, or unready too long, breaks its slice.
+    found = mark_host_faults(found, host_faults or {})
     out = _Deletions(group.group_name)
     tally = _tally(group, pods, found.replicas, desired)
     if stop is not None:
@@ -173,7 +179,8 @@ def plan_group(
     # Rule 8: a broken replica goes whole, for the fault its state names.
     for replica in found.replicas:
         if replica.state is SliceState.BROKEN and replica.cause is not None:
-            out.replica(replica, replica.cause, replica.detail, _culprit(replica))
+            culprit = _culprit(replica) or _host_culprit(replica, host_faults)
+            out.replica(replica, replica.cause, replica.detail, culprit)
             replaced += 1
 
     # Rule 10: a named host takes its replica with it, in this same pass.
@@ -288,6 +295,11 @@ def _culprit(replica: Replica) -> str | None:
         if pod.terminating:
             return pod.name
     return None
+
+
+def _host_culprit(replica: Replica, faults: Mapping[str, HostFault] | None) -> str | None:
+    fault = host_fault(replica, faults) if faults else None
+    return fault.pod if fault is not None else None
 
 
 def _indices_awaiting_replacement(

@@ -15,7 +15,7 @@ show and the controller only carries the writes out (docs/design.md §7):
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -45,6 +45,10 @@ class PlanOptions:
     multi_host_indexing: bool = True
     random_pod_delete: bool = False
     controller_names: frozenset[str] = DEFAULT_CONTROLLER_NAMES
+    #: ``--unready-slice-timeout`` (seconds): a host that was Ready and has not been for this
+    #: long breaks its slice, and so does a host on a lost node; 0 turns host-loss failover
+    #: off (planning/host_loss.py).
+    unready_slice_timeout: float = 60.0
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,9 @@ class ClusterState:
     #: Services, ServiceAccounts, Roles and RoleBindings known to exist in the cluster's
     #: namespace: in the caches, or created by the controller and not yet seen there.
     present: frozenset[ObjectId] = frozenset()
+    #: The Nodes the cluster's pods are bound to, by name, as cached (host loss); a node not
+    #: cached (or not watched) is missing and reads as healthy.
+    nodes: Mapping[str, Obj] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -81,6 +88,9 @@ class PassPlan:
     slices: tuple[GroupTally, ...] | None = None
     #: Why the pass does less than a full plan (for the log): empty for a full plan.
     note: str = ""
+    #: Look again after this many seconds without a change (a timed rule is due then);
+    #: None = no timed requeue.
+    requeue_after: float | None = None
 
 
 def plan_pass(
@@ -108,6 +118,8 @@ def plan_pass(
         new_suffix=new_suffix,
         multi_host_indexing=options.multi_host_indexing,
         random_pod_delete=options.random_pod_delete,
+        nodes=state.nodes,
+        unready_slice_timeout=options.unready_slice_timeout,
     )
     return _full(plan, state.present)
 
@@ -121,6 +133,7 @@ def _full(plan: ClusterPlan, present: frozenset[ObjectId]) -> PassPlan:
         events=plan.events,
         status=plan.status,
         slices=plan.tallies,
+        requeue_after=plan.requeue_after,
     )
 
 

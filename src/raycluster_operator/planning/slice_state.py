@@ -83,6 +83,9 @@ FAULTS = frozenset(
         DeleteReason.POD_WITHOUT_REPLICA_IDENTITY,
         # Gate RayMultiHostIndexing off: one failed pod, replaced on its own.
         DeleteReason.POD_FAILED,
+        # Host loss (planning/host_loss.py): read from the host's node and Ready condition.
+        DeleteReason.HOST_LOST,
+        DeleteReason.HOST_UNREADY,
     }
 )
 #: What removes a whole cluster or group, whatever state its slices are in.
