@@ -4,27 +4,20 @@ cluster: how the parity tests act and look, as a user would."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from kubectl_bin import kubectl_binary, run_kubectl
+from harness.kubectl import KubectlEnv
 
 
-class Kubectl:
+class Kubectl(KubectlEnv):
     def __init__(self, cluster: Any, home: Path) -> None:
-        config = cluster.write_kubeconfig(home / "kubeconfig")
-        self.binary = kubectl_binary()
-        self.env = {
-            "PATH": os.environ.get("PATH", ""),
-            "HOME": str(home),
-            "KUBECONFIG": str(config),
-        }
+        super().__init__(cluster.write_kubeconfig(home / "kubeconfig"), home)
 
     async def __call__(self, *args: str, stdin: str | None = None, ok: bool = True) -> str:
-        _, out, _ = await run_kubectl(self.binary, args, env=self.env, stdin=stdin, ok=ok)
+        _, out, _ = await self.run(*args, stdin=stdin, ok=ok)
         return out
 
     async def apply(self, obj: dict[str, Any]) -> None:

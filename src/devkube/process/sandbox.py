@@ -52,31 +52,27 @@ def process_runtime_available() -> tuple[bool, str]:
     return True, "unshare and root are available"
 
 
+class _Under:
+    """A well-known entry under ``SandboxFiles.root``, named once where the class lists it."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, files: SandboxFiles, owner: type[SandboxFiles]) -> Path:
+        return files.root / self.name
+
+
 @dataclass(frozen=True)
 class SandboxFiles:
     """The host-side files a pod's namespace shows at well-known paths."""
 
     root: Path
 
-    @property
-    def hosts(self) -> Path:
-        return self.root / "hosts"
-
-    @property
-    def hostname(self) -> Path:
-        return self.root / "hostname"
-
-    @property
-    def service_account(self) -> Path:
-        return self.root / "serviceaccount"
-
-    @property
-    def tmp(self) -> Path:
-        return self.root / "tmp"
-
-    @property
-    def logs(self) -> Path:
-        return self.root / "logs"
+    hosts = _Under("hosts")
+    hostname = _Under("hostname")
+    service_account = _Under("serviceaccount")
+    tmp = _Under("tmp")
+    logs = _Under("logs")
 
 
 def write_in_place(path: Path, content: str | bytes) -> bool:
