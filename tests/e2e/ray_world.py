@@ -31,10 +31,7 @@ __all__ = ["labels_of"]
 Obj = dict[str, Any]
 #: One head on a CPU node, two pools of one 2-host TPU v5p 2x2x2 slice each (4 chips a host).
 NODES = ["tpu:v5p:2x2x2:2", "cpu:1"]
-TPU_SELECTOR = {
-    "cloud.google.com/gke-tpu-accelerator": "tpu-v5p-slice",
-    "cloud.google.com/gke-tpu-topology": "2x2x2",
-}
+TPU_SELECTOR = m.V5P_2X2X2
 #: Ray's object store defaults to ~30% of the machine per node; tests need little.
 SMALL = {"object-store-memory": "100000000", "num-cpus": "1"}
 RESULT_MARK = "E2E-RESULT "

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from harness import manifests as m
-from harness.operator import FAST_LEASE, RunningOperator, operator_options
+from harness.operator import FAST, FAST_LEASE, RunningOperator, operator_options
 from harness.pods import CLUSTER, GROUP, is_ready, labels
 from harness.pods import HOST_INDEX as HOST
 from harness.pods import REPLICA_INDEX as INDEX
@@ -35,13 +35,7 @@ __all__ = ["FAST_LEASE", "RunningOperator", "eventually", "is_ready"]
 
 Obj = dict[str, Any]
 TIMINGS: dict[str, Any] = dict(
-    lease_timing=FAST_LEASE,
-    resync_period=5.0,
-    watch_timeout=30,
-    expectations_timeout=5.0,
-    retry_base_delay=0.02,
-    retry_max_delay=0.5,
-    identity="hardening",
+    FAST, resync_period=5.0, expectations_timeout=5.0, retry_max_delay=0.5, identity="hardening"
 )
 
 

@@ -13,6 +13,8 @@ TPU_ACCELERATOR = "cloud.google.com/gke-tpu-accelerator"
 TPU_TOPOLOGY = "cloud.google.com/gke-tpu-topology"
 #: The nodeSelector of a v6e 4x4 slice (four hosts of four chips), the worlds' usual TPU.
 V6E_4X4 = {TPU_ACCELERATOR: "tpu-v6e-slice", TPU_TOPOLOGY: "4x4"}
+#: A v5p 2x2x2 slice (two hosts of four chips): the process-runtime worlds' TPU.
+V5P_2X2X2 = {TPU_ACCELERATOR: "tpu-v5p-slice", TPU_TOPOLOGY: "2x2x2"}
 
 
 def container(
@@ -70,18 +72,15 @@ def worker_group(
 def raycluster(
     name: str, head: Obj, groups: list[Obj], *, namespace: str | None = "default", **spec: Any
 ) -> Obj:
-    """A ray.io/v1 RayCluster; ``spec`` adds fields (enableInTreeAutoscaling=True, ...)."""
+    """A ray.io/v1 RayCluster; ``spec`` adds fields (enableInTreeAutoscaling=True, ...), and
+    a field given as None is left out (rayVersion=None)."""
     metadata = {"name": name} if namespace is None else {"name": name, "namespace": namespace}
+    fields = {"rayVersion": RAY_VERSION, "headGroupSpec": head, "workerGroupSpecs": groups, **spec}
     return {
         "apiVersion": "ray.io/v1",
         "kind": "RayCluster",
         "metadata": metadata,
-        "spec": {
-            "rayVersion": RAY_VERSION,
-            "headGroupSpec": head,
-            "workerGroupSpecs": groups,
-            **spec,
-        },
+        "spec": {key: value for key, value in fields.items() if value is not None},
     }
 
 

@@ -19,6 +19,8 @@ from .waiting import eventually
 FAST_LEASE = LeaseTiming(lease_duration=1.0, renew_deadline=0.6, retry_period=0.1)
 #: No ports, one replica: nothing to collide on between tests.
 QUIET = dict(metrics_addr=None, health_addr=None, leader_elect=False)
+#: What the in-process worlds (operator, hardening) share: a fast lease, short retries.
+FAST: dict[str, object] = dict(lease_timing=FAST_LEASE, watch_timeout=30, retry_base_delay=0.02)
 
 
 def operator_options(**flat: Any) -> ManagerOptions:

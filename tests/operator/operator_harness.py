@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from harness import manifests as m
 from harness.cluster import stop_dev_cluster
-from harness.operator import FAST_LEASE, RunningOperator, operator_options
+from harness.operator import FAST, FAST_LEASE, RunningOperator, operator_options
 from harness.pods import is_ready as ready
 from harness.pods import labels as labels_of
 from harness.pods import of_type, replica_names
@@ -45,11 +45,9 @@ __all__ = [
 Obj = dict[str, Any]
 NODES = ["tpu:v6e:4x4:4", "cpu:6"]
 TIMINGS: dict[str, Any] = dict(
-    lease_timing=FAST_LEASE,
+    FAST,
     resync_period=30.0,
-    watch_timeout=30,
     expectations_timeout=10.0,
-    retry_base_delay=0.02,
     retry_max_delay=1.0,
     identity="test-operator",
 )

@@ -29,6 +29,19 @@ class Kubectl(KubectlEnv):
     async def patch_json(self, kind: str, name: str, ops: list[dict[str, Any]]) -> None:
         await self("patch", kind, name, "--type", "json", "-p", json.dumps(ops))
 
+    async def scale_down(self, cluster: str, replicas: int, delete: list[str]) -> None:
+        """As the Ray autoscaler scales down: one JSON patch of the first group's replicas and
+        its scaleStrategy.workersToDelete."""
+        ops = [
+            {"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": replicas},
+            {
+                "op": "replace",
+                "path": "/spec/workerGroupSpecs/0/scaleStrategy",
+                "value": {"workersToDelete": delete},
+            },
+        ]
+        await self.patch_json("raycluster", cluster, ops)
+
     async def patch_merge(self, kind: str, name: str, patch: dict[str, Any]) -> None:
         await self("patch", kind, name, "--type", "merge", "-p", json.dumps(patch))
 
