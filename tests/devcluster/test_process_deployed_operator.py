@@ -25,12 +25,13 @@ import yaml
 from devkube import DevCluster
 from devkube.process import process_runtime_available
 from harness import manifests as m
+from harness.examples import DEPLOY
 from waiting import eventually
 
 AVAILABLE, WHY = process_runtime_available()
 pytestmark = pytest.mark.skipif(not AVAILABLE, reason=WHY)
 
-DEV_OVERLAY = Path(__file__).parents[2] / "deploy" / "overlays" / "dev"
+DEV_OVERLAY = DEPLOY / "overlays" / "dev"
 NS = "raycluster-operator"
 LEASE = f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/raycluster-operator-leader"
 # The pods' own commands block before `ray start`: no Ray is needed to see the slices converge.

@@ -20,10 +20,11 @@ import pytest
 from kuberay_crd import KUBERAY_STATUS_FIELDS, kuberay_crd
 from operator_harness import NODES, World, eventually, ready, replica_names
 
+from harness.examples import example
 from harness.kubectl import KubectlEnv
 from harness.world import open_world
 
-EXAMPLE = Path(__file__).parents[2] / "examples" / "tpu-v6e-4x4.yaml"
+EXAMPLE = example("tpu-v6e-4x4")
 
 
 class Kubectl(KubectlEnv):
