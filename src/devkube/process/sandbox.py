@@ -225,32 +225,19 @@ class PodSandbox:
     def _enter(self, workdir: str) -> list[str]:
         # nsenter's child joins the PID namespace; `sh` makes the working directory and hands
         # over to `setsid`, so each container is a session the runtime can signal as a whole.
-        return [
-            "nsenter",
-            f"--target={self.init_pid}",
-            *self._namespaces(),
-            "--",
-            "sh",
-            "-c",
-            'mkdir -p -- "$0" && cd -- "$0" && exec setsid "$@"',
-            workdir or "/",
-        ]
+        script = 'mkdir -p -- "$0" && cd -- "$0" && exec setsid "$@"'
+        return self._nsenter("sh", "-c", script, workdir or "/")
 
     def exec_argv(self, workdir: str, *, tty: bool = False) -> list[str]:
         """The prefix that runs a command in the pod for `kubectl exec`. With a terminal the
         command leads a session inside the pod whose controlling terminal is its stdin, so a
         shell's job control finds every process group it deals with in its own namespace."""
-        return [
-            "nsenter",
-            f"--target={self.init_pid}",
-            *self._namespaces(),
-            "--",
-            *(["setsid", "--ctty"] if tty else []),
-            "sh",
-            "-c",
-            'cd -- "$0" && exec "$@"',
-            workdir or "/",
-        ]
+        session = ["setsid", "--ctty"] if tty else []
+        return self._nsenter(*session, "sh", "-c", 'cd -- "$0" && exec "$@"', workdir or "/")
+
+    def _nsenter(self, *command: str) -> list[str]:
+        """`command` inside every namespace of the pod (its init process as the target)."""
+        return ["nsenter", f"--target={self.init_pid}", *self._namespaces(), "--", *command]
 
     def _namespaces(self) -> list[str]:
         return ["--mount", "--pid", "--uts", *(["--net"] if self.netns else [])]
