@@ -20,7 +20,7 @@ import pytest
 from kuberay_crd import KUBERAY_STATUS_FIELDS, kuberay_crd
 from operator_harness import NODES, World, eventually, ready, replica_names
 
-from harness.examples import example
+from harness.examples import example, load_example
 from harness.kubectl import KubectlEnv
 from harness.world import open_world
 
@@ -153,9 +153,8 @@ async def test_planner_rules_hold(kuberay_world: tuple[World, Kubectl]) -> None:
 def _group_rest() -> dict[str, Any]:
     """The example's worker group without its name and replicas (a merge patch replaces the
     whole list, so it carries the rest of the group)."""
-    import yaml
 
-    doc = yaml.safe_load(EXAMPLE.read_text())
+    doc = load_example("tpu-v6e-4x4")[0]
     group = dict(doc["spec"]["workerGroupSpecs"][0])
     group.pop("groupName")
     group.pop("replicas")
@@ -167,7 +166,7 @@ async def test_a_pruned_spec_extension_is_reported(kuberay_world: tuple[World, K
     await world.start_operator()
     import yaml
 
-    doc = yaml.safe_load(EXAMPLE.read_text())
+    doc = load_example("tpu-v6e-4x4")[0]
     doc["metadata"]["name"] = "idle"
     doc["spec"]["workerGroupSpecs"][0]["replicas"] = 0
     doc["spec"]["idleTerminationOptions"] = {"policy": "Suspend", "timeoutSeconds": 600}
@@ -202,9 +201,8 @@ def test_the_operators_pruning_is_the_servers() -> None:
     from raycluster_operator.kube import prune
 
     schema = kuberay_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-    import yaml
 
-    obj = yaml.safe_load(EXAMPLE.read_text())
+    obj = load_example("tpu-v6e-4x4")[0]
     obj["spec"]["idleSuspend"] = True
     obj["spec"]["workerGroupSpecs"][0]["numOfHost"] = 2
     del obj["spec"]["workerGroupSpecs"][0]["numOfHosts"]
