@@ -1,4 +1,5 @@
-"""Shared fixtures: a running dev cluster, a kubeconfig for it, and the real kubectl."""
+"""Shared fixtures: a running dev cluster, a kubeconfig for it, and the real kubectl (the
+pieces live in harness/)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-import kubectl_bin
-import waiting
 from devkube import DevCluster
+from harness import kubectl as kubectl_bin
+from harness import waiting
 
 
 @pytest.fixture

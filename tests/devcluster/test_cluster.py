@@ -10,31 +10,9 @@ import pytest
 import yaml
 
 from devkube import DevCluster
+from harness.manifests import crd
 
-CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "widgets.example.com"},
-    "spec": {
-        "group": "example.com",
-        "scope": "Namespaced",
-        "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "x-kubernetes-preserve-unknown-fields": True,
-                    }
-                },
-                "subresources": {"status": {}},
-            }
-        ],
-    },
-}
+CRD = crd("widgets", "Widget")
 
 
 async def test_kubectl_sees_the_simulated_nodes_with_their_labels(

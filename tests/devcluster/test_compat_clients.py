@@ -21,6 +21,7 @@ from lightkube.types import OnErrorAction, OnErrorResult, PatchType
 
 from devkube.server import ApiServer
 from devkube_testing import ThreadedServer, write_ca
+from harness.manifests import crd
 
 # ---------------------------------------------------------------- the official client (sync)
 
@@ -158,30 +159,7 @@ def test_official_client_reads_custom_objects(
 
 
 def _crd_body() -> dict[str, Any]:
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "widgets.example.com"},
-        "spec": {
-            "group": "example.com",
-            "scope": "Namespaced",
-            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "subresources": {"status": {}},
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "x-kubernetes-preserve-unknown-fields": True,
-                        }
-                    },
-                }
-            ],
-        },
-    }
+    return crd("widgets", "Widget")
 
 
 # ---------------------------------------------------------------- lightkube (async, in loop)

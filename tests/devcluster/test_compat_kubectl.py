@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -13,8 +12,7 @@ import pytest
 import yaml
 
 from devkube.server import ApiServer, LogRequest
-from devkube_testing import write_kubeconfig
-from kubectl_bin import kubectl_binary, run_kubectl
+from harness.kubectl import KubectlEnv
 
 CRD = """
 apiVersion: apiextensions.k8s.io/v1
@@ -56,38 +54,16 @@ spec: {color: blue}
 """
 
 
-class Kubectl:
-    def __init__(self, binary: str, env: dict[str, str]) -> None:
-        self.binary, self.env = binary, env
+class Kubectl(KubectlEnv):
+    """(exit code, stdout, stderr); a failure fails the test unless ``ok=False``."""
 
-    async def __call__(
-        self, *args: str, stdin: str | None = None, ok: bool = True
-    ) -> tuple[int, str, str]:
-        return await run_kubectl(self.binary, args, env=self.env, stdin=stdin, ok=ok, within=30)
-
-    async def spawn(self, *args: str) -> asyncio.subprocess.Process:
-        return await asyncio.create_subprocess_exec(
-            self.binary,
-            *args,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=self.env,
-        )
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[ApiServer]:
-    srv = ApiServer()
-    await srv.start()
-    yield srv
-    await srv.stop()
+    within = 30
+    __call__ = KubectlEnv.run
 
 
 @pytest.fixture
 def kubectl(server: ApiServer, tmp_path: Path) -> Kubectl:
-    config = write_kubeconfig(server, tmp_path / "kubeconfig")
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "KUBECONFIG": str(config)}
-    return Kubectl(kubectl_binary(), env)
+    return Kubectl.for_cluster(server, tmp_path)
 
 
 async def install_widgets(kubectl: Kubectl) -> None:

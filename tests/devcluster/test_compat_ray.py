@@ -12,7 +12,6 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ import pytest
 
 from devkube.server import ApiServer
 from devkube_testing import client_ssl_context, write_ca
+from harness.manifests import crd
 
 pytest.importorskip("ray.autoscaler._private.kuberay.node_provider")
 
@@ -51,30 +51,7 @@ out["deleted"] = client.delete("pods/rc-worker-a")
 print(json.dumps(out))
 """
 
-CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "rayclusters.ray.io"},
-    "spec": {
-        "group": "ray.io",
-        "scope": "Namespaced",
-        "names": {"plural": "rayclusters", "singular": "raycluster", "kind": "RayCluster"},
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "subresources": {"status": {}},
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "x-kubernetes-preserve-unknown-fields": True,
-                    }
-                },
-            }
-        ],
-    },
-}
+CRD = crd("rayclusters", "RayCluster", group="ray.io")
 
 CLUSTER = {
     "apiVersion": "ray.io/v1",
@@ -102,14 +79,6 @@ def worker_pod(name: str, cluster: str) -> dict[str, Any]:
         "metadata": {"name": name, "labels": {"ray.io/cluster": cluster, "ray.io/group": "g"}},
         "spec": {"containers": [{"name": "ray-worker", "image": "ray"}]},
     }
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[ApiServer]:
-    srv = ApiServer()
-    await srv.start()
-    yield srv
-    await srv.stop()
 
 
 async def seed(server: ApiServer) -> None:

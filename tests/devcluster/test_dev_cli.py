@@ -26,6 +26,25 @@ def wait_for_file(path: Path, process: subprocess.Popen[str]) -> None:
         time.sleep(0.05)
 
 
+def start_dev(kubeconfig: Path, *args: str) -> subprocess.Popen[str]:
+    """`raycluster-operator dev` on a free port, writing `kubeconfig`, as a user starts it."""
+    command = [sys.executable, "-m", "raycluster_operator", "dev", "--port", "0"]
+    return subprocess.Popen(
+        [*command, "--kubeconfig", str(kubeconfig), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+
+
+def stop_dev(process: subprocess.Popen[str]) -> str:
+    """SIGTERM, as Ctrl-C or a service manager stops it; its stderr."""
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=60)
+    return err
+
+
 def test_dev_writes_a_kubeconfig_kubectl_can_use_and_stops_cleanly(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "cfg" / "kubeconfig"
     manifest = tmp_path / "objects.yaml"
@@ -34,26 +53,7 @@ def test_dev_writes_a_kubeconfig_kubectl_can_use_and_stops_cleanly(tmp_path: Pat
         "apiVersion: v1\nkind: Pod\nmetadata: {name: worker, labels: {ray.io/group: g}}\n"
         "spec: {containers: [{name: ray, image: ray}]}\n"
     )
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "raycluster_operator",
-            "dev",
-            "--port",
-            "0",
-            "--kubeconfig",
-            str(kubeconfig),
-            "--nodes",
-            "tpu:v5p:2x2x4,cpu:1",
-            "--apply",
-            str(manifest),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
+    process = start_dev(kubeconfig, "--nodes", "tpu:v5p:2x2x4,cpu:1", "--apply", str(manifest))
     try:
         wait_for_file(kubeconfig, process)
         nodes = subprocess.run(
@@ -77,8 +77,7 @@ def test_dev_writes_a_kubeconfig_kubectl_can_use_and_stops_cleanly(tmp_path: Pat
         assert applied.returncode == 0, applied.stderr
         assert {"configmap/first", "pod/worker"} <= set(applied.stdout.split())
     finally:
-        process.send_signal(signal.SIGTERM)
-        _, err = process.communicate(timeout=60)
+        err = stop_dev(process)
     assert process.returncode == 0, err
     assert f"export KUBECONFIG={kubeconfig.resolve()}" in err
     assert not kubeconfig.exists()
@@ -87,26 +86,13 @@ def test_dev_writes_a_kubeconfig_kubectl_can_use_and_stops_cleanly(tmp_path: Pat
 def test_tpu_pools_by_gke_machine_type_with_kubectl(tmp_path: Path) -> None:
     """v6e 2x4 as GKE offers it: two 4-chip hosts (ct6e-standard-4t) or one 8-chip host."""
     kubeconfig = tmp_path / "kubeconfig"
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "raycluster_operator",
-            "dev",
-            "--no-operator",
-            "--port",
-            "0",
-            "--kubeconfig",
-            str(kubeconfig),
-            "--nodes",
-            "tpu:ct6e-standard-4t:2x4",
-            "--nodes",
-            "tpu:v6e:2x4,tpu:ct5lp-hightpu-4t:4x4",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    process = start_dev(
+        kubeconfig,
+        "--no-operator",
+        "--nodes",
+        "tpu:ct6e-standard-4t:2x4",
+        "--nodes",
+        "tpu:v6e:2x4,tpu:ct5lp-hightpu-4t:4x4",
     )
     try:
         wait_for_file(kubeconfig, process)
@@ -160,8 +146,7 @@ def test_tpu_pools_by_gke_machine_type_with_kubectl(tmp_path: Path) -> None:
         ]
         assert rows["tpu-v5e-4x4-0-h3"][1:] == ["tpu-v5-lite-podslice", "4x4", "ct5lp-hightpu-4t"]
     finally:
-        process.send_signal(signal.SIGTERM)
-        _, err = process.communicate(timeout=60)
+        err = stop_dev(process)
     assert process.returncode == 0, err
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from devkube import DevCluster
+from harness import manifests
 
 CM = "/api/v1/namespaces/default/configmaps"
 PODS = "/api/v1/namespaces/default/pods"
@@ -112,29 +113,7 @@ async def test_foreground_deletion_waits_for_blocking_dependents(
 async def test_dependents_of_a_custom_resource_registered_at_run_time(
     dev_cluster: DevCluster, eventually: Any
 ) -> None:
-    crd = {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "gadgets.example.com"},
-        "spec": {
-            "group": "example.com",
-            "scope": "Namespaced",
-            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "x-kubernetes-preserve-unknown-fields": True,
-                        }
-                    },
-                }
-            ],
-        },
-    }
+    crd = manifests.crd("gadgets", "Gadget", subresources=None)
     _, gadget = await dev_cluster.install(
         [crd, {"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "g"}}]
     )

@@ -24,71 +24,38 @@ import yaml
 
 from devkube import DevCluster
 from devkube.process import process_runtime_available
+from harness import manifests as m
+from harness.examples import DEPLOY
 from waiting import eventually
 
 AVAILABLE, WHY = process_runtime_available()
 pytestmark = pytest.mark.skipif(not AVAILABLE, reason=WHY)
 
-DEV_OVERLAY = Path(__file__).parents[2] / "deploy" / "overlays" / "dev"
+DEV_OVERLAY = DEPLOY / "overlays" / "dev"
 NS = "raycluster-operator"
 LEASE = f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/raycluster-operator-leader"
 # The pods' own commands block before `ray start`: no Ray is needed to see the slices converge.
 BLOCK = ["sleep", "infinity"]
 
-RAYCLUSTER = {
-    "apiVersion": "ray.io/v1",
-    "kind": "RayCluster",
-    "metadata": {"name": "slices", "namespace": "default"},
-    "spec": {
-        "headGroupSpec": {
-            "rayStartParams": {},
-            "template": {
-                "spec": {
-                    "containers": [
-                        {
-                            "name": "ray-head",
-                            "image": "rayproject/ray:2.60.0",
-                            "command": BLOCK,
-                            "resources": {"limits": {"cpu": "100m", "memory": "128Mi"}},
-                        }
-                    ]
-                }
-            },
-        },
-        "workerGroupSpecs": [
-            {
-                "groupName": "tpu",
-                "replicas": 1,
-                "minReplicas": 0,
-                "maxReplicas": 2,
-                "numOfHosts": 2,
-                "rayStartParams": {},
-                "template": {
-                    "spec": {
-                        "nodeSelector": {
-                            "cloud.google.com/gke-tpu-accelerator": "tpu-v5p-slice",
-                            "cloud.google.com/gke-tpu-topology": "2x2x2",
-                        },
-                        "containers": [
-                            {
-                                "name": "ray-worker",
-                                "image": "rayproject/ray:2.60.0",
-                                "command": BLOCK,
-                                "resources": {
-                                    "limits": {
-                                        "cpu": "100m",
-                                        "memory": "128Mi",
-                                        "google.com/tpu": "4",
-                                    }
-                                },
-                            }
-                        ],
-                    }
-                },
-            }
-        ],
-    },
-}
+SMALL = {"cpu": "100m", "memory": "128Mi"}
+RAYCLUSTER = m.raycluster(
+    "slices",
+    m.head_group(m.container("ray-head", command=BLOCK, limits=SMALL)),
+    [
+        m.worker_group(
+            "tpu",
+            m.template(
+                m.container("ray-worker", command=BLOCK, limits={**SMALL, "google.com/tpu": "4"}),
+                nodeSelector=dict(m.V5P_2X2X2),
+            ),
+            replicas=1,
+            min_replicas=0,
+            max_replicas=2,
+            hosts=2,
+        )
+    ],
+    rayVersion=None,
+)
 
 
 def ready(pod: dict[str, Any]) -> bool:

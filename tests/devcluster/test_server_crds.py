@@ -11,73 +11,51 @@ import pytest
 
 from devkube.server import ApiServer
 from devkube_testing import client_ssl_context
+from harness.manifests import crd
 
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 WIDGETS = "/apis/example.com/v1/namespaces/default/widgets"
 
 
 def widget_crd(scope: str = "Namespaced") -> dict[str, Any]:
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "widgets.example.com"},
-        "spec": {
-            "group": "example.com",
-            "scope": scope,
-            "names": {
-                "plural": "widgets",
-                "singular": "widget",
-                "kind": "Widget",
-                "shortNames": ["wd"],
-            },
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "subresources": {
-                        "status": {},
-                        "scale": {
-                            "specReplicasPath": ".spec.replicas",
-                            "statusReplicasPath": ".status.replicas",
-                        },
-                    },
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "properties": {
-                                "spec": {
-                                    "type": "object",
-                                    "properties": {
-                                        "replicas": {"type": "integer", "default": 1},
-                                        "color": {"type": "string"},
-                                        "parts": {
-                                            "type": "array",
-                                            "items": {
-                                                "type": "object",
-                                                "properties": {
-                                                    "name": {"type": "string"},
-                                                    "size": {"type": "integer", "default": 3},
-                                                },
-                                            },
-                                        },
-                                        "free": {
-                                            "type": "object",
-                                            "x-kubernetes-preserve-unknown-fields": True,
-                                        },
-                                    },
-                                },
-                                "status": {
-                                    "type": "object",
-                                    "x-kubernetes-preserve-unknown-fields": True,
+    scale = {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas"}
+    return crd(
+        "widgets",
+        "Widget",
+        scope=scope,
+        subresources={"status": {}, "scale": scale},
+        shortNames=["wd"],
+        schema={
+            "type": "object",
+            "properties": {
+                "spec": {
+                    "type": "object",
+                    "properties": {
+                        "replicas": {"type": "integer", "default": 1},
+                        "color": {"type": "string"},
+                        "parts": {
+                            "type": "array",
+                            "items": {
+                                "type": "object",
+                                "properties": {
+                                    "name": {"type": "string"},
+                                    "size": {"type": "integer", "default": 3},
                                 },
                             },
-                        }
+                        },
+                        "free": {
+                            "type": "object",
+                            "x-kubernetes-preserve-unknown-fields": True,
+                        },
                     },
-                }
-            ],
+                },
+                "status": {
+                    "type": "object",
+                    "x-kubernetes-preserve-unknown-fields": True,
+                },
+            },
         },
-    }
+    )
 
 
 class Api:

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +17,7 @@ import yaml
 from test_compat_kubectl import Kubectl
 
 from devkube.server import ApiServer, structural
-from devkube_testing import write_kubeconfig
-from kubectl_bin import kubectl_binary
+from harness.manifests import crd
 from raycluster_operator.api.crd import crd_manifest
 
 RAYCLUSTER = """
@@ -43,96 +40,70 @@ spec:
         containers: [{name: ray-worker, image: rayproject/ray:2.60.0}]
 """
 
-GADGETS = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "gadgets.example.com"},
-    "spec": {
-        "group": "example.com",
-        "scope": "Namespaced",
-        "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "subresources": {"status": {}},
-                "schema": {
-                    "openAPIV3Schema": {
+GADGETS = crd(
+    "gadgets",
+    "Gadget",
+    schema={
+        "type": "object",
+        "properties": {
+            "spec": {
+                "type": "object",
+                "required": ["size"],
+                "properties": {
+                    "size": {
+                        "type": "integer",
+                        "format": "int32",
+                        "minimum": 1,
+                        "maximum": 10,
+                    },
+                    "color": {"type": "string", "enum": ["red", "blue"]},
+                    "code": {
+                        "type": "string",
+                        "minLength": 2,
+                        "maxLength": 4,
+                        "pattern": "^[A-Z]+$",
+                    },
+                    "tags": {
+                        "type": "array",
+                        "minItems": 1,
+                        "maxItems": 2,
+                        "items": {"type": "string"},
+                    },
+                    "port": {
+                        "x-kubernetes-int-or-string": True,
+                        "anyOf": [{"type": "integer"}, {"type": "string"}],
+                    },
+                    "note": {"type": "string", "nullable": True},
+                    "mode": {"type": "string", "default": "auto"},
+                    "labels": {
                         "type": "object",
-                        "properties": {
-                            "spec": {
-                                "type": "object",
-                                "required": ["size"],
-                                "properties": {
-                                    "size": {
-                                        "type": "integer",
-                                        "format": "int32",
-                                        "minimum": 1,
-                                        "maximum": 10,
-                                    },
-                                    "color": {"type": "string", "enum": ["red", "blue"]},
-                                    "code": {
-                                        "type": "string",
-                                        "minLength": 2,
-                                        "maxLength": 4,
-                                        "pattern": "^[A-Z]+$",
-                                    },
-                                    "tags": {
-                                        "type": "array",
-                                        "minItems": 1,
-                                        "maxItems": 2,
-                                        "items": {"type": "string"},
-                                    },
-                                    "port": {
-                                        "x-kubernetes-int-or-string": True,
-                                        "anyOf": [{"type": "integer"}, {"type": "string"}],
-                                    },
-                                    "note": {"type": "string", "nullable": True},
-                                    "mode": {"type": "string", "default": "auto"},
-                                    "labels": {
-                                        "type": "object",
-                                        "additionalProperties": {"type": "string"},
-                                    },
-                                    "free": {
-                                        "type": "object",
-                                        "x-kubernetes-preserve-unknown-fields": True,
-                                    },
-                                    "inner": {
-                                        "type": "object",
-                                        "x-kubernetes-embedded-resource": True,
-                                        "properties": {"spec": {"type": "object"}},
-                                    },
-                                },
-                            },
-                            "status": {
-                                "type": "object",
-                                "properties": {"count": {"type": "integer"}},
-                            },
-                        },
-                    }
+                        "additionalProperties": {"type": "string"},
+                    },
+                    "free": {
+                        "type": "object",
+                        "x-kubernetes-preserve-unknown-fields": True,
+                    },
+                    "inner": {
+                        "type": "object",
+                        "x-kubernetes-embedded-resource": True,
+                        "properties": {"spec": {"type": "object"}},
+                    },
                 },
-            }
-        ],
+            },
+            "status": {
+                "type": "object",
+                "properties": {"count": {"type": "integer"}},
+            },
+        },
     },
-}
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[ApiServer]:
-    srv = ApiServer()
-    await srv.start()
-    yield srv
-    await srv.stop()
+)
 
 
 @pytest.fixture
 async def kubectl(server: ApiServer, tmp_path: Path) -> Kubectl:
-    config = write_kubeconfig(server, tmp_path / "kubeconfig")
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "KUBECONFIG": str(config)}
-    k = Kubectl(kubectl_binary(), env)
-    for crd in (crd_manifest(), GADGETS):
-        await k("apply", "--server-side", "-f", "-", stdin=json.dumps(crd))
+    k = Kubectl.for_cluster(server, tmp_path)
+    for definition in (crd_manifest(), GADGETS):
+        await k("apply", "--server-side", "-f", "-", stdin=json.dumps(definition))
     await k("wait", "--for", "condition=established", "crd", "--all", "--timeout=10s")
     return k
 

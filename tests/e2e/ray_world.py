@@ -8,7 +8,6 @@ a Ray node: it finds its raylet through the process table and the node's /tmp/ra
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
@@ -16,26 +15,23 @@ import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-import waiting
-from devkube import DevCluster
 from devkube.process.pod import ProcessPod
 from devkube.process.runtime import ProcessRuntime
-from devkube_testing import stop_dev_cluster
-from pod_facts import labels as labels_of
-from raycluster_operator.api.crd import crd_manifest
-from raycluster_operator.cli.dev import operator_kubeconfig
-from raycluster_operator.controller.manager import Manager, ManagerOptions
-from raycluster_operator.kube import PODS, KubeClient
+from harness import manifests as m
+from harness import waiting
+from harness.pods import labels as labels_of
+from harness.pods import of_type
+from harness.world import DevWorld
+from raycluster_operator.controller.manager import Manager
+
+__all__ = ["labels_of"]
 
 Obj = dict[str, Any]
 #: One head on a CPU node, two pools of one 2-host TPU v5p 2x2x2 slice each (4 chips a host).
 NODES = ["tpu:v5p:2x2x2:2", "cpu:1"]
-TPU_SELECTOR = {
-    "cloud.google.com/gke-tpu-accelerator": "tpu-v5p-slice",
-    "cloud.google.com/gke-tpu-topology": "2x2x2",
-}
+TPU_SELECTOR = m.V5P_2X2X2
 #: Ray's object store defaults to ~30% of the machine per node; tests need little.
 SMALL = {"object-store-memory": "100000000", "num-cpus": "1"}
 RESULT_MARK = "E2E-RESULT "
@@ -51,41 +47,23 @@ def raycluster(
 ) -> Obj:
     """One head and one TPU group of 2-host slices (restartPolicy Never on workers: a host
     whose Ray exits fails, so its slice is replaced whole, as under autoscaler v2)."""
-    container = {
-        "name": "ray-head",
-        "image": "rayproject/ray:2.60.0",
-        "ports": [{"name": "gcs-server", "containerPort": 6379}],
-        "resources": {"limits": {"cpu": "1", "memory": "2Gi"}},
-    }
-    worker = {
-        "name": "ray-worker",
-        "image": "rayproject/ray:2.60.0",
-        "resources": {"limits": {"cpu": "1", "memory": "1Gi", "google.com/tpu": "4"}},
-    }
-    spec: Obj = {
-        "rayVersion": "2.60.0",
-        "headGroupSpec": {
-            "rayStartParams": dict(SMALL),
-            "template": {"spec": {"containers": [container]}},
-        },
-        "workerGroupSpecs": [
-            {
-                "groupName": "tpu",
-                "replicas": replicas,
-                "minReplicas": min_replicas,
-                "maxReplicas": 2,
-                "numOfHosts": 2,
-                "rayStartParams": dict(SMALL),
-                "template": {
-                    "spec": {
-                        "restartPolicy": "Never",
-                        "nodeSelector": dict(TPU_SELECTOR),
-                        "containers": [worker],
-                    }
-                },
-            }
-        ],
-    }
+    head = m.container(
+        "ray-head",
+        ports=[{"name": "gcs-server", "containerPort": 6379}],
+        limits={"cpu": "1", "memory": "2Gi"},
+    )
+    worker = m.container("ray-worker", limits={"cpu": "1", "memory": "1Gi", "google.com/tpu": "4"})
+    pod = m.template(worker, restartPolicy="Never", nodeSelector=dict(TPU_SELECTOR))
+    group = m.worker_group(
+        "tpu",
+        pod,
+        replicas=replicas,
+        min_replicas=min_replicas,
+        max_replicas=2,
+        hosts=2,
+        params=SMALL,
+    )
+    spec: Obj = {}
     if autoscaling:
         spec["enableInTreeAutoscaling"] = True
         spec["autoscalerOptions"] = {
@@ -94,12 +72,7 @@ def raycluster(
             "upscalingMode": "Default",
             "resources": {"limits": {"cpu": "500m", "memory": "512Mi"}},
         }
-    return {
-        "apiVersion": "ray.io/v1",
-        "kind": "RayCluster",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": spec,
-    }
+    return m.raycluster(name, m.head_group(head, SMALL), [group], **spec)
 
 
 async def eventually(check: Callable[[], Any], within: float) -> Any:
@@ -108,12 +81,26 @@ async def eventually(check: Callable[[], Any], within: float) -> Any:
 
 
 @dataclass
-class RayWorld:
-    cluster: DevCluster
-    kube: KubeClient
-    manager: Manager
-    operator: asyncio.Task[None]
+class RayWorld(DevWorld):
+    """The process runtime (real Ray in every pod) with one operator attached."""
+
     logs: list[str] = field(default_factory=list)
+
+    operator_defaults: ClassVar[dict[str, Any]] = dict(
+        resync_period=30.0, retry_base_delay=0.05, retry_max_delay=2.0, identity="e2e-operator"
+    )
+    sync_within: ClassVar[float] = 30.0
+    sync_interval: ClassVar[float] = 0.25
+    drain_may_hang: ClassVar[bool] = True
+    stop_patience: ClassVar[float] = 30.0
+
+    @property
+    def manager(self) -> Manager:
+        return self.operators[0].manager
+
+    @property
+    def operator(self) -> Any:
+        return self.operators[0].task
 
     @property
     def runtime(self) -> ProcessRuntime:
@@ -121,24 +108,13 @@ class RayWorld:
         assert isinstance(runtime, ProcessRuntime)
         return runtime
 
-    async def pods(self, cluster: str, *, live: bool = True) -> list[Obj]:
-        listing = await self.kube.list(PODS, "default", label_selector=f"ray.io/cluster={cluster}")
-        items: list[Obj] = listing.items
-        if live:
-            items = [p for p in items if not p["metadata"].get("deletionTimestamp")]
-        return items
-
     async def head(self, cluster: str) -> Obj:
-        heads = [
-            p for p in await self.pods(cluster) if labels_of(p).get("ray.io/node-type") == "head"
-        ]
+        heads = of_type(await self.pods(cluster), "head")
         assert len(heads) == 1, heads
         return heads[0]
 
     async def workers(self, cluster: str) -> list[Obj]:
-        return [
-            p for p in await self.pods(cluster) if labels_of(p).get("ray.io/node-type") == "worker"
-        ]
+        return of_type(await self.pods(cluster), "worker")
 
     def process_pod(self, name: str) -> ProcessPod:
         found = self.runtime.find("default", name)
@@ -177,42 +153,15 @@ class RayWorld:
 
 
 async def start_world(nodes: list[str] | None = None) -> RayWorld:
-    cluster = DevCluster(nodes=nodes or NODES, runtime="process", kubelet_delay=0.05)
-    await cluster.start()
+    world = await RayWorld.start(nodes or NODES, runtime="process")
     try:
-        await cluster.apply(crd_manifest())
-        kube = KubeClient.from_kubeconfig(cluster.kubeconfig_dict())
         # The operator acts as its ServiceAccount with deploy/'s RBAC, as in production.
-        manager = Manager(
-            KubeClient.from_kubeconfig(await operator_kubeconfig(cluster)),
-            ManagerOptions.from_flat(
-                metrics_addr=None,
-                health_addr=None,
-                leader_elect=False,
-                resync_period=30.0,
-                retry_base_delay=0.05,
-                retry_max_delay=2.0,
-                identity="e2e-operator",
-            ),
-        )
-        operator = asyncio.create_task(manager.run())
+        await world.start_operator()
     except BaseException:
-        await cluster.stop()
+        await world.close()
         raise
-    world = RayWorld(cluster, kube, manager, operator)
-
-    def synced() -> None:
-        assert not operator.done(), operator
-        assert manager.synced()
-
-    await eventually(synced, within=30)
     return world
 
 
 async def stop_world(world: RayWorld) -> None:
-    world.manager.stop()
-    with contextlib.suppress(asyncio.CancelledError, TimeoutError):
-        await asyncio.wait_for(world.operator, 15)
-    await world.kube.close()
-    await world.manager.client.close()
-    await stop_dev_cluster(world.cluster, patience=30)
+    await world.close()

@@ -16,43 +16,31 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
-from devkube import DevCluster
-from devkube_testing import stop_dev_cluster
-from pod_facts import is_ready, labels
-from raycluster_operator.api.crd import crd_manifest
-from raycluster_operator.cli.dev import operator_kubeconfig
-from raycluster_operator.controller.leader import LeaseTiming
-from raycluster_operator.controller.manager import Manager, ManagerOptions
+from harness import manifests as m
+from harness.operator import FAST, FAST_LEASE, RunningOperator, operator_options
+from harness.pods import CLUSTER, GROUP, is_ready, labels
+from harness.pods import HOST_INDEX as HOST
+from harness.pods import REPLICA_INDEX as INDEX
+from harness.pods import REPLICA_NAME as NAME
+from harness.waiting import eventually
+from harness.world import DevWorld, open_world
+from raycluster_operator.controller.manager import ManagerOptions
 from raycluster_operator.kube import PODS, RAYCLUSTERS, Gone, KubeClient, KubeError
-from waiting import eventually
+
+__all__ = ["FAST_LEASE", "RunningOperator", "eventually", "is_ready"]
 
 Obj = dict[str, Any]
-INDEX = "ray.io/worker-group-replica-index"
-NAME = "ray.io/worker-group-replica-name"
-HOST = "ray.io/replica-host-index"
-GROUP = "ray.io/group"
-CLUSTER = "ray.io/cluster"
-FAST_LEASE = LeaseTiming(lease_duration=1.0, renew_deadline=0.6, retry_period=0.1)
+TIMINGS: dict[str, Any] = dict(
+    FAST, resync_period=5.0, expectations_timeout=5.0, retry_max_delay=0.5, identity="hardening"
+)
 
 
 def fast_options(**overrides: Any) -> ManagerOptions:
-    base: dict[str, Any] = dict(
-        metrics_addr=None,
-        health_addr=None,
-        leader_elect=False,
-        lease_timing=FAST_LEASE,
-        resync_period=5.0,
-        watch_timeout=30,
-        expectations_timeout=5.0,
-        retry_base_delay=0.02,
-        retry_max_delay=0.5,
-        identity="hardening",
-    )
-    base.update(overrides)
-    return ManagerOptions.from_flat(**base)
+    return operator_options(**{**TIMINGS, **overrides})
 
 
 def desired_slices(group: Obj) -> int:
@@ -200,45 +188,31 @@ def _canon(value: object) -> str:
 
 
 @dataclass
-class RunningOperator:
-    manager: Manager
-    client: KubeClient
-    task: asyncio.Task[None]
+class World(DevWorld):
+    """The checker watches from the moment the cluster is up; teardown crashes operators."""
 
-    async def crash(self) -> None:
-        """Cancel at once: in-flight writes are abandoned, nothing is drained or released."""
-        self.task.cancel()
-        await asyncio.gather(self.task, return_exceptions=True)
-        await self.client.close()
-
-    async def stop(self) -> None:
-        self.manager.stop()
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.wait_for(self.task, 15)
-        await self.client.close()
-
-
-@dataclass
-class World:
-    cluster: DevCluster
-    kube: KubeClient
-    checker: Checker
     #: The operator's kubeconfig: its ServiceAccount with exactly deploy/'s RBAC.
-    operator_config: Obj
-    operators: list[RunningOperator] = field(default_factory=list)
+    operator_config: Obj = field(default_factory=dict)
+    checker: Checker = field(init=False)
+
+    operator_defaults: ClassVar[dict[str, Any]] = TIMINGS
+    sync_within: ClassVar[float] = 20.0
+    crash_on_close: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        self.checker = Checker(self.kube)
+
+    async def opened(self) -> None:
+        self.operator_config = await self.operator_kubeconfig()
+        self.checker.start()
+
+    async def close(self) -> None:
+        await self.checker.stop()
+        await super().close()
 
     def client(self) -> KubeClient:
         """A client acting as the operator's ServiceAccount (RBAC enforced as deployed)."""
         return KubeClient.from_kubeconfig(self.operator_config)
-
-    async def start_operator(self, *, wait: bool = True, **overrides: Any) -> RunningOperator:
-        client = self.client()
-        manager = Manager(client, fast_options(**overrides))
-        op = RunningOperator(manager, client, asyncio.create_task(manager.run()))
-        self.operators.append(op)
-        if wait:
-            await eventually(lambda: _assert(manager.synced()), within=20)
-        return op
 
     async def create(self, obj: Obj) -> Obj:
         created = await self.cluster.apply(obj)
@@ -267,8 +241,8 @@ class World:
             self.checker.note_write(updated)
             return updated
 
-    async def pods(self, cluster: str, ns: str = "default") -> list[Obj]:
-        return (await self.kube.list(PODS, ns, label_selector=f"{CLUSTER}={cluster}")).items
+    async def pods(self, cluster: str, ns: str = "default", *, live: bool = False) -> list[Obj]:
+        return await super().pods(cluster, ns, live=live)
 
     async def converged(self, name: str, ns: str = "default") -> None:
         """Raises AssertionError until the cluster is exactly what its spec asks for."""
@@ -321,83 +295,31 @@ class World:
         return out
 
 
-def _assert(cond: bool) -> None:
-    assert cond
-
-
 @contextlib.asynccontextmanager
-async def world(nodes: list[str], **cluster_args: Any) -> Any:
-    dev = DevCluster(nodes=nodes, kubelet_delay=0.05, **cluster_args)
-    await dev.start()
-    await dev.apply(crd_manifest())
-    operator_config = await operator_kubeconfig(dev)
-    kube = KubeClient.from_kubeconfig(dev.kubeconfig_dict())
-    checker = Checker(kube)
-    w = World(dev, kube, checker, operator_config)
-    checker.start()
-    try:
+async def world(nodes: list[str], **cluster_args: Any) -> AsyncIterator[World]:
+    async with open_world(World, nodes, **cluster_args) as w:
         yield w
-    finally:
-        await checker.stop()
-        for op in w.operators:
-            if not op.task.done():
-                await op.crash()
-        await kube.close()
-        await stop_dev_cluster(dev)
-
-
-def raycluster(name: str, groups: list[Obj], ns: str = "default") -> Obj:
-    return {
-        "apiVersion": "ray.io/v1",
-        "kind": "RayCluster",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {
-            "rayVersion": "2.60.0",
-            "headGroupSpec": {
-                "rayStartParams": {},
-                "template": {"spec": {"containers": [_container("ray-head")]}},
-            },
-            "workerGroupSpecs": groups,
-        },
-    }
 
 
 def _container(name: str, **resources: str) -> Obj:
     req = {"cpu": "10m", "memory": "16Mi", **resources}
-    return {
-        "name": name,
-        "image": "rayproject/ray:2.60.0",
-        "resources": {"requests": req, "limits": req},
-    }
+    return m.container(name, requests=req, limits=req)
+
+
+def raycluster(name: str, groups: list[Obj], ns: str = "default") -> Obj:
+    return m.raycluster(name, m.head_group(_container("ray-head")), groups, namespace=ns)
 
 
 def cpu_group(name: str, replicas: int, hosts: int = 1) -> Obj:
-    return {
-        "groupName": name,
-        "replicas": replicas,
-        "numOfHosts": hosts,
-        "rayStartParams": {},
-        "template": {"spec": {"containers": [_container("ray-worker")]}},
-    }
+    pod = m.template(_container("ray-worker"))
+    return m.worker_group(name, pod, replicas=replicas, hosts=hosts)
 
 
 def tpu_group(name: str, replicas: int) -> Obj:
-    return {
-        "groupName": name,
-        "replicas": replicas,
-        "minReplicas": 0,
-        "maxReplicas": 4,
-        "numOfHosts": 4,
-        "rayStartParams": {},
-        "template": {
-            "spec": {
-                "nodeSelector": {
-                    "cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
-                    "cloud.google.com/gke-tpu-topology": "4x4",
-                },
-                "containers": [_container("ray-worker", **{"google.com/tpu": "4"})],
-                # As autoscaler v2 sets it: a host whose Ray exits is failed, not restarted.
-                "restartPolicy": "Never",
-            }
-        },
-    }
+    pod = m.template(
+        _container("ray-worker", **{"google.com/tpu": "4"}),
+        nodeSelector=dict(m.V6E_4X4),
+        # As autoscaler v2 sets it: a host whose Ray exits is failed, not restarted.
+        restartPolicy="Never",
+    )
+    return m.worker_group(name, pod, replicas=replicas, min_replicas=0, max_replicas=4, hosts=4)

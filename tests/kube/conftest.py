@@ -6,38 +6,11 @@ from typing import Any
 import pytest
 
 from devkube.server import ApiServer
+from harness.manifests import crd
 from raycluster_operator.kube import KubeClient
 
 #: Enough of a RayCluster CRD for the adapter's tests: any fields, a status subresource.
-RAYCLUSTER_CRD: dict[str, Any] = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "rayclusters.ray.io"},
-    "spec": {
-        "group": "ray.io",
-        "scope": "Namespaced",
-        "names": {
-            "plural": "rayclusters",
-            "singular": "raycluster",
-            "kind": "RayCluster",
-            "listKind": "RayClusterList",
-        },
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "x-kubernetes-preserve-unknown-fields": True,
-                    }
-                },
-                "subresources": {"status": {}},
-            }
-        ],
-    },
-}
+RAYCLUSTER_CRD = crd("rayclusters", "RayCluster", group="ray.io", listKind="RayClusterList")
 
 
 @pytest.fixture

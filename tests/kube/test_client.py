@@ -13,26 +13,18 @@ import yaml
 
 from devkube.server import ApiServer
 from raycluster_operator.kube import (
+    CRDS,
     LEASES,
     PODS,
     RAYCLUSTERS,
     AlreadyExists,
     Conflict,
     Gone,
-    Kind,
     KubeClient,
     KubeError,
     NotFound,
     ServerError,
     TooManyRequests,
-)
-
-CRDS = Kind(
-    "apiextensions.k8s.io",
-    "v1",
-    "CustomResourceDefinition",
-    "customresourcedefinitions",
-    namespaced=False,
 )
 
 

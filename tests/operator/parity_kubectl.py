@@ -4,27 +4,20 @@ cluster: how the parity tests act and look, as a user would."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from kubectl_bin import kubectl_binary, run_kubectl
+from harness.kubectl import KubectlEnv
 
 
-class Kubectl:
+class Kubectl(KubectlEnv):
     def __init__(self, cluster: Any, home: Path) -> None:
-        config = cluster.write_kubeconfig(home / "kubeconfig")
-        self.binary = kubectl_binary()
-        self.env = {
-            "PATH": os.environ.get("PATH", ""),
-            "HOME": str(home),
-            "KUBECONFIG": str(config),
-        }
+        super().__init__(cluster.write_kubeconfig(home / "kubeconfig"), home)
 
     async def __call__(self, *args: str, stdin: str | None = None, ok: bool = True) -> str:
-        _, out, _ = await run_kubectl(self.binary, args, env=self.env, stdin=stdin, ok=ok)
+        _, out, _ = await self.run(*args, stdin=stdin, ok=ok)
         return out
 
     async def apply(self, obj: dict[str, Any]) -> None:
@@ -35,6 +28,19 @@ class Kubectl:
 
     async def patch_json(self, kind: str, name: str, ops: list[dict[str, Any]]) -> None:
         await self("patch", kind, name, "--type", "json", "-p", json.dumps(ops))
+
+    async def scale_down(self, cluster: str, replicas: int, delete: list[str]) -> None:
+        """As the Ray autoscaler scales down: one JSON patch of the first group's replicas and
+        its scaleStrategy.workersToDelete."""
+        ops = [
+            {"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": replicas},
+            {
+                "op": "replace",
+                "path": "/spec/workerGroupSpecs/0/scaleStrategy",
+                "value": {"workersToDelete": delete},
+            },
+        ]
+        await self.patch_json("raycluster", cluster, ops)
 
     async def patch_merge(self, kind: str, name: str, patch: dict[str, Any]) -> None:
         await self("patch", kind, name, "--type", "merge", "-p", json.dumps(patch))

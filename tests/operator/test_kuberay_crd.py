@@ -12,57 +12,34 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kuberay_crd import KUBERAY_STATUS_FIELDS, kuberay_crd
-from operator_harness import NODES, World, eventually, ready, replica_names, stop_dev_cluster
+from operator_harness import NODES, World, eventually, ready, replica_names
 
-from devkube import DevCluster
-from raycluster_operator.kube import KubeClient
+from harness.examples import example, load_example
+from harness.kubectl import KubectlEnv
+from harness.world import open_world
 
-EXAMPLE = Path(__file__).parents[2] / "examples" / "tpu-v6e-4x4.yaml"
+EXAMPLE = example("tpu-v6e-4x4")
 
 
-class Kubectl:
-    def __init__(self, kubeconfig: Path, home: Path) -> None:
-        self.binary = str(Path(sys.executable).parent / "kubectl")
-        self.env = {"PATH": os.environ.get("PATH", ""), "HOME": str(home)}
-        self.env["KUBECONFIG"] = str(kubeconfig)
+class Kubectl(KubectlEnv):
+    """(exit code, stdout, stderr), whatever the exit code."""
 
     async def __call__(self, *args: str, stdin: str | None = None) -> tuple[int, str, str]:
-        proc = await asyncio.create_subprocess_exec(
-            self.binary,
-            *args,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=self.env,
-        )
-        out, err = await asyncio.wait_for(proc.communicate(stdin.encode() if stdin else None), 60)
-        return proc.returncode or 0, out.decode(), err.decode()
+        result: tuple[int, str, str] = await self.run(*args, stdin=stdin, ok=False)
+        return result
 
 
 @pytest.fixture
 async def kuberay_world(tmp_path: Path) -> AsyncIterator[tuple[World, Kubectl]]:
-    cluster = DevCluster(nodes=NODES, kubelet_delay=0.05)
-    await cluster.start()
-    await cluster.apply(kuberay_crd())
-    kube = KubeClient.from_kubeconfig(cluster.kubeconfig_dict())
-    world = World(cluster, kube)
-    kubectl = Kubectl(cluster.write_kubeconfig(tmp_path / "kubeconfig"), tmp_path)
-    try:
+    async with open_world(World, NODES, crd=kuberay_crd()) as world:
+        kubectl = Kubectl(world.cluster.write_kubeconfig(tmp_path / "kubeconfig"), tmp_path)
         yield world, kubectl
-    finally:
-        for op in world.operators:
-            if not op.task.done():
-                await op.stop()
-        await kube.close()
-        await stop_dev_cluster(cluster)
 
 
 def test_the_fixture_has_kuberays_shape() -> None:
@@ -176,9 +153,8 @@ async def test_planner_rules_hold(kuberay_world: tuple[World, Kubectl]) -> None:
 def _group_rest() -> dict[str, Any]:
     """The example's worker group without its name and replicas (a merge patch replaces the
     whole list, so it carries the rest of the group)."""
-    import yaml
 
-    doc = yaml.safe_load(EXAMPLE.read_text())
+    doc = load_example("tpu-v6e-4x4")[0]
     group = dict(doc["spec"]["workerGroupSpecs"][0])
     group.pop("groupName")
     group.pop("replicas")
@@ -190,7 +166,7 @@ async def test_a_pruned_spec_extension_is_reported(kuberay_world: tuple[World, K
     await world.start_operator()
     import yaml
 
-    doc = yaml.safe_load(EXAMPLE.read_text())
+    doc = load_example("tpu-v6e-4x4")[0]
     doc["metadata"]["name"] = "idle"
     doc["spec"]["workerGroupSpecs"][0]["replicas"] = 0
     doc["spec"]["idleTerminationOptions"] = {"policy": "Suspend", "timeoutSeconds": 600}
@@ -225,9 +201,8 @@ def test_the_operators_pruning_is_the_servers() -> None:
     from raycluster_operator.kube import prune
 
     schema = kuberay_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-    import yaml
 
-    obj = yaml.safe_load(EXAMPLE.read_text())
+    obj = load_example("tpu-v6e-4x4")[0]
     obj["spec"]["idleSuspend"] = True
     obj["spec"]["workerGroupSpecs"][0]["numOfHost"] = 2
     del obj["spec"]["workerGroupSpecs"][0]["numOfHosts"]

@@ -69,18 +69,7 @@ async def test_a_lost_host_and_a_workers_to_delete_are_explained_on_the_rayclust
     # The autoscaler's way of removing a slice names one pod: the Event names it too.
     pods = await eventually(two_slices, within=30)
     named = next(p for p in pods if lbl(p, "ray.io/worker-group-replica-index") == "0")
-    await kubectl.patch_json(
-        "raycluster",
-        "ev",
-        [
-            {"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 1},
-            {
-                "op": "replace",
-                "path": "/spec/workerGroupSpecs/0/scaleStrategy",
-                "value": {"workersToDelete": [named["metadata"]["name"]]},
-            },
-        ],
-    )
+    await kubectl.scale_down("ev", 1, [named["metadata"]["name"]])
 
     async def named_in_event() -> None:
         text = await kubectl("get", "events", "--field-selector", "involvedObject.kind=RayCluster")

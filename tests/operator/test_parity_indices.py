@@ -58,18 +58,7 @@ async def test_a_healthy_slice_keeps_its_index_for_life(
 
     # workersToDelete removes slice 0 (named by one host, as the autoscaler does).
     named = sorted(first[0][1])[0]
-    await kubectl.patch_json(
-        "raycluster",
-        "idx",
-        [
-            {"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 2},
-            {
-                "op": "replace",
-                "path": "/spec/workerGroupSpecs/0/scaleStrategy",
-                "value": {"workersToDelete": [named]},
-            },
-        ],
-    )
+    await kubectl.scale_down("idx", 2, [named])
     after = await wait_for(kubectl, "idx", {1, 2}, 4)
     # Slices 1 and 2 are the same slices, same pods: nothing is rebuilt to compact to 0..1.
     assert after == {1: first[1], 2: first[2]}

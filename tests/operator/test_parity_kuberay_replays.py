@@ -67,18 +67,7 @@ async def test_fake_multi_host_tpu_autoscaling(world: World, tmp_path: Path) -> 
     # One actor ends, its host idles: the autoscaler terminates that host (replicas 0 and the
     # pod in workersToDelete); the whole slice goes in the same pass.
     idle = pods[0]["metadata"]["name"]
-    await kubectl.patch_json(
-        "raycluster",
-        "ray-cluster",
-        [
-            {"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 0},
-            {
-                "op": "replace",
-                "path": "/spec/workerGroupSpecs/0/scaleStrategy",
-                "value": {"workersToDelete": [idle]},
-            },
-        ],
-    )
+    await kubectl.scale_down("ray-cluster", 0, [idle])
 
     async def no_workers() -> None:
         assert not group_pods(await kubectl.pods("ray-cluster"), "tpu-group")

@@ -30,6 +30,7 @@ from raycluster_operator.planning.slice_state import (
     is_valid,
 )
 
+from .test_group_convergence import plan_once as plan_of
 from .test_group_convergence import scenarios
 from .test_group_rules import STATIC
 from .world import Create, World, make_pod, stamp, suffixes
@@ -153,16 +154,6 @@ def states_of(world: World, hosts: int) -> dict[str, SliceReading]:
         state = SliceState.DELETING if pod.terminating else SliceState.BROKEN
         out[pod.name] = SliceReading(state, DeleteReason.POD_WITHOUT_REPLICA_IDENTITY)
     return out
-
-
-def plan_of(spec: WorkerGroupSpec, world: World, switches: GroupSwitches, suffix: Any) -> GroupPlan:
-    return plan_group(
-        spec,
-        [read_pod(p) for p in world.list()],
-        desired=desired_slices(spec),
-        switches=switches,
-        new_suffix=suffix,
-    )
 
 
 def check_planner_moves(plan: GroupPlan, before: dict[str, SliceReading]) -> None:

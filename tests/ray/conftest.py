@@ -16,18 +16,15 @@ No `__init__.py` here on purpose: a package named `ray` under tests/ would shado
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import copy
 import importlib
 import itertools
 import json
 import os
-import socket
 import sys
-import threading
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -36,12 +33,16 @@ import pytest
 import requests
 
 from devkube.cluster import DevCluster
+from harness import manifests as m
+from harness.cluster import LoopThread, free_port, start_dev_cluster, stop_dev_cluster
+from harness.manifests import TPU_ACCELERATOR, TPU_TOPOLOGY
+from harness.operator import launch_operator, operator_options
+from harness.pods import HOST_INDEX, REPLICA_INDEX, REPLICA_NAME, is_running, is_terminating, labels
 from raycluster_operator.api.crd import crd_manifest
 from raycluster_operator.api.models import load_cluster
 from raycluster_operator.builders.autoscaler import service_account_name
 from raycluster_operator.cli.dev import operator_kubeconfig
-from raycluster_operator.controller.manager import Manager, ManagerOptions
-from raycluster_operator.kube.client import KubeClient
+from raycluster_operator.controller.manager import Manager
 
 T = TypeVar("T")
 
@@ -49,38 +50,9 @@ NODE_PROVIDER = "ray.autoscaler._private.kuberay.node_provider"
 CLOUD_PROVIDER = "ray.autoscaler.v2.instance_manager.cloud_providers.kuberay.cloud_provider"
 CONFIG_PRODUCER = "ray.autoscaler._private.kuberay.autoscaling_config"
 
-TPU_ACCELERATOR = "cloud.google.com/gke-tpu-accelerator"
-TPU_TOPOLOGY = "cloud.google.com/gke-tpu-topology"
-
 # How long a scenario may wait for the operator/kubelet to reach a state. Generous because the
 # machine is shared; the tests assert on the state reached, never on how long it took.
 SETTLE_S = 20.0
-
-
-# ---------------------------------------------------------------- background event loop
-
-
-class LoopThread:
-    """An asyncio loop in a daemon thread, so blocking Ray code never stalls the server."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self._thread.start()
-
-    def run(self, coro: Coroutine[Any, Any, T], timeout: float = 60.0) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(5)
-        self.loop.close()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # ---------------------------------------------------------------- cluster + operator
@@ -89,43 +61,28 @@ def free_port() -> int:
 async def _start_cluster(port: int) -> DevCluster:
     # Enough TPU pools for a few clusters at once (one v6e 4x4 slice fills one pool); short
     # kubelet and termination delays keep the scenarios quick.
-    cluster = DevCluster(
+    return await start_dev_cluster(
+        ["tpu:v6e:4x4:12", "gpu:gb200:4:3", "cpu:6"],
         port=port,
-        nodes=["tpu:v6e:4x4:12", "gpu:gb200:4:3", "cpu:6"],
         kubelet_delay=0.02,
         termination_cap=0.2,
+        crds=[crd_manifest()],
     )
-    await cluster.start()
-    return cluster
 
 
 @contextlib.asynccontextmanager
 async def running_operator(kubeconfig: dict[str, Any]) -> AsyncIterator[Manager]:
     """The operator in-process, as `raycluster-operator run` starts it, minus the HTTP
     endpoints and leader election (one replica, no ports to collide on)."""
-    async with KubeClient.from_kubeconfig(kubeconfig) as client:
-        manager = Manager(
-            client,
-            ManagerOptions.from_flat(
-                metrics_addr=None,
-                health_addr=None,
-                leader_elect=False,
-                retry_base_delay=0.02,
-                retry_max_delay=1.0,
-                expectations_timeout=10.0,
-            ),
-        )
-        task = asyncio.create_task(manager.run(), name="operator")
-        try:
-            while not manager.synced():
-                if task.done():
-                    task.result()
-                await asyncio.sleep(0.01)
-            yield manager
-        finally:
-            manager.stop()
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.wait_for(task, 15)
+    options = operator_options(
+        retry_base_delay=0.02, retry_max_delay=1.0, expectations_timeout=10.0
+    )
+    op = launch_operator(kubeconfig, options)
+    try:
+        await op.synced(within=60, interval=0.01)
+        yield op.manager
+    finally:
+        await op.stop()
 
 
 @dataclass
@@ -318,7 +275,6 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         http = requests.Session()
         http.headers["Authorization"] = f"Bearer {cluster.token}"
         w = World(loop, cluster, kubeconfig, ca_path, token_path, http, cluster.url)
-        w.call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd_manifest())
         # The operator acts as its ServiceAccount with deploy/'s RBAC, as in production.
         operator_cm = running_operator(loop.run(operator_kubeconfig(cluster)))
         loop.run(operator_cm.__aenter__())
@@ -329,7 +285,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         if operator_cm is not None:
             with contextlib.suppress(Exception):
                 loop.run(operator_cm.__aexit__(None, None, None))
-        loop.run(cluster.stop())
+        loop.run(stop_dev_cluster(cluster))
         loop.close()
 
 
@@ -347,11 +303,7 @@ def ns(world: World) -> Iterator[str]:
 
 
 def ray_container(limits: dict[str, str]) -> dict[str, Any]:
-    return {
-        "name": "ray-worker",
-        "image": "rayproject/ray:2.60.0",
-        "resources": {"limits": dict(limits), "requests": dict(limits)},
-    }
+    return m.container("ray-worker", limits=limits, requests=limits)
 
 
 def tpu_group(
@@ -366,97 +318,53 @@ def tpu_group(
     chips: int = 4,
 ) -> dict[str, Any]:
     """A GKE TPU worker group: one slice = `hosts` pods, `chips` chips per pod."""
-    return {
-        "groupName": name,
-        "replicas": replicas,
-        "minReplicas": min_replicas,
-        "maxReplicas": max_replicas,
-        "numOfHosts": hosts,
-        "rayStartParams": {},
-        "template": {
-            "spec": {
-                "nodeSelector": {TPU_ACCELERATOR: accelerator, TPU_TOPOLOGY: topology},
-                "containers": [
-                    ray_container({"cpu": "1", "memory": "1Gi", "google.com/tpu": str(chips)})
-                ],
-            }
-        },
-    }
+    limits = {"cpu": "1", "memory": "1Gi", "google.com/tpu": str(chips)}
+    pod = m.template(
+        ray_container(limits), nodeSelector={TPU_ACCELERATOR: accelerator, TPU_TOPOLOGY: topology}
+    )
+    return m.worker_group(
+        name,
+        pod,
+        replicas=replicas,
+        min_replicas=min_replicas,
+        max_replicas=max_replicas,
+        hosts=hosts,
+    )
 
 
 def gpu_group(
     name: str = "nvl", *, replicas: int = 0, max_replicas: int = 2, hosts: int = 4
 ) -> dict[str, Any]:
     """A GB200 NVLink group: one slice = `hosts` pods of 4 GPUs sharing one clique."""
-    return {
-        "groupName": name,
-        "replicas": replicas,
-        "minReplicas": 0,
-        "maxReplicas": max_replicas,
-        "numOfHosts": hosts,
-        "rayStartParams": {},
-        "template": {
-            "spec": {
-                "containers": [ray_container({"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "4"})]
-            }
-        },
-    }
+    pod = m.template(ray_container({"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "4"}))
+    return m.worker_group(
+        name, pod, replicas=replicas, min_replicas=0, max_replicas=max_replicas, hosts=hosts
+    )
 
 
 def cpu_group(
     name: str = "cpu", *, replicas: int = 0, min_replicas: int = 0, max_replicas: int = 4
 ) -> dict[str, Any]:
-    return {
-        "groupName": name,
-        "replicas": replicas,
-        "minReplicas": min_replicas,
-        "maxReplicas": max_replicas,
-        "rayStartParams": {},
-        "template": {"spec": {"containers": [ray_container({"cpu": "1", "memory": "1Gi"})]}},
-    }
+    pod = m.template(ray_container({"cpu": "1", "memory": "1Gi"}))
+    return m.worker_group(
+        name, pod, replicas=replicas, min_replicas=min_replicas, max_replicas=max_replicas
+    )
 
 
 def raycluster(name: str, *groups: dict[str, Any], autoscaling: bool = True) -> dict[str, Any]:
-    head = {
-        "rayStartParams": {"dashboard-host": "0.0.0.0"},
-        "template": {
-            "spec": {
-                "containers": [dict(ray_container({"cpu": "1", "memory": "2Gi"}), name="ray-head")]
-            }
-        },
-    }
-    return {
-        "apiVersion": "ray.io/v1",
-        "kind": "RayCluster",
-        "metadata": {"name": name},
-        "spec": {
-            "rayVersion": "2.60.0",
-            "enableInTreeAutoscaling": autoscaling,
-            "headGroupSpec": head,
-            "workerGroupSpecs": [copy.deepcopy(g) for g in groups],
-        },
-    }
+    head = m.container(
+        "ray-head", limits={"cpu": "1", "memory": "2Gi"}, requests={"cpu": "1", "memory": "2Gi"}
+    )
+    return m.raycluster(
+        name,
+        m.head_group(head, {"dashboard-host": "0.0.0.0"}),
+        [copy.deepcopy(g) for g in groups],
+        namespace=None,
+        enableInTreeAutoscaling=autoscaling,
+    )
 
 
 # ---------------------------------------------------------------- pod views
-
-
-def labels(pod: dict[str, Any]) -> dict[str, str]:
-    return dict(pod["metadata"].get("labels") or {})
-
-
-def is_terminating(pod: dict[str, Any]) -> bool:
-    return "deletionTimestamp" in pod["metadata"]
-
-
-def is_running(pod: dict[str, Any]) -> bool:
-    statuses = (pod.get("status") or {}).get("containerStatuses") or []
-    return bool(statuses) and "running" in statuses[0].get("state", {})
-
-
-REPLICA_NAME = "ray.io/worker-group-replica-name"
-REPLICA_INDEX = "ray.io/worker-group-replica-index"
-HOST_INDEX = "ray.io/replica-host-index"
 
 
 def workers(pods: list[dict[str, Any]], group: str) -> list[dict[str, Any]]:

@@ -52,31 +52,27 @@ def process_runtime_available() -> tuple[bool, str]:
     return True, "unshare and root are available"
 
 
+class _Under:
+    """A well-known entry under ``SandboxFiles.root``, named once where the class lists it."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, files: SandboxFiles, owner: type[SandboxFiles]) -> Path:
+        return files.root / self.name
+
+
 @dataclass(frozen=True)
 class SandboxFiles:
     """The host-side files a pod's namespace shows at well-known paths."""
 
     root: Path
 
-    @property
-    def hosts(self) -> Path:
-        return self.root / "hosts"
-
-    @property
-    def hostname(self) -> Path:
-        return self.root / "hostname"
-
-    @property
-    def service_account(self) -> Path:
-        return self.root / "serviceaccount"
-
-    @property
-    def tmp(self) -> Path:
-        return self.root / "tmp"
-
-    @property
-    def logs(self) -> Path:
-        return self.root / "logs"
+    hosts = _Under("hosts")
+    hostname = _Under("hostname")
+    service_account = _Under("serviceaccount")
+    tmp = _Under("tmp")
+    logs = _Under("logs")
 
 
 def write_in_place(path: Path, content: str | bytes) -> bool:
@@ -229,32 +225,19 @@ class PodSandbox:
     def _enter(self, workdir: str) -> list[str]:
         # nsenter's child joins the PID namespace; `sh` makes the working directory and hands
         # over to `setsid`, so each container is a session the runtime can signal as a whole.
-        return [
-            "nsenter",
-            f"--target={self.init_pid}",
-            *self._namespaces(),
-            "--",
-            "sh",
-            "-c",
-            'mkdir -p -- "$0" && cd -- "$0" && exec setsid "$@"',
-            workdir or "/",
-        ]
+        script = 'mkdir -p -- "$0" && cd -- "$0" && exec setsid "$@"'
+        return self._nsenter("sh", "-c", script, workdir or "/")
 
     def exec_argv(self, workdir: str, *, tty: bool = False) -> list[str]:
         """The prefix that runs a command in the pod for `kubectl exec`. With a terminal the
         command leads a session inside the pod whose controlling terminal is its stdin, so a
         shell's job control finds every process group it deals with in its own namespace."""
-        return [
-            "nsenter",
-            f"--target={self.init_pid}",
-            *self._namespaces(),
-            "--",
-            *(["setsid", "--ctty"] if tty else []),
-            "sh",
-            "-c",
-            'cd -- "$0" && exec "$@"',
-            workdir or "/",
-        ]
+        session = ["setsid", "--ctty"] if tty else []
+        return self._nsenter(*session, "sh", "-c", 'cd -- "$0" && exec "$@"', workdir or "/")
+
+    def _nsenter(self, *command: str) -> list[str]:
+        """`command` inside every namespace of the pod (its init process as the target)."""
+        return ["nsenter", f"--target={self.init_pid}", *self._namespaces(), "--", *command]
 
     def _namespaces(self) -> list[str]:
         return ["--mount", "--pid", "--uts", *(["--net"] if self.netns else [])]

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 import click
 import yaml
 
+from raycluster_operator.api.objects import Pod, Resource
+
 if TYPE_CHECKING:
     from devkube import DevCluster
 
@@ -207,9 +209,8 @@ async def _serve(
         ) as cluster:
             await _install_crd(cluster)
             for doc in documents:
-                applied = await cluster.apply(doc)
-                meta = applied.get("metadata") or {}
-                log.info("applied %s %s", applied.get("kind"), meta.get("name"))
+                applied = Resource(await cluster.apply(doc))
+                log.info("applied %s %s", applied.kind, applied.name)
             attach = (
                 functools.partial(_operator_deployed, unready_slice_timeout=unready_slice_timeout)
                 if deployed
@@ -402,10 +403,9 @@ async def _synced(manager: Any, task: asyncio.Task[None]) -> None:
         await asyncio.sleep(0.05)
 
 
-def _ready(pod: Mapping[str, Any]) -> str:
-    statuses = (pod.get("status") or {}).get("containerStatuses") or []
-    total = len((pod.get("spec") or {}).get("containers") or [])
-    return f"{sum(1 for s in statuses if s.get('ready'))}/{total}"
+def _ready(pod: Pod) -> str:
+    ready = sum(1 for s in pod.container_statuses if s.get("ready"))
+    return f"{ready}/{len(pod.containers)}"
 
 
 def _index(value: str) -> tuple[int, int | str]:
@@ -436,24 +436,21 @@ def pod_table(
     header: tuple[str, ...] = ("NAMESPACE", *(t for t, _ in TABLE_LABELS), "POD", "NODE")
     header += ("PHASE", "READY") + (("RAY",) if ray else ())
     keyed: list[tuple[tuple[Any, ...], tuple[str, ...]]] = []
-    for pod in pods:
-        meta = pod.get("metadata") or {}
-        labels = meta.get("labels") or {}
-        phase = str((pod.get("status") or {}).get("phase") or "Pending")
-        if meta.get("deletionTimestamp"):
-            phase = "Terminating"
-        group, replica, host = (str(labels.get(key, "")) for _, key in TABLE_LABELS)
-        namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
+    for body in pods:
+        pod = Pod(body)
+        phase = "Terminating" if pod.deleting else pod.phase or "Pending"
+        group, replica, host = (str(pod.labels.get(key, "")) for _, key in TABLE_LABELS)
+        namespace, name = pod.namespace or "", pod.name
         row = (
             namespace,
             group,
             replica,
             host,
             name,
-            str((pod.get("spec") or {}).get("nodeName") or "<none>"),
+            pod.node_name or "<none>",
             phase,
             _ready(pod),
-            *((ray(pod, phase),) if ray else ()),
+            *((ray(body, phase),) if ray else ()),
         )
         keyed.append(((namespace, group, _index(replica), _index(host), name), row))
     rows = [header, *(row for _, row in sorted(keyed))]
@@ -470,13 +467,13 @@ def _ray_column(cluster: DevCluster) -> Callable[[Mapping[str, Any], str], str] 
     if read_log is None:
         return None
 
-    def column(pod: Mapping[str, Any], phase: str) -> str:
-        meta = pod.get("metadata") or {}
-        if (meta.get("labels") or {}).get("ray.io/is-ray-node") != "yes":
+    def column(body: Mapping[str, Any], phase: str) -> str:
+        pod = Pod(body)
+        if pod.labels.get("ray.io/is-ray-node") != "yes":
             return ""
-        log = read_log(str(meta.get("namespace", "default")), str(meta.get("name", "")))
+        log = read_log(pod.namespace or "default", pod.name)
         state = ray_state(log, phase)
-        ip = (pod.get("status") or {}).get("podIP")
+        ip = pod.pod_ip
         # The pod's Ray node: every node announces its pod IP (--node-ip-address).
         return f"node at {ip}" if state == "up" and ip else state
 
@@ -507,8 +504,8 @@ async def _watch_pods(cluster: DevCluster, kubeconfig: str) -> None:
             else:
                 items = [event.object]
             for pod in items:
-                meta = pod.get("metadata") or {}
-                key = (str(meta.get("namespace")), str(meta.get("name")))
+                view = Resource(pod)
+                key = (str(view.namespace), view.name)
                 if event.type == "DELETED":
                     pods.pop(key, None)
                 else:
