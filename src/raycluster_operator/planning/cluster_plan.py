@@ -27,6 +27,12 @@ from raycluster_operator.planning.actions import (
     PodCreate,
     PodDelete,
 )
+from raycluster_operator.planning.cluster_upgrade import (
+    ClusterUpgrade,
+    head_deletes,
+    plan_upgrade,
+    rollout_condition,
+)
 from raycluster_operator.planning.desired import (
     autoscaling_on,
     cluster_suspended,
@@ -118,31 +124,114 @@ def plan_cluster(
     suspended = cluster_suspended(cluster)
     # One-way suspension (planning/suspension.py): once started, it runs until no pod is left.
     suspending = act and bool(managed) and (suspended or cluster_was_suspending(cluster))
-    group_stopping = groups_were_suspending(cluster)
-    groups_suspending: set[str] = set()
-    autoscaling = autoscaling_on(cluster)
+    upgrade = plan_upgrade(cluster, heads, by_group, _desired_by_group(cluster, suspended))
     switches = GroupSwitches(
-        scale_down=not autoscaling or random_pod_delete,
+        scale_down=not autoscaling_on(cluster) or random_pod_delete,
         multi_host_indexing=multi_host_indexing,
         stuck_before=rfc3339(now - STUCK_AFTER),
     )
+    work = _Work()
+    groups_suspending = _plan_groups(
+        cluster,
+        by_group,
+        work,
+        check=check,
+        stopping=suspending or suspended,
+        switches=switches,
+        new_suffix=new_suffix,
+        upgrade=upgrade,
+    )
+    head_current = next((p for p in heads if p.live), None)
+    wanted_services: tuple[dict[str, Any], ...] = ()
+    extra: tuple[dict[str, Any], ...] = ()
+    if act:
+        head_current = _plan_cluster_pods(
+            cluster, heads, removed, managed, work, suspending=suspending, upgrade=upgrade
+        )
+        wanted_services = desired_services(cluster)
+        if autoscaling_on(cluster):
+            extra = tuple(builders.build_autoscaler_rbac(cluster))
+    work.events[:0] = _delete_events(work.deletes)
+    work.events[:0] = _problem_events(cluster, check)
 
-    creates: list[PodCreate] = []
-    deletes: list[PodDelete] = []
-    events: list[PlannedEvent] = []
-    tallies: list[GroupTally] = []
-    transitions: list[SliceTransition] = []
+    head_svc_name = head_service_name(cluster.metadata.name)
+    status = build_status(
+        cluster,
+        Observed(
+            tallies=work.tallies,
+            head=head_current,
+            head_service=next((s for s in services if service_name(s) == head_svc_name), None),
+            problems=check.problems,
+            cluster_invalid=not act,
+            failures=dict(Counter(d.reason for d in work.deletes if d.reason in BROKEN_REASONS)),
+            pods_remaining=len(managed),
+            suspending=suspending,
+            groups_suspending=frozenset(groups_suspending),
+            deletions=_headline_deletions(work.deletes),
+            rolling_update=rollout_condition(upgrade, work.tallies, paused=suspended or suspending),
+        ),
+        now=now,
+    )
+    return ClusterPlan(
+        creates=tuple(work.creates),
+        deletes=tuple(work.deletes),
+        services=wanted_services,
+        extra_objects=extra,
+        events=tuple(work.events),
+        status=status,
+        problems=check.problems,
+        missing_services=missing_services(wanted_services, services),
+        tallies=tuple(work.tallies),
+        transitions=tuple(work.transitions),
+    )
+
+
+@dataclass
+class _Work:
+    """What one plan collects, group by group and then for the cluster."""
+
+    creates: list[PodCreate] = field(default_factory=list)
+    deletes: list[PodDelete] = field(default_factory=list)
+    events: list[PlannedEvent] = field(default_factory=list)
+    tallies: list[GroupTally] = field(default_factory=list)
+    transitions: list[SliceTransition] = field(default_factory=list)
+
+
+def _desired_by_group(cluster: RayCluster, suspended: bool) -> dict[str, int]:
+    return {
+        g.group_name: desired_slices(g, cluster_suspended=suspended)
+        for g in cluster.spec.worker_group_specs
+    }
+
+
+def _plan_groups(
+    cluster: RayCluster,
+    by_group: Mapping[str, list[PodView]],
+    work: _Work,
+    *,
+    check: SpecCheck,
+    stopping: bool,
+    switches: GroupSwitches,
+    new_suffix: Callable[[], str],
+    upgrade: ClusterUpgrade,
+) -> set[str]:
+    """Rules 8-15 for every worker group; answers the groups whose suspension is under way."""
+    suspended = cluster_suspended(cluster)
+    group_stopping = groups_were_suspending(cluster)
+    groups_suspending: set[str] = set()
     for position, group in enumerate(cluster.spec.worker_group_specs):
         group_pods = by_group.get(group.group_name, [])
         desired = desired_slices(group, cluster_suspended=suspended)
-        if not act or position in check.invalid_groups:
-            indexed = _switches_for(group, switches).multi_host_indexing
-            tallies.append(
-                tally_group(group, group_pods, desired=desired, multi_host_indexing=indexed)
+        own = _switches_for(group, switches)
+        if check.cluster_problems or position in check.invalid_groups:
+            work.tallies.append(
+                tally_group(
+                    group, group_pods, desired=desired, multi_host_indexing=own.multi_host_indexing
+                )
             )
             continue
         stop: DeleteReason | None = None
-        if suspending or suspended:
+        if stopping:
             stop = DeleteReason.CLUSTER_SUSPENDED
         elif group.suspend or (group_pods and group.group_name in group_stopping):
             # A group's suspension is one-way too: it ends only when its last pod is gone.
@@ -153,88 +242,65 @@ def plan_cluster(
             group,
             group_pods,
             desired=desired,
-            switches=_switches_for(group, switches),
+            switches=own,
             new_suffix=new_suffix,
             stop=stop,
+            upgrade=upgrade.groups.get(group.group_name),
         )
-        tallies.append(planned.tally)
-        transitions += planned.transitions
-        deletes += planned.deletes
-        creates += _worker_creates(cluster, group, planned, _switches_for(group, switches))
-        events += planned.events
-        events += _create_events(group.group_name, planned.replicas)
+        work.tallies.append(planned.tally)
+        work.transitions += planned.transitions
+        work.deletes += planned.deletes
+        work.creates += _worker_creates(cluster, group, planned, own)
+        work.events += planned.events
+        work.events += _create_events(group.group_name, planned.replicas)
+    return groups_suspending
 
-    head_current = next((p for p in heads if p.live), None)
-    wanted_services: tuple[dict[str, Any], ...] = ()
-    extra: tuple[dict[str, Any], ...] = ()
-    if act:
-        deletes += [
+
+def _plan_cluster_pods(
+    cluster: RayCluster,
+    heads: Sequence[PodView],
+    removed: Sequence[PodView],
+    managed: Sequence[PodView],
+    work: _Work,
+    *,
+    suspending: bool,
+    upgrade: ClusterUpgrade,
+) -> PodView | None:
+    """Pods outside the groups: removed groups' pods, the head (rules 4-5, 15), and every
+    managed pod while suspending. Answers the head in use."""
+    work.deletes += [
+        _pod_delete(
+            pod,
+            DeleteReason.GROUP_REMOVED,
+            f"worker group {pod.group!r} is no longer in the spec",
+        )
+        for pod in removed
+        if not pod.terminating
+    ]
+    head = plan_head(heads, suspended=cluster_suspended(cluster) or suspending)
+    work.deletes += head.deletes
+    going = {d.name for d in work.deletes}
+    if not (cluster_suspended(cluster) or suspending):
+        work.deletes += [d for d in head_deletes(upgrade, heads) if d.name not in going]
+    if suspending:
+        # Every managed pod goes, whichever group (or none in the spec) it belongs to.
+        work.deletes += [
             _pod_delete(
                 pod,
-                DeleteReason.GROUP_REMOVED,
-                f"worker group {pod.group!r} is no longer in the spec",
+                DeleteReason.CLUSTER_SUSPENDED,
+                f"cluster suspending: removing pod {pod.name}",
             )
-            for pod in removed
-            if not pod.terminating
+            for pod in managed
+            if not pod.terminating and pod.name not in going
         ]
-        head = plan_head(heads, suspended=suspended or suspending)
-        head_current = head.current
-        deletes += head.deletes
-        if suspending:
-            # Every managed pod goes, whichever group (or none in the spec) it belongs to.
-            going = {d.name for d in deletes}
-            deletes += [
-                _pod_delete(
-                    pod,
-                    DeleteReason.CLUSTER_SUSPENDED,
-                    f"cluster suspending: removing pod {pod.name}",
-                )
-                for pod in managed
-                if not pod.terminating and pod.name not in going
-            ]
-        if head.create:
-            creates.insert(0, _head_create(cluster))
-            events.append(
-                PlannedEvent(
-                    "Normal", CreateReason.HEAD_MISSING, "creating the head pod", action=CREATE_POD
-                )
+    if head.create:
+        work.creates.insert(0, _head_create(cluster))
+        work.events.append(
+            PlannedEvent(
+                "Normal", CreateReason.HEAD_MISSING, "creating the head pod", action=CREATE_POD
             )
-        wanted_services = desired_services(cluster)
-        if autoscaling:
-            extra = tuple(builders.build_autoscaler_rbac(cluster))
-    events[:0] = _delete_events(deletes)
-    events[:0] = _problem_events(cluster, check)
-
-    head_svc_name = head_service_name(cluster.metadata.name)
-    failures = Counter(d.reason for d in deletes if d.reason in BROKEN_REASONS)
-    status = build_status(
-        cluster,
-        Observed(
-            tallies=tallies,
-            head=head_current,
-            head_service=next((s for s in services if service_name(s) == head_svc_name), None),
-            problems=check.problems,
-            cluster_invalid=not act,
-            failures=dict(failures),
-            pods_remaining=len(managed),
-            suspending=suspending,
-            groups_suspending=frozenset(groups_suspending),
-            deletions=_headline_deletions(deletes),
-        ),
-        now=now,
-    )
-    return ClusterPlan(
-        creates=tuple(creates),
-        deletes=tuple(deletes),
-        services=wanted_services,
-        extra_objects=extra,
-        events=tuple(events),
-        status=status,
-        problems=check.problems,
-        missing_services=missing_services(wanted_services, services),
-        tallies=tuple(tallies),
-        transitions=tuple(transitions),
-    )
+        )
+    return head.current
 
 
 def _pod_delete(pod: PodView, reason: DeleteReason, message: str) -> PodDelete:

@@ -46,6 +46,11 @@ class DeleteReason(StrEnum):
     DUPLICATE_HEAD = "DuplicateHead"
     #: Gate RayMultiHostIndexing off: a single pod failed and is replaced on its own.
     POD_FAILED = "PodFailed"
+    #: Upgrades (docs/design.md §4, rule 15): the slice (or head) was built from an older
+    #: template than the spec's, and the upgrade strategy replaces it now.
+    TEMPLATE_CHANGED = "TemplateChanged"
+    #: The hosts of one slice carry two template hashes: it cannot be one Ray/JAX slice.
+    MIXED_TEMPLATES = "MixedTemplates"
 
     @property
     def is_warning(self) -> bool:
@@ -61,6 +66,7 @@ _REQUESTED = frozenset(
         DeleteReason.CLUSTER_SUSPENDED,
         DeleteReason.CLUSTER_DELETING,
         DeleteReason.GROUP_REMOVED,
+        DeleteReason.TEMPLATE_CHANGED,
     }
 )
 
@@ -75,6 +81,9 @@ class CreateReason(StrEnum):
     REPLACE_REPLICA = "ReplaceReplica"
     #: No live head pod.
     HEAD_MISSING = "HeadMissing"
+    #: A slice of the current template made by a rolling upgrade (a surge slice, or the
+    #: stand-in for an outdated slice deleted in the same pass).
+    UPGRADE = "Upgrade"
 
 
 class EventReason(StrEnum):
@@ -108,3 +117,8 @@ class ConditionReason(StrEnum):
     NOT_SUSPENDED = "RayClusterNotSuspended"
     INVALID_SPEC = "InvalidSpec"
     SPEC_VALID = "SpecValid"
+    #: Ours, condition RollingUpdate (docs/design.md §6): pods of an older template remain
+    #: and are being replaced; held while the cluster is suspended; none remain.
+    ROLLOUT_PROGRESSING = "Progressing"
+    ROLLOUT_PAUSED = "Paused"
+    ROLLOUT_COMPLETE = "Complete"
