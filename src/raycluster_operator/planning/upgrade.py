@@ -107,7 +107,7 @@ def upgrade_problems(cluster: RayCluster) -> list[Problem]:
                     f"must be a non-negative integer or percentage, not {value!r}",
                 )
             )
-    if all(value is not None and _parse(value) == (0, False) for value in fields.values()):
+    if all(_is_zero(value) for value in fields.values()):
         out.append(
             Problem(
                 f"{_PATH}.rollingUpdate",
@@ -137,6 +137,11 @@ def _parse(value: int | str) -> tuple[int, bool] | None:
         return (value, False) if value >= 0 else None
     match = _PERCENT.match(value)
     return (int(match.group(1)), True) if match else None
+
+
+def _is_zero(value: int | str | None) -> bool:
+    parsed = _parse(value) if value is not None else None
+    return parsed is not None and parsed[0] == 0
 
 
 def _scaled(value: int | str | None, desired: int, default: int, *, up: bool) -> int:
