@@ -96,11 +96,14 @@ async def main(slices: int, max_unavailable: str, max_surge: str) -> int:
             start = time.perf_counter()
             groups = obj["spec"]["workerGroupSpecs"]
             groups[0]["template"]["spec"]["containers"][0]["image"] = NEW_IMAGE
-            await kube.patch(
-                RAYCLUSTERS, "default", "bench", {"spec": {"workerGroupSpecs": groups}}
-            )
-            while not await rolled(kube, old, pods):
+            patch = {"spec": {"workerGroupSpecs": groups}}
+            await kube.patch(RAYCLUSTERS, "default", "bench", patch)
+            for _ in range(20 * 600):  # polled every 50 ms, for at most 10 minutes
+                if await rolled(kube, old, pods):
+                    break
                 await asyncio.sleep(0.05)
+            else:
+                raise TimeoutError("the rollout did not finish in 10 minutes")
             elapsed = time.perf_counter() - start
             await asyncio.sleep(1.0)  # let the last status patch land
             after = await scrape(metrics_port)
