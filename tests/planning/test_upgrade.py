@@ -161,20 +161,26 @@ def test_pods_without_the_annotation_count_as_current() -> None:
 
 def roll(obj: dict[str, Any], *, hosts: int, max_steps: int = 60) -> tuple[Loop, list[int]]:
     """Change the image and run the rollout, each new slice turning Ready one pass after it
-    was created; answers the loop and the ready-slice count seen before every pass."""
+    was created; answers the loop and the ready-slice count seen before every pass. Slices
+    are created for the upgrade (ScaleUp only for the last one, once no outdated pod is left
+    to say a rollout is under way)."""
     loop = settled(obj)
     loop.respec(with_image(obj, "b"))
     seen = []
+    reasons: set[CreateReason] = set()
     for _ in range(max_steps):
+        assert reasons <= {CreateReason.UPGRADE, CreateReason.SCALE_UP}
         seen.append(ready_slices(loop, hosts))
         assert_one_template_per_slice(loop)
         for name in slices(loop):
             make_ready(loop, name)
         going = loop.world.terminating()
         plan = step(loop)
+        reasons |= {c.reason for c in plan.creates}
         if plan.is_empty and not going:
             for name in slices(loop):
                 make_ready(loop, name)
+            assert CreateReason.UPGRADE in reasons
             return loop, seen
     raise AssertionError("the rollout did not finish")
 
@@ -339,7 +345,7 @@ def test_any_readiness_order_keeps_the_bounds_and_one_template_per_slice(
     loop = settled(obj)
     loop.respec(with_image(obj, "b"))
     flips = iter(coins)
-    for _ in range(150):
+    for _ in range(400):
         before = ready_slices(loop, hosts)
         going = loop.world.terminating()
         plan = step(loop)

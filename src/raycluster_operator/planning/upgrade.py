@@ -72,7 +72,7 @@ class Rollout:
     victims: tuple[Replica, ...]
     #: How many slices the group creates this pass (before waiting for awaited indices).
     creates: int
-    #: How many of those are made for the upgrade (reason ``Upgrade``), not for a scale-up.
+    #: How many of those carry the reason ``Upgrade`` rather than ``ScaleUp``.
     upgrade_creates: int
 
 
@@ -232,5 +232,6 @@ def roll(
     left = total - len(victims)
     fresh = total - len(old)
     creates = max(0, min(size + bounds.max_surge - left, size - fresh))
-    plain = max(0, desired - total)
-    return Rollout(victims, creates, max(0, creates - plain))
+    # The pods do not say whether a missing slice was replaced or never there, so while a
+    # rollout is under way every new slice is counted as the upgrade's (a scale-up included).
+    return Rollout(victims, creates, creates)
