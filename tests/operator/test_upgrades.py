@@ -10,8 +10,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from operator_harness import World, cpu_group, eventually, labels_of, raycluster, ready
+import yaml
+from kuberay_crd import kuberay_crd
+from operator_harness import (
+    NODES,
+    World,
+    cpu_group,
+    eventually,
+    labels_of,
+    raycluster,
+    ready,
+    stop_dev_cluster,
+)
 from parity_kubectl import Kubectl
+
+from devkube import DevCluster
+from kubectl_bin import run_kubectl
+from raycluster_operator.kube import KubeClient
 
 HASH = "ray.io/pod-template-hash"
 OLD = "rayproject/ray:2.60.0"
@@ -235,3 +250,43 @@ async def test_an_operator_restart_mid_rollout_resumes_and_finishes(
         await finished(kubectl, "resume", before)
     assert not samples.mixed
     assert min(samples.ready_slices) >= 2
+
+
+async def test_under_kuberays_crd_recreate_works_and_rolling_update_is_refused(
+    tmp_path: Path,
+) -> None:
+    """docs/design.md §3.7: None and Recreate are KubeRay's and must work under its CRD;
+    RollingUpdate is ours, so KubeRay's enum refuses it."""
+    cluster = DevCluster(nodes=NODES, kubelet_delay=0.05)
+    await cluster.start()
+    await cluster.apply(kuberay_crd())
+    kube = KubeClient.from_kubeconfig(cluster.kubeconfig_dict())
+    world = World(cluster, kube)
+    try:
+        kubectl = Kubectl(cluster, tmp_path)
+        await world.start_operator()
+        obj = raycluster("kr", [cpu_group("g", replicas=1, hosts=4)])
+        obj["spec"]["upgradeStrategy"] = {"type": "RollingUpdate"}
+        code, _, err = await run_kubectl(
+            kubectl.binary,
+            ["apply", "-f", "-"],
+            env=kubectl.env,
+            stdin=yaml.safe_dump(obj),
+            ok=False,
+        )
+        assert code != 0 and "RollingUpdate" in err, err
+        obj["spec"]["upgradeStrategy"] = {"type": "Recreate"}
+        await kubectl.apply(obj)
+        before = {p["metadata"]["uid"] for p in await settled(kubectl, "kr", 1, 4)}
+        await patch_image(kubectl, "kr", NEW)
+
+        async def recreated() -> None:
+            pods = await settled(kubectl, "kr", 1, 4)
+            assert not before & {p["metadata"]["uid"] for p in pods}
+
+        await eventually(recreated, within=60)
+    finally:
+        for op in world.operators:
+            await op.stop()
+        await kube.close()
+        await stop_dev_cluster(cluster)
