@@ -132,46 +132,31 @@ def plan_cluster(
     )
     work = _Work()
     groups_suspending = _plan_groups(
-        cluster,
-        by_group,
-        work,
-        check=check,
-        stopping=suspending or suspended,
-        switches=switches,
-        new_suffix=new_suffix,
-        upgrade=upgrade,
+        cluster, by_group, work, check, suspending or suspended, switches, new_suffix, upgrade
     )
     head_current = next((p for p in heads if p.live), None)
-    wanted_services: tuple[dict[str, Any], ...] = ()
-    extra: tuple[dict[str, Any], ...] = ()
+    wanted_services, extra = _cluster_objects(cluster) if act else ((), ())
     if act:
         head_current = _plan_cluster_pods(
             cluster, heads, removed, managed, work, suspending=suspending, upgrade=upgrade
         )
-        wanted_services = desired_services(cluster)
-        if autoscaling_on(cluster):
-            extra = tuple(builders.build_autoscaler_rbac(cluster))
     work.events[:0] = _delete_events(work.deletes)
     work.events[:0] = _problem_events(cluster, check)
 
-    head_svc_name = head_service_name(cluster.metadata.name)
-    status = build_status(
-        cluster,
-        Observed(
-            tallies=work.tallies,
-            head=head_current,
-            head_service=next((s for s in services if service_name(s) == head_svc_name), None),
-            problems=check.problems,
-            cluster_invalid=not act,
-            failures=dict(Counter(d.reason for d in work.deletes if d.reason in BROKEN_REASONS)),
-            pods_remaining=len(managed),
-            suspending=suspending,
-            groups_suspending=frozenset(groups_suspending),
-            deletions=_headline_deletions(work.deletes),
-            rolling_update=rollout_condition(upgrade, work.tallies, paused=suspended or suspending),
-        ),
-        now=now,
+    seen = Observed(
+        tallies=work.tallies,
+        head=head_current,
+        head_service=_head_service(cluster, services),
+        problems=check.problems,
+        cluster_invalid=not act,
+        failures=dict(Counter(d.reason for d in work.deletes if d.reason in BROKEN_REASONS)),
+        pods_remaining=len(managed),
+        suspending=suspending,
+        groups_suspending=frozenset(groups_suspending),
+        deletions=_headline_deletions(work.deletes),
+        rolling_update=rollout_condition(upgrade, work.tallies, paused=suspended or suspending),
     )
+    status = build_status(cluster, seen, now=now)
     return ClusterPlan(
         creates=tuple(work.creates),
         deletes=tuple(work.deletes),
@@ -197,6 +182,13 @@ class _Work:
     transitions: list[SliceTransition] = field(default_factory=list)
 
 
+def _head_service(
+    cluster: RayCluster, services: Sequence[Mapping[str, Any]]
+) -> Mapping[str, Any] | None:
+    name = head_service_name(cluster.metadata.name)
+    return next((s for s in services if service_name(s) == name), None)
+
+
 def _desired_by_group(cluster: RayCluster, suspended: bool) -> dict[str, int]:
     return {
         g.group_name: desired_slices(g, cluster_suspended=suspended)
@@ -204,18 +196,26 @@ def _desired_by_group(cluster: RayCluster, suspended: bool) -> dict[str, int]:
     }
 
 
+def _cluster_objects(
+    cluster: RayCluster,
+) -> tuple[tuple[dict[str, Any], ...], tuple[dict[str, Any], ...]]:
+    """Rules 6-7: the services, and the autoscaler's RBAC objects, the cluster needs."""
+    extra = tuple(builders.build_autoscaler_rbac(cluster)) if autoscaling_on(cluster) else ()
+    return desired_services(cluster), extra
+
+
 def _plan_groups(
     cluster: RayCluster,
     by_group: Mapping[str, list[PodView]],
     work: _Work,
-    *,
     check: SpecCheck,
     stopping: bool,
     switches: GroupSwitches,
     new_suffix: Callable[[], str],
     upgrade: ClusterUpgrade,
 ) -> set[str]:
-    """Rules 8-15 for every worker group; answers the groups whose suspension is under way."""
+    """Rules 8-15 for every worker group (``stopping``: the cluster is suspended or
+    suspending); answers the groups whose own suspension is under way."""
     suspended = cluster_suspended(cluster)
     group_stopping = groups_were_suspending(cluster)
     groups_suspending: set[str] = set()
