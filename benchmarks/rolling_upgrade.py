@@ -16,14 +16,10 @@ import argparse
 import asyncio
 import logging
 import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
-import aiohttp
-
-from convergence import HOSTS, free_port, is_ready, raycluster, scrape, wait_ready, writes
+from convergence import HOSTS, is_ready, raycluster, run_operator, scrape, wait_ready, writes
 from devkube import DevCluster
 from raycluster_operator.api.crd import crd_manifest
 from raycluster_operator.kube import PODS, RAYCLUSTERS, KubeClient
@@ -64,28 +60,8 @@ async def main(slices: int, max_unavailable: str, max_surge: str) -> int:
     async with DevCluster(nodes=nodes, kubelet_delay=0.2) as cluster:
         await cluster.apply(crd_manifest())
         kube = KubeClient.from_kubeconfig(cluster.kubeconfig_dict())
-        workdir = Path(tempfile.mkdtemp(prefix="rolling-upgrade-"))
-        kubeconfig = cluster.write_kubeconfig(workdir / "kubeconfig")
-        metrics_port = free_port()
-        operator = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "raycluster_operator",
-            "run",
-            f"--kubeconfig={kubeconfig}",
-            "--no-leader-elect",
-            f"--metrics-addr=127.0.0.1:{metrics_port}",
-            "--health-addr=",
-            "--resync-period=0.2",
-            stderr=asyncio.subprocess.DEVNULL,
-        )
+        operator, metrics_port, _ = await run_operator(cluster, "rolling-upgrade-")
         try:
-            for _ in range(200):
-                try:
-                    await scrape(metrics_port)
-                    break
-                except aiohttp.ClientError:
-                    await asyncio.sleep(0.05)
             obj = raycluster("bench", slices)
             obj["spec"]["upgradeStrategy"] = {"type": "RollingUpdate", "rollingUpdate": bounds}
             await cluster.apply(obj)
