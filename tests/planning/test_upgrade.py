@@ -368,3 +368,14 @@ def test_any_readiness_order_keeps_the_bounds_and_one_template_per_slice(
         raise AssertionError("the rollout did not finish")
     assert len(workers(loop)) == desired * hosts
     assert len({hash_of(p) for p in workers(loop)}) == 1
+
+
+def test_the_upgrade_moves_are_in_the_slice_table() -> None:
+    from raycluster_operator.planning.slice_state import SliceState, is_valid
+
+    for source in (SliceState.PENDING, SliceState.READY):
+        assert is_valid(source, SliceState.DELETING, DeleteReason.TEMPLATE_CHANGED)
+        assert is_valid(source, SliceState.BROKEN, DeleteReason.MIXED_TEMPLATES)
+    # An upgrade never takes a broken slice: its fault does (rule 8).
+    assert not is_valid(SliceState.BROKEN, SliceState.DELETING, DeleteReason.TEMPLATE_CHANGED)
+    assert is_valid(SliceState.ABSENT, SliceState.PENDING, CreateReason.UPGRADE)
