@@ -163,7 +163,7 @@ async def test_rolling_update_with_surge_never_drops_below_three_ready_slices(
     world: World, tmp_path: Path
 ) -> None:
     kubectl = Kubectl(world.cluster, tmp_path)
-    await world.start_operator()
+    op = await world.start_operator(resync_period=0.3)
     before = await rolling_cluster(kubectl, "surge", {"maxUnavailable": 0, "maxSurge": 1})
     async with sampling(world, "surge", 4) as samples:
         await patch_image(kubectl, "surge", NEW)
@@ -171,6 +171,14 @@ async def test_rolling_update_with_surge_never_drops_below_three_ready_slices(
     assert min(samples.ready_slices) >= 3, samples.ready_slices
     assert max(samples.ready_slices) == 4  # the surge slice was Ready before an old one went
     assert not samples.mixed
+
+    # A finished rollout writes nothing, over several resyncs.
+    async def quiet() -> None:
+        writes = op.writes
+        await asyncio.sleep(1.5)
+        assert op.writes == writes
+
+    await eventually(quiet, within=30)
 
 
 async def test_recreate_replaces_everything_once_and_a_replicas_change_nothing(
