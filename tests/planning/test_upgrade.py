@@ -379,3 +379,43 @@ def test_the_upgrade_moves_are_in_the_slice_table() -> None:
     # An upgrade never takes a broken slice: its fault does (rule 8).
     assert not is_valid(SliceState.BROKEN, SliceState.DELETING, DeleteReason.TEMPLATE_CHANGED)
     assert is_valid(SliceState.ABSENT, SliceState.PENDING, CreateReason.UPGRADE)
+
+
+def test_the_autoscaler_raising_replicas_mid_rollout_gets_new_template_slices() -> None:
+    obj = spec(strategy={"type": "RollingUpdate"})
+    loop = settled(obj)
+    old = {hash_of(p) for p in workers(loop)}
+    changed = with_image(obj, "b")
+    loop.respec(changed)
+    step(loop, pending=False)
+    grown = copy.deepcopy(changed)
+    grown["spec"]["workerGroupSpecs"][0]["replicas"] = 5
+    grown["spec"]["enableInTreeAutoscaling"] = True
+    loop.respec(grown)
+    plan = loop.plan()
+    made = [c for c in plan.creates if c.group == "workers"]
+    assert made and not {c.manifest["metadata"]["annotations"][HASH] for c in made} & old
+    loop.apply(plan)
+    loop.settle(max_steps=40)
+    assert len(slices(loop)) == 5
+    assert len({hash_of(p) for p in workers(loop)}) == 1
+
+
+def test_lowering_replicas_alone_under_autoscaling_holds_the_rollout() -> None:
+    """With autoscaling on, lowering replicas alone deletes nothing (rule 12): the rollout
+    holds until the autoscaler names the slice to remove, then finishes on the rest."""
+    obj = spec(strategy={"type": "RollingUpdate"})
+    obj["spec"]["enableInTreeAutoscaling"] = True
+    loop = settled(obj)
+    lowered = with_image(obj, "b")
+    lowered["spec"]["workerGroupSpecs"][0]["replicas"] = 2
+    loop.respec(lowered)
+    plan = loop.settle(max_steps=10)
+    assert len(slices(loop)) == 3 and not plan.deletes
+    host = slices(loop)[sorted(slices(loop))[0]][0]["metadata"]["name"]
+    named = copy.deepcopy(lowered)
+    named["spec"]["workerGroupSpecs"][0]["scaleStrategy"] = {"workersToDelete": [host]}
+    loop.respec(named)
+    loop.settle(max_steps=40)
+    assert len(slices(loop)) == 2
+    assert len({hash_of(p) for p in workers(loop)}) == 1

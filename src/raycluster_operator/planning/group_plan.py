@@ -224,7 +224,11 @@ def plan_group(
         valid = [r for r in valid if r.key not in out.replica_keys]
 
     # Rule 15: an upgrade replaces outdated slices whole, within its bounds.
-    rollout = _upgrade(found, valid, out, upgrade, desired) if upgrade is not None else None
+    rollout = (
+        _upgrade(found, valid, out, upgrade, desired, hold_extra=not switches.scale_down)
+        if upgrade is not None
+        else None
+    )
     if rollout is not None:
         valid = [r for r in valid if r.key not in out.replica_keys]
 
@@ -275,10 +279,12 @@ def _upgrade(
     out: _Deletions,
     upgrade: GroupUpgrade,
     desired: int,
+    *,
+    hold_extra: bool,
 ) -> Rollout | None:
     """Rule 15 (planning/upgrade.py): delete this pass's outdated slices, whole."""
     going = [r for r in found.replicas if r.state is SliceState.DELETING]
-    rollout = roll(valid, going, upgrade=upgrade, desired=desired)
+    rollout = roll(valid, going, upgrade=upgrade, desired=desired, hold_extra=hold_extra)
     if rollout is not None:
         for replica in rollout.victims:
             what = f"slice {replica.name}" if replica.name else f"pod {replica.key}"

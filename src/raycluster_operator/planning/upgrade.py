@@ -192,18 +192,23 @@ def roll(
     *,
     upgrade: GroupUpgrade,
     desired: int,
+    hold_extra: bool = False,
 ) -> Rollout | None:
     """One pass of an upgrade over the group's serving slices ``valid`` (after workersToDelete,
     duplicates and scale-down); ``going`` are the group's deleting slices. None when there is
     nothing to upgrade.
 
-    RollingUpdate, with B the size the group holds (desired, or more while the autoscaler has
-    not yet named the slices it lowered ``replicas`` for) and u, s the bounds:
+    RollingUpdate, with B the desired slices and u, s the bounds:
     - ready slices never drop below B - u by the operator's doing: an outdated ready slice is
       deleted only while more than that are ready; an outdated pending one may always go;
     - with surge, an outdated ready slice goes only once a new slice is Ready to stand in:
       outdated + ready new slices must exceed B;
-    - new slices are created up to B in all and B + s counting outdated ones.
+    - new slices are created up to B in all and B + s counting outdated ones;
+    - ``hold_extra`` (autoscaling on, rule 12): while the group holds more than B slices
+      beyond its surge, the autoscaler has lowered ``replicas`` without yet naming which
+      slices go; the rollout holds, since a slice it deleted now would not come back (the
+      pods cannot say it was replaced rather than removed), and lowering ``replicas`` alone
+      must delete nothing.
     """
     current = upgrade.current
     old = [r for r in valid if slice_outdated(r, current)]
@@ -218,7 +223,9 @@ def roll(
         return None
     total = len(valid)
     bounds = upgrade.bounds
-    size = max(desired, total - min(bounds.max_surge, len(old)))
+    if hold_extra and total - min(bounds.max_surge, len(old)) > desired:
+        return Rollout((), 0, 0)
+    size = desired
     ready = sum(1 for r in valid if r.state is SliceState.READY)
     ready_new = sum(1 for r in valid if r.state is SliceState.READY and r.key not in old_keys)
     allowed = ready - (size - bounds.max_unavailable)
