@@ -199,6 +199,36 @@ async def scrape(port: int) -> dict[str, float]:
     return out
 
 
+async def run_operator(
+    cluster: DevCluster, prefix: str
+) -> tuple[asyncio.subprocess.Process, int, dict[str, float]]:
+    """``raycluster-operator run`` in its own process against ``cluster`` (resync 0.2 s), once
+    its metrics answer: the process, its metrics port and the first scrape."""
+    workdir = Path(tempfile.mkdtemp(prefix=prefix))
+    kubeconfig = cluster.write_kubeconfig(workdir / "kubeconfig")
+    metrics_port = free_port()
+    operator = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "raycluster_operator",
+        "run",
+        f"--kubeconfig={kubeconfig}",
+        "--no-leader-elect",
+        f"--metrics-addr=127.0.0.1:{metrics_port}",
+        "--health-addr=",
+        "--resync-period=0.2",
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    for _ in range(200):
+        try:
+            return operator, metrics_port, await scrape(metrics_port)
+        except aiohttp.ClientError:
+            await asyncio.sleep(0.05)
+    operator.terminate()
+    await operator.wait()
+    raise TimeoutError("the operator's metrics never answered")
+
+
 def writes(metrics: dict[str, float]) -> float:
     return sum(metrics.get(v, 0.0) for v in ("create", "update", "patch", "delete"))
 
@@ -220,28 +250,8 @@ async def main(slices: int) -> int:
         base = await baseline(kube, slices)
         print(f"  baseline (plain client, 32 in flight): {base:6.2f} s")
 
-        workdir = Path(tempfile.mkdtemp(prefix="convergence-"))
-        kubeconfig = cluster.write_kubeconfig(workdir / "kubeconfig")
-        metrics_port = free_port()
-        operator = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "raycluster_operator",
-            "run",
-            f"--kubeconfig={kubeconfig}",
-            "--no-leader-elect",
-            f"--metrics-addr=127.0.0.1:{metrics_port}",
-            "--health-addr=",
-            "--resync-period=0.2",
-            stderr=asyncio.subprocess.DEVNULL,
-        )
+        operator, metrics_port, before = await run_operator(cluster, "convergence-")
         try:
-            for _ in range(200):
-                try:
-                    before = await scrape(metrics_port)
-                    break
-                except aiohttp.ClientError:
-                    await asyncio.sleep(0.05)
             start = time.perf_counter()
             await cluster.apply(raycluster("bench", slices))
             await wait_ready(kube, "ray.io/cluster=bench,ray.io/node-type=worker", pods)

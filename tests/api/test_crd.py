@@ -171,6 +171,7 @@ def test_defaults_required_and_enums_match_kuberay() -> None:
     assert spec["properties"]["upgradeStrategy"]["properties"]["type"]["enum"] == [
         "Recreate",
         "None",
+        "RollingUpdate",
     ]
     assert spec["properties"]["authOptions"]["properties"]["mode"]["enum"] == [
         "disabled",
@@ -204,6 +205,7 @@ def test_our_additions_are_marked() -> None:
     assert marked == {
         ".spec.idleSuspend",
         ".spec.idleTerminationOptions",
+        ".spec.upgradeStrategy.rollingUpdate",
         ".status.desiredWorkerSlices",
         ".status.readyWorkerSlices",
         ".status.workerGroups",

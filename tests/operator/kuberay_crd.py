@@ -63,6 +63,9 @@ def kuberay_crd() -> dict[str, Any]:
     crd = crd_manifest()
     version = crd["spec"]["versions"][0]
     version["schema"] = _strip(version["schema"])
+    # KubeRay's upgrade types; RollingUpdate is ours (its description says so: EXTENSION).
+    spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    spec["upgradeStrategy"]["properties"]["type"]["enum"] = ["Recreate", "None"]
     version["additionalPrinterColumns"] = [
         c for c in version["additionalPrinterColumns"] if c["name"] != "ready slices"
     ]

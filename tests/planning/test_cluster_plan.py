@@ -175,6 +175,7 @@ def test_status_counts_pods_and_resources_like_kuberay() -> None:
             "brokenSlices": 0,
             "desiredPods": 8,
             "readyPods": 8,
+            "updatedSlices": 2,
         }
     ]
     assert status["observedGeneration"] == 1

@@ -123,6 +123,8 @@ class World:
             name = meta.get("name") or f"{meta['generateName']}{self.serial:05d}"
             pod = make_pod(name, created=self.clock, namespace=meta.get("namespace", NAMESPACE))
             pod["metadata"]["labels"] = dict(meta.get("labels") or {})
+            if meta.get("annotations"):
+                pod["metadata"]["annotations"] = dict(meta["annotations"])
             pod["spec"] = manifest.get("spec") or pod["spec"]
             self.pods[name] = pod
         for name in deletes:

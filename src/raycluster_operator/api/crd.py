@@ -58,6 +58,14 @@ def _string(description: str, **extra: Any) -> Schema:
     return {"description": description, "type": "string", **extra}
 
 
+def _int_or_string(description: str) -> Schema:
+    return {
+        "description": description,
+        "anyOf": [{"type": "integer"}, {"type": "string"}],
+        "x-kubernetes-int-or-string": True,
+    }
+
+
 def _bool(description: str) -> Schema:
     return {"description": description, "type": "boolean"}
 
@@ -242,7 +250,29 @@ def spec_schema() -> Schema:
             "upgradeStrategy": {
                 "description": "What a change of the pod templates does.",
                 "type": "object",
-                "properties": {"type": _string("Upgrade type.", enum=["Recreate", "None"])},
+                "properties": {
+                    "type": _string(
+                        "Upgrade type. RollingUpdate is an EXTENSION (raycluster-operator; "
+                        "KubeRay's enum rejects it): worker slices replaced whole, within "
+                        "rollingUpdate's bounds.",
+                        enum=["Recreate", "None", "RollingUpdate"],
+                    ),
+                    "rollingUpdate": {
+                        "description": f"{EXTENSION} bounds of a RollingUpdate, in slices per "
+                        "worker group (an integer, or a percentage of the desired slices).",
+                        "type": "object",
+                        "properties": {
+                            "maxUnavailable": _int_or_string(
+                                "Slices that may be unready during the update (default 1; a "
+                                "percentage rounds down)."
+                            ),
+                            "maxSurge": _int_or_string(
+                                "Slices created above the desired number (default 0; a "
+                                "percentage rounds up)."
+                            ),
+                        },
+                    },
+                },
             },
             "workerGroupSpecs": _array("The worker groups.", _worker_group()),
         },
@@ -260,6 +290,9 @@ def _group_status() -> Schema:
     }
     props: Schema = {"groupName": _string("The worker group.")}
     props |= {name: _int32(text) for name, text in counts.items()}
+    props["updatedSlices"] = _int32(
+        "Serving slices built from the group's current template (ray.io/pod-template-hash)."
+    )
     props["suspending"] = {
         "description": "True while the group's suspension deletes its pods: it stays so, and "
         "nothing is created, until every pod of the group is gone.",

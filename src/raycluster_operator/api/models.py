@@ -79,6 +79,19 @@ class IdleTerminationOptions(_Model):
     policy: str | None = None
 
 
+class RollingUpdate(_Model):
+    """Ours (docs/design.md §4, rule 15): bounds of a rolling upgrade, counted in slices."""
+
+    max_unavailable: int | str | None = Field(default=None, alias="maxUnavailable")
+    max_surge: int | str | None = Field(default=None, alias="maxSurge")
+
+
+class UpgradeStrategy(_Model):
+    #: ``None`` (the default), ``Recreate`` (KubeRay's) or ``RollingUpdate`` (ours).
+    type: str | None = None
+    rolling_update: RollingUpdate | None = Field(default=None, alias="rollingUpdate")
+
+
 class RayClusterSpec(_Model):
     ray_version: str | None = Field(default=None, alias="rayVersion")
     enable_in_tree_autoscaling: bool | None = Field(default=None, alias="enableInTreeAutoscaling")
@@ -94,6 +107,7 @@ class RayClusterSpec(_Model):
     worker_group_specs: list[WorkerGroupSpec] = Field(
         default_factory=list, alias="workerGroupSpecs"
     )
+    upgrade_strategy: UpgradeStrategy | None = Field(default=None, alias="upgradeStrategy")
 
 
 class Condition(_Model):
@@ -122,6 +136,7 @@ class WorkerGroupStatus(_Model):
     broken_slices: int | None = Field(default=None, alias="brokenSlices")
     desired_pods: int | None = Field(default=None, alias="desiredPods")
     ready_pods: int | None = Field(default=None, alias="readyPods")
+    updated_slices: int | None = Field(default=None, alias="updatedSlices")
 
 
 class RayClusterStatus(_Model):

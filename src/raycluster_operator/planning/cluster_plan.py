@@ -27,6 +27,12 @@ from raycluster_operator.planning.actions import (
     PodCreate,
     PodDelete,
 )
+from raycluster_operator.planning.cluster_upgrade import (
+    ClusterUpgrade,
+    head_deletes,
+    plan_upgrade,
+    rollout_condition,
+)
 from raycluster_operator.planning.desired import (
     autoscaling_on,
     cluster_suspended,
@@ -41,7 +47,13 @@ from raycluster_operator.planning.group_plan import (
     tally_group,
 )
 from raycluster_operator.planning.head import plan_head
-from raycluster_operator.planning.host_loss import NO_CHECK, check_hosts, force_on_lost_nodes
+from raycluster_operator.planning.host_loss import (
+    NO_CHECK,
+    HostCheck,
+    HostFault,
+    check_hosts,
+    force_on_lost_nodes,
+)
 from raycluster_operator.planning.pods import PodView, read_pod
 from raycluster_operator.planning.reasons import (
     BROKEN_REASONS,
@@ -125,36 +137,144 @@ def plan_cluster(
     suspended = cluster_suspended(cluster)
     # One-way suspension (planning/suspension.py): once started, it runs until no pod is left.
     suspending = act and bool(managed) and (suspended or cluster_was_suspending(cluster))
-    group_stopping = groups_were_suspending(cluster)
-    groups_suspending: set[str] = set()
-    autoscaling = autoscaling_on(cluster)
+    upgrade = plan_upgrade(cluster, heads, by_group, _desired_by_group(cluster, suspended))
     switches = GroupSwitches(
-        scale_down=not autoscaling or random_pod_delete,
+        scale_down=not autoscaling_on(cluster) or random_pod_delete,
         multi_host_indexing=multi_host_indexing,
         stuck_before=rfc3339(now - STUCK_AFTER),
     )
-    # Host loss (docs/design.md §4 rule 8): the hosts' nodes and lost readiness.
-    host_check = NO_CHECK
-    if unready_slice_timeout > 0 and act:
-        own = [p for p in pods if _owned(p, cluster)]
-        host_check = check_hosts(own, nodes or {}, now=now, unready_timeout=unready_slice_timeout)
+    host_check = (
+        _host_check(cluster, pods, nodes or {}, now, unready_slice_timeout) if act else NO_CHECK
+    )
+    work = _Work()
+    groups_suspending = _plan_groups(
+        cluster,
+        by_group,
+        work,
+        check,
+        suspending or suspended,
+        switches,
+        new_suffix,
+        upgrade,
+        host_check.faults,
+    )
+    head_current = next((p for p in heads if p.live), None)
+    wanted_services, extra = _cluster_objects(cluster) if act else ((), ())
+    if act:
+        head_current = _plan_cluster_pods(
+            cluster, heads, removed, managed, work, suspending=suspending, upgrade=upgrade
+        )
+    if host_check.on_lost_nodes:
+        # Host loss: a pod on a lost node goes with grace 0, so its index is free at once.
+        work.deletes = force_on_lost_nodes(work.deletes, pods, host_check)
+    work.events[:0] = _delete_events(work.deletes)
+    work.events[:0] = _problem_events(cluster, check)
 
-    creates: list[PodCreate] = []
-    deletes: list[PodDelete] = []
-    events: list[PlannedEvent] = []
-    tallies: list[GroupTally] = []
-    transitions: list[SliceTransition] = []
+    seen = Observed(
+        tallies=work.tallies,
+        head=head_current,
+        head_service=_head_service(cluster, services),
+        problems=check.problems,
+        cluster_invalid=not act,
+        failures=dict(Counter(d.reason for d in work.deletes if d.reason in BROKEN_REASONS)),
+        pods_remaining=len(managed),
+        suspending=suspending,
+        groups_suspending=frozenset(groups_suspending),
+        deletions=_headline_deletions(work.deletes),
+        rolling_update=rollout_condition(upgrade, work.tallies, paused=suspended or suspending),
+    )
+    status = build_status(cluster, seen, now=now)
+    return ClusterPlan(
+        creates=tuple(work.creates),
+        deletes=tuple(work.deletes),
+        services=wanted_services,
+        extra_objects=extra,
+        events=tuple(work.events),
+        status=status,
+        problems=check.problems,
+        missing_services=missing_services(wanted_services, services),
+        tallies=tuple(work.tallies),
+        transitions=tuple(work.transitions),
+        requeue_after=host_check.recheck_after,
+    )
+
+
+def _host_check(
+    cluster: RayCluster,
+    pods: Sequence[Mapping[str, Any]],
+    nodes: Mapping[str, Mapping[str, Any]],
+    now: datetime,
+    timeout: float,
+) -> HostCheck:
+    """Host loss (docs/design.md §4 rule 8): the hosts' nodes and lost readiness."""
+    if timeout <= 0:
+        return NO_CHECK
+    own = [p for p in pods if _owned(p, cluster)]
+    return check_hosts(own, nodes, now=now, unready_timeout=timeout)
+
+
+@dataclass
+class _Work:
+    """What one plan collects, group by group and then for the cluster."""
+
+    creates: list[PodCreate] = field(default_factory=list)
+    deletes: list[PodDelete] = field(default_factory=list)
+    events: list[PlannedEvent] = field(default_factory=list)
+    tallies: list[GroupTally] = field(default_factory=list)
+    transitions: list[SliceTransition] = field(default_factory=list)
+
+
+def _head_service(
+    cluster: RayCluster, services: Sequence[Mapping[str, Any]]
+) -> Mapping[str, Any] | None:
+    name = head_service_name(cluster.metadata.name)
+    return next((s for s in services if service_name(s) == name), None)
+
+
+def _desired_by_group(cluster: RayCluster, suspended: bool) -> dict[str, int]:
+    return {
+        g.group_name: desired_slices(g, cluster_suspended=suspended)
+        for g in cluster.spec.worker_group_specs
+    }
+
+
+def _cluster_objects(
+    cluster: RayCluster,
+) -> tuple[tuple[dict[str, Any], ...], tuple[dict[str, Any], ...]]:
+    """Rules 6-7: the services, and the autoscaler's RBAC objects, the cluster needs."""
+    extra = tuple(builders.build_autoscaler_rbac(cluster)) if autoscaling_on(cluster) else ()
+    return desired_services(cluster), extra
+
+
+def _plan_groups(
+    cluster: RayCluster,
+    by_group: Mapping[str, list[PodView]],
+    work: _Work,
+    check: SpecCheck,
+    stopping: bool,
+    switches: GroupSwitches,
+    new_suffix: Callable[[], str],
+    upgrade: ClusterUpgrade,
+    host_faults: Mapping[str, HostFault],
+) -> set[str]:
+    """Rules 8-15 for every worker group (``stopping``: the cluster is suspended or
+    suspending); answers the groups whose own suspension is under way."""
+    suspended = cluster_suspended(cluster)
+    group_stopping = groups_were_suspending(cluster)
+    groups_suspending: set[str] = set()
     for position, group in enumerate(cluster.spec.worker_group_specs):
         group_pods = by_group.get(group.group_name, [])
         desired = desired_slices(group, cluster_suspended=suspended)
-        if not act or position in check.invalid_groups:
-            indexed = _switches_for(group, switches).multi_host_indexing
-            tallies.append(
-                tally_group(group, group_pods, desired=desired, multi_host_indexing=indexed)
+        own = _switches_for(group, switches)
+        if check.cluster_problems or position in check.invalid_groups:
+            work.tallies.append(
+                tally_group(
+                    group, group_pods, desired=desired, multi_host_indexing=own.multi_host_indexing
+                )
             )
             continue
         stop: DeleteReason | None = None
-        if suspending or suspended:
+        if stopping:
             stop = DeleteReason.CLUSTER_SUSPENDED
         elif group.suspend or (group_pods and group.group_name in group_stopping):
             # A group's suspension is one-way too: it ends only when its last pod is gone.
@@ -165,93 +285,66 @@ def plan_cluster(
             group,
             group_pods,
             desired=desired,
-            switches=_switches_for(group, switches),
+            switches=own,
             new_suffix=new_suffix,
             stop=stop,
-            host_faults=host_check.faults,
+            host_faults=host_faults,
+            upgrade=upgrade.groups.get(group.group_name),
         )
-        tallies.append(planned.tally)
-        transitions += planned.transitions
-        deletes += planned.deletes
-        creates += _worker_creates(cluster, group, planned, _switches_for(group, switches))
-        events += planned.events
-        events += _create_events(group.group_name, planned.replicas)
+        work.tallies.append(planned.tally)
+        work.transitions += planned.transitions
+        work.deletes += planned.deletes
+        work.creates += _worker_creates(cluster, group, planned, own)
+        work.events += planned.events
+        work.events += _create_events(group.group_name, planned.replicas)
+    return groups_suspending
 
-    head_current = next((p for p in heads if p.live), None)
-    wanted_services: tuple[dict[str, Any], ...] = ()
-    extra: tuple[dict[str, Any], ...] = ()
-    if act:
-        deletes += [
+
+def _plan_cluster_pods(
+    cluster: RayCluster,
+    heads: Sequence[PodView],
+    removed: Sequence[PodView],
+    managed: Sequence[PodView],
+    work: _Work,
+    *,
+    suspending: bool,
+    upgrade: ClusterUpgrade,
+) -> PodView | None:
+    """Pods outside the groups: removed groups' pods, the head (rules 4-5, 15), and every
+    managed pod while suspending. Answers the head in use."""
+    work.deletes += [
+        _pod_delete(
+            pod,
+            DeleteReason.GROUP_REMOVED,
+            f"worker group {pod.group!r} is no longer in the spec",
+        )
+        for pod in removed
+        if not pod.terminating
+    ]
+    head = plan_head(heads, suspended=cluster_suspended(cluster) or suspending)
+    work.deletes += head.deletes
+    going = {d.name for d in work.deletes}
+    if not (cluster_suspended(cluster) or suspending):
+        work.deletes += [d for d in head_deletes(upgrade, heads) if d.name not in going]
+    if suspending:
+        # Every managed pod goes, whichever group (or none in the spec) it belongs to.
+        work.deletes += [
             _pod_delete(
                 pod,
-                DeleteReason.GROUP_REMOVED,
-                f"worker group {pod.group!r} is no longer in the spec",
+                DeleteReason.CLUSTER_SUSPENDED,
+                f"cluster suspending: removing pod {pod.name}",
             )
-            for pod in removed
-            if not pod.terminating
+            for pod in managed
+            if not pod.terminating and pod.name not in going
         ]
-        head = plan_head(heads, suspended=suspended or suspending)
-        head_current = head.current
-        deletes += head.deletes
-        if suspending:
-            # Every managed pod goes, whichever group (or none in the spec) it belongs to.
-            going = {d.name for d in deletes}
-            deletes += [
-                _pod_delete(
-                    pod,
-                    DeleteReason.CLUSTER_SUSPENDED,
-                    f"cluster suspending: removing pod {pod.name}",
-                )
-                for pod in managed
-                if not pod.terminating and pod.name not in going
-            ]
-        if head.create:
-            creates.insert(0, _head_create(cluster))
-            events.append(
-                PlannedEvent(
-                    "Normal", CreateReason.HEAD_MISSING, "creating the head pod", action=CREATE_POD
-                )
+    if head.create:
+        work.creates.insert(0, _head_create(cluster))
+        work.events.append(
+            PlannedEvent(
+                "Normal", CreateReason.HEAD_MISSING, "creating the head pod", action=CREATE_POD
             )
-        wanted_services = desired_services(cluster)
-        if autoscaling:
-            extra = tuple(builders.build_autoscaler_rbac(cluster))
-    if host_check.on_lost_nodes:
-        # Host loss: a pod on a lost node goes with grace 0, so its index is free at once.
-        deletes = force_on_lost_nodes(deletes, pods, host_check)
-    events[:0] = _delete_events(deletes)
-    events[:0] = _problem_events(cluster, check)
-
-    head_svc_name = head_service_name(cluster.metadata.name)
-    failures = Counter(d.reason for d in deletes if d.reason in BROKEN_REASONS)
-    status = build_status(
-        cluster,
-        Observed(
-            tallies=tallies,
-            head=head_current,
-            head_service=next((s for s in services if service_name(s) == head_svc_name), None),
-            problems=check.problems,
-            cluster_invalid=not act,
-            failures=dict(failures),
-            pods_remaining=len(managed),
-            suspending=suspending,
-            groups_suspending=frozenset(groups_suspending),
-            deletions=_headline_deletions(deletes),
-        ),
-        now=now,
-    )
-    return ClusterPlan(
-        creates=tuple(creates),
-        deletes=tuple(deletes),
-        services=wanted_services,
-        extra_objects=extra,
-        events=tuple(events),
-        status=status,
-        problems=check.problems,
-        missing_services=missing_services(wanted_services, services),
-        tallies=tuple(tallies),
-        transitions=tuple(transitions),
-        requeue_after=host_check.recheck_after,
-    )
+        )
+    return head.current
 
 
 def _pod_delete(pod: PodView, reason: DeleteReason, message: str) -> PodDelete:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from raycluster_operator.api.models import WorkerGroupSpec
 from raycluster_operator.api.names import replica_name
@@ -39,6 +39,13 @@ from raycluster_operator.planning.slice_state import (
     SliceTransition,
     check_transition,
     derive_state,
+)
+from raycluster_operator.planning.upgrade import (
+    GroupUpgrade,
+    Rollout,
+    roll,
+    surge_allowance,
+    updated_slices,
 )
 
 #: How often a colliding replica name is redrawn before the group waits for the next pass.
@@ -72,6 +79,8 @@ class GroupTally:
     running_pods: int
     #: How many slices are in each state (absent ones are not counted).
     slices: Mapping[SliceState, int] = field(default_factory=dict)
+    #: Serving slices of the current template (rule 15); None when not computed.
+    updated_slices: int | None = None
 
     @property
     def desired_pods(self) -> int:
@@ -149,10 +158,11 @@ def plan_group(
     new_suffix: Callable[[], str],
     stop: DeleteReason | None = None,
     host_faults: Mapping[str, HostFault] | None = None,
+    upgrade: GroupUpgrade | None = None,
 ) -> GroupPlan:
     """Plan one group. ``stop`` (a suspend reason) removes every pod and creates nothing.
     ``host_faults`` (planning/host_loss.py): pods whose node or lost readiness break their
-    slice."""
+    slice; ``upgrade`` replaces slices of an older template (planning/upgrade.py)."""
     if not switches.multi_host_indexing:
         return _plan_flat(group, pods, desired=desired, switches=switches, stop=stop)
     n = hosts(group)
@@ -161,6 +171,8 @@ def plan_group(
     found = mark_host_faults(found, host_faults or {})
     out = _Deletions(group.group_name)
     tally = _tally(group, pods, found.replicas, desired)
+    if upgrade is not None:
+        tally = replace(tally, updated_slices=updated_slices(found.replicas, upgrade.current))
     if stop is not None:
         for pod in pods:
             out.pod(pod, stop, f"{stop.value}: removing pod {pod.name} of group {group.group_name}")
@@ -205,7 +217,7 @@ def plan_group(
     valid = kept
 
     # Rule 12: surplus goes from the top, so the lowest indices (the oldest work) stay.
-    surplus = len(valid) - desired
+    surplus = len(valid) - desired - surge_allowance(valid, upgrade)
     if switches.scale_down and surplus > 0:
         victims = sorted(valid, key=lambda r: (r.index or 0, r.age_key), reverse=True)[:surplus]
         for replica in victims:
@@ -217,6 +229,15 @@ def plan_group(
             )
         valid = [r for r in valid if r.key not in out.replica_keys]
 
+    # Rule 15: an upgrade replaces outdated slices whole, within its bounds.
+    rollout = (
+        _upgrade(found, valid, out, upgrade, desired, hold_extra=not switches.scale_down)
+        if upgrade is not None
+        else None
+    )
+    if rollout is not None:
+        valid = [r for r in valid if r.key not in out.replica_keys]
+
     # Rule 13 (docs/design.md §4): a new replica takes the lowest free index,
     # free meaning no pod with it exists at all, so hostnames and TPU_NAME never name two
     # slices at once. A slice that broke comes back at its own index, so the job restarting
@@ -225,21 +246,20 @@ def plan_group(
     # purpose (workersToDelete) frees its index for anyone. Healthy replicas are never moved:
     # a gap below them stays until a new replica fills it.
     taken = {i for i in (p.replica_index for p in pods) if i is not None}
-    need = desired - len(valid)
+    need = rollout.creates if rollout is not None else desired - len(valid)
     room = max(MAX_NEW_PODS_PER_PASS // n, 1)
     awaited = _indices_awaiting_replacement(
         found.replicas, {r.index for r in valid}, wanted, switches.stuck_before
     )
+    if rollout is not None:
+        # Without surge the new slice takes the index of the one it replaces (rule 13).
+        awaited |= {r.index for r in rollout.victims if r.index is not None}
     targets = lowest_free(taken, min(need - min(len(awaited), need), room))
     names = {r.name for r in found.replicas if r.name is not None}
     events: list[PlannedEvent] = []
     made: list[NewReplica] = []
     for position, index in enumerate(targets):
-        reason = (
-            CreateReason.REPLACE_REPLICA
-            if position < min(replaced, need)
-            else CreateReason.SCALE_UP
-        )
+        reason = _create_reason(position, min(replaced, need), rollout)
         if n == 1:
             made.append(NewReplica(index, None, (None,), reason))
             continue
@@ -257,6 +277,39 @@ def plan_group(
         made.append(NewReplica(index, name, tuple(range(n)), reason))
     moves = _moves(found, out.items, made)
     return GroupPlan(tuple(out.items.values()), tuple(made), tally, tuple(events), moves)
+
+
+def _upgrade(
+    found: GroupPods,
+    valid: Sequence[Replica],
+    out: _Deletions,
+    upgrade: GroupUpgrade,
+    desired: int,
+    *,
+    hold_extra: bool,
+) -> Rollout | None:
+    """Rule 15 (planning/upgrade.py): delete this pass's outdated slices, whole."""
+    going = [r for r in found.replicas if r.state is SliceState.DELETING]
+    rollout = roll(valid, going, upgrade=upgrade, desired=desired, hold_extra=hold_extra)
+    if rollout is not None:
+        for replica in rollout.victims:
+            what = f"slice {replica.name}" if replica.name else f"pod {replica.key}"
+            out.replica(
+                replica,
+                DeleteReason.TEMPLATE_CHANGED,
+                f"{what} was built from an older pod template; it is replaced by one of "
+                f"template {upgrade.current}",
+            )
+    return rollout
+
+
+def _create_reason(position: int, replacing: int, rollout: Rollout | None) -> CreateReason:
+    """Stand-ins for broken slices first, then the upgrade's new slices, then scale-up."""
+    if position < replacing:
+        return CreateReason.REPLACE_REPLICA
+    if rollout is not None and position < replacing + rollout.upgrade_creates:
+        return CreateReason.UPGRADE
+    return CreateReason.SCALE_UP
 
 
 def _moves(

@@ -49,6 +49,8 @@ class PodView(NamedTuple):
     #: Counts towards a replica: neither going away nor finished.
     live: bool
     running_and_ready: bool
+    #: ``ray.io/pod-template-hash`` (docs/design.md §3.8); None on pods made before it existed.
+    template_hash: str | None = None
 
 
 def parse_index(value: str | None) -> int | None:
@@ -88,6 +90,7 @@ def read_pod(obj: Mapping[str, Any]) -> PodView:
         parse_index(pod_labels.get(labels.HOST_INDEX)),
         live,
         live and running and ready,
+        pod.annotations.get(labels.POD_TEMPLATE_HASH_ANNOTATION),
     )
 
 

@@ -52,6 +52,11 @@ class DeleteReason(StrEnum):
     HOST_LOST = "HostLost"
     #: A host that had been Ready has not been Ready for longer than --unready-slice-timeout.
     HOST_UNREADY = "HostUnready"
+    #: Upgrades (docs/design.md §4, rule 15): the slice (or head) was built from an older
+    #: template than the spec's, and the upgrade strategy replaces it now.
+    TEMPLATE_CHANGED = "TemplateChanged"
+    #: The hosts of one slice carry two template hashes: it cannot be one Ray/JAX slice.
+    MIXED_TEMPLATES = "MixedTemplates"
 
     @property
     def is_warning(self) -> bool:
@@ -67,6 +72,7 @@ _REQUESTED = frozenset(
         DeleteReason.CLUSTER_SUSPENDED,
         DeleteReason.CLUSTER_DELETING,
         DeleteReason.GROUP_REMOVED,
+        DeleteReason.TEMPLATE_CHANGED,
     }
 )
 
@@ -81,6 +87,9 @@ class CreateReason(StrEnum):
     REPLACE_REPLICA = "ReplaceReplica"
     #: No live head pod.
     HEAD_MISSING = "HeadMissing"
+    #: A slice of the current template made by a rolling upgrade (a surge slice, or the
+    #: stand-in for an outdated slice deleted in the same pass).
+    UPGRADE = "Upgrade"
 
 
 class EventReason(StrEnum):
@@ -114,3 +123,8 @@ class ConditionReason(StrEnum):
     NOT_SUSPENDED = "RayClusterNotSuspended"
     INVALID_SPEC = "InvalidSpec"
     SPEC_VALID = "SpecValid"
+    #: Ours, condition RollingUpdate (docs/design.md §6): pods of an older template remain
+    #: and are being replaced; held while the cluster is suspended; none remain.
+    ROLLOUT_PROGRESSING = "Progressing"
+    ROLLOUT_PAUSED = "Paused"
+    ROLLOUT_COMPLETE = "Complete"

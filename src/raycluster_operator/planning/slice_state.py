@@ -86,6 +86,8 @@ FAULTS = frozenset(
         # Host loss (planning/host_loss.py): read from the host's node and Ready condition.
         DeleteReason.HOST_LOST,
         DeleteReason.HOST_UNREADY,
+        # Hosts built from two templates (docs/design.md §4, rule 15).
+        DeleteReason.MIXED_TEMPLATES,
     }
 )
 #: What removes a whole cluster or group, whatever state its slices are in.
@@ -103,6 +105,8 @@ _REQUESTS = _STOPS | {
     DeleteReason.SCALE_DOWN,
     # Two slices claim one index: the newer one goes, however healthy.
     DeleteReason.DUPLICATE_REPLICA_INDEX,
+    # An upgrade replaces a slice built from an older template (docs/design.md §4, rule 15).
+    DeleteReason.TEMPLATE_CHANGED,
 }
 #: Why the planner creates a slice: every create reason but the head's.
 _CREATES = frozenset(CreateReason) - {CreateReason.HEAD_MISSING}
@@ -214,6 +218,7 @@ def derive_state(
         and len(pods) == num_of_hosts > 1
         and all(p.live for p in pods)
         and {p.host_index for p in pods} == _all_hosts(num_of_hosts)
+        and _one_template(pods)
     ):
         # The common case, checked cheaply.
         return _READY if all(p.running_and_ready for p in pods) else _PENDING
@@ -264,4 +269,15 @@ def _fault(
             DeleteReason.REPLICA_INCOMPLETE,
             f"replica {name} has {len(pods)} of {num_of_hosts} hosts",
         )
+    if not _one_template(pods):
+        return (
+            DeleteReason.MIXED_TEMPLATES,
+            f"replica {name}: its hosts were built from different pod templates",
+        )
     return None, ""
+
+
+def _one_template(pods: Sequence[PodView]) -> bool:
+    """All hosts carry one ray.io/pod-template-hash (or none: pods older than the hash)."""
+    first = pods[0].template_hash
+    return all(p.template_hash == first for p in pods)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from raycluster_operator import accelerators
 from raycluster_operator.api.models import RayCluster
 from raycluster_operator.api.problems import Problem
+from raycluster_operator.planning.upgrade import upgrade_problems
 
 _GROUP_PATH = re.compile(r"^spec\.workerGroupSpecs\[(\d+)\]")
 
@@ -32,7 +33,8 @@ class SpecCheck:
 
 
 def check_spec(cluster: RayCluster) -> SpecCheck:
-    problems = list(dict.fromkeys(accelerators.validate_cluster(cluster)))
+    found = [*accelerators.validate_cluster(cluster), *upgrade_problems(cluster)]
+    problems = list(dict.fromkeys(found))
     invalid: set[int] = set()
     cluster_level: list[Problem] = []
     for problem in problems:

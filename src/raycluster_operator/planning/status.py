@@ -37,6 +37,9 @@ class ConditionType(StrEnum):
     SUSPENDED = "RayClusterSuspended"
     #: Ours: validation problems; the affected part of the cluster is left untouched.
     INVALID_SPEC = "InvalidSpec"
+    #: Ours, with upgradeStrategy RollingUpdate only: True while pods of an older template
+    #: remain (Progressing, or Paused while suspended), False once none do (Complete).
+    ROLLING_UPDATE = "RollingUpdate"
 
 
 HEAD_POD_READY = ConditionType.HEAD_POD_READY
@@ -89,6 +92,8 @@ class Observed:
     suspending: bool = False
     #: Worker groups whose pods are being removed for the group's own suspension.
     groups_suspending: frozenset[str] = frozenset()
+    #: The RollingUpdate condition (status, reason, message); None leaves it out.
+    rolling_update: tuple[bool, ConditionReason, str] | None = None
 
 
 def previous_status(cluster: RayCluster) -> dict[str, Any]:
@@ -161,6 +166,8 @@ def _group_entry(
         "desiredPods": tally.desired_pods,
         "readyPods": tally.ready_pods,
     }
+    if tally.updated_slices is not None:
+        entry["updatedSlices"] = tally.updated_slices
     if tally.group in seen.groups_suspending:
         # Read back by planning/suspension.py: the group keeps suspending after a restart.
         entry["suspending"] = True
@@ -263,6 +270,8 @@ def _conditions(
         out.append(WantedCondition(INVALID_SPEC, True, why.INVALID_SPEC, text))
     else:
         out.append(WantedCondition(INVALID_SPEC, False, why.SPEC_VALID))
+    if seen.rolling_update is not None:
+        out.append(WantedCondition(ConditionType.ROLLING_UPDATE, *seen.rolling_update))
     return out
 
 

@@ -1,0 +1,300 @@
+"""Upgrades end to end (docs/design.md §4, rule 15): the real kubectl patches a RayCluster's
+image on the dev cluster (simulated runtime) and the pods list is sampled throughout."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kuberay_crd import kuberay_crd
+from operator_harness import (
+    NODES,
+    World,
+    cpu_group,
+    eventually,
+    labels_of,
+    raycluster,
+    ready,
+    stop_dev_cluster,
+)
+from parity_kubectl import Kubectl
+
+from devkube import DevCluster
+from kubectl_bin import run_kubectl
+from raycluster_operator.kube import KubeClient
+
+HASH = "ray.io/pod-template-hash"
+OLD = "rayproject/ray:2.60.0"
+NEW = "rayproject/ray:2.61.0"
+IMAGE_PATH = "/spec/workerGroupSpecs/0/template/spec/containers/0/image"
+
+
+def template(pod: dict[str, Any]) -> str | None:
+    annotations: dict[str, str] = pod["metadata"].get("annotations") or {}
+    return annotations.get(HASH)
+
+
+def replica(pod: dict[str, Any]) -> str:
+    return labels_of(pod).get("ray.io/worker-group-replica-name", "")
+
+
+def is_worker(pod: dict[str, Any]) -> bool:
+    return labels_of(pod).get("ray.io/node-type") == "worker"
+
+
+@dataclass
+class Samples:
+    """Every poll of the pods list: ready whole slices, and slices seen mixing templates."""
+
+    ready_slices: list[int] = field(default_factory=list)
+    mixed: set[str] = field(default_factory=set)
+    seen_hashes: set[str | None] = field(default_factory=set)
+    #: Every pod (head included) ever seen.
+    uids: set[str] = field(default_factory=set)
+
+
+@contextlib.asynccontextmanager
+async def sampling(world: World, cluster: str, hosts: int) -> AsyncIterator[Samples]:
+    samples = Samples()
+    stop = asyncio.Event()
+
+    async def poll() -> None:
+        while not stop.is_set():
+            every = await world.pods(cluster, live=False)
+            samples.uids |= {p["metadata"]["uid"] for p in every}
+            pods = [p for p in every if is_worker(p)]
+            by_slice: dict[str, list[dict[str, Any]]] = {}
+            for pod in pods:
+                by_slice.setdefault(replica(pod), []).append(pod)
+                samples.seen_hashes.add(template(pod))
+            whole = 0
+            for name, members in by_slice.items():
+                if len({template(p) for p in members}) > 1:
+                    samples.mixed.add(name)
+                live = [p for p in members if not p["metadata"].get("deletionTimestamp")]
+                if len(live) == hosts and all(ready(p) for p in live):
+                    whole += 1
+            samples.ready_slices.append(whole)
+            await asyncio.sleep(0.02)
+
+    task = asyncio.create_task(poll())
+    try:
+        yield samples
+    finally:
+        stop.set()
+        await task
+
+
+async def patch_image(kubectl: Kubectl, cluster: str, image: str) -> None:
+    await kubectl.patch_json(
+        "raycluster", cluster, [{"op": "replace", "path": IMAGE_PATH, "value": image}]
+    )
+
+
+async def settled(kubectl: Kubectl, cluster: str, slices: int, hosts: int) -> list[Any]:
+    async def check() -> list[Any]:
+        pods = await kubectl.pods(cluster)
+        workers = [p for p in pods if is_worker(p)]
+        assert len(workers) == slices * hosts, len(workers)
+        assert all(ready(p) and not p["metadata"].get("deletionTimestamp") for p in pods)
+        assert len(pods) == slices * hosts + 1
+        return pods
+
+    result: list[Any] = await eventually(check, within=60)
+    return result
+
+
+async def rolling_cluster(
+    kubectl: Kubectl, name: str, rolling: dict[str, Any], replicas: int = 3
+) -> list[Any]:
+    obj = raycluster(name, [cpu_group("g", replicas=replicas, hosts=4)])
+    obj["spec"]["upgradeStrategy"] = {"type": "RollingUpdate", "rollingUpdate": rolling}
+    await kubectl.apply(obj)
+    return await settled(kubectl, name, replicas, 4)
+
+
+async def finished(kubectl: Kubectl, name: str, before: list[Any]) -> list[Any]:
+    """12 pods of one new template, none of the old ones left, at indices 0..2 or wherever."""
+    old = {template(p) for p in before if is_worker(p)}
+
+    async def check() -> list[Any]:
+        pods = await settled(kubectl, name, 3, 4)
+        workers = [p for p in pods if is_worker(p)]
+        hashes = {template(p) for p in workers}
+        assert len(hashes) == 1 and not hashes & old, hashes
+        status = (await kubectl.json("get", "raycluster", name))["status"]
+        assert status["workerGroups"][0]["updatedSlices"] == 3
+        rolling = {c["type"]: c for c in status["conditions"]}["RollingUpdate"]
+        assert (rolling["status"], rolling["reason"]) == ("False", "Complete")
+        return workers
+
+    result: list[Any] = await eventually(check, within=90)
+    return result
+
+
+async def test_rolling_update_without_surge_keeps_two_slices_ready_and_never_mixes(
+    world: World, tmp_path: Path
+) -> None:
+    kubectl = Kubectl(world.cluster, tmp_path)
+    await world.start_operator()
+    before = await rolling_cluster(kubectl, "roll", {"maxUnavailable": 1, "maxSurge": 0})
+    old_names = {p["metadata"]["name"] for p in before if is_worker(p)}
+    async with sampling(world, "roll", 4) as samples:
+        await patch_image(kubectl, "roll", NEW)
+        workers = await finished(kubectl, "roll", before)
+    assert min(samples.ready_slices) >= 2, samples.ready_slices
+    assert not samples.mixed
+    assert not old_names & {p["metadata"]["name"] for p in workers}
+    indices = sorted({int(labels_of(p)["ray.io/worker-group-replica-index"]) for p in workers})
+    assert indices == [0, 1, 2]
+    assert all(p["spec"]["containers"][0]["image"] == NEW for p in workers)
+    events = (await kubectl.json("get", "events", "--field-selector", "reason=TemplateChanged"))[
+        "items"
+    ]
+    assert len(events) == 3, [e.get("note") or e.get("message") for e in events]
+
+
+async def test_rolling_update_with_surge_never_drops_below_three_ready_slices(
+    world: World, tmp_path: Path
+) -> None:
+    kubectl = Kubectl(world.cluster, tmp_path)
+    op = await world.start_operator(resync_period=0.3)
+    before = await rolling_cluster(kubectl, "surge", {"maxUnavailable": 0, "maxSurge": 1})
+    async with sampling(world, "surge", 4) as samples:
+        await patch_image(kubectl, "surge", NEW)
+        await finished(kubectl, "surge", before)
+    assert min(samples.ready_slices) >= 3, samples.ready_slices
+    assert max(samples.ready_slices) == 4  # the surge slice was Ready before an old one went
+    assert not samples.mixed
+
+    # A finished rollout writes nothing, over several resyncs.
+    async def quiet() -> None:
+        writes = op.writes
+        await asyncio.sleep(1.5)
+        assert op.writes == writes
+
+    await eventually(quiet, within=30)
+
+
+async def test_recreate_replaces_everything_once_and_a_replicas_change_nothing(
+    world: World, tmp_path: Path
+) -> None:
+    kubectl = Kubectl(world.cluster, tmp_path)
+    await world.start_operator()
+    obj = raycluster("rec", [cpu_group("g", replicas=2, hosts=4)])
+    obj["spec"]["upgradeStrategy"] = {"type": "Recreate"}
+    await kubectl.apply(obj)
+    before = {p["metadata"]["uid"] for p in await settled(kubectl, "rec", 2, 4)}
+
+    async def recreated() -> list[Any]:
+        pods = await settled(kubectl, "rec", 2, 4)
+        assert not before & {p["metadata"]["uid"] for p in pods}
+        return pods
+
+    async with sampling(world, "rec", 4) as samples:
+        await patch_image(kubectl, "rec", NEW)
+        after = await eventually(recreated, within=60)
+        await asyncio.sleep(1.0)
+    # Once: the 9 pods, then 9 new ones, and no other pod ever existed.
+    assert samples.uids == before | {p["metadata"]["uid"] for p in after}
+    assert len(samples.uids) == 18
+    await kubectl.patch_json(
+        "raycluster",
+        "rec",
+        [{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 3}],
+    )
+    grown = await settled(kubectl, "rec", 3, 4)
+    assert {p["metadata"]["uid"] for p in after} <= {p["metadata"]["uid"] for p in grown}
+
+
+async def test_none_recreates_nothing_and_scales_up_with_the_new_template(
+    world: World, tmp_path: Path
+) -> None:
+    kubectl = Kubectl(world.cluster, tmp_path)
+    await world.start_operator()
+    await kubectl.apply(raycluster("keep", [cpu_group("g", replicas=2, hosts=4)]))
+    before = await settled(kubectl, "keep", 2, 4)
+    await patch_image(kubectl, "keep", NEW)
+    await asyncio.sleep(1.5)
+    same = await settled(kubectl, "keep", 2, 4)
+    assert {p["metadata"]["uid"] for p in same} == {p["metadata"]["uid"] for p in before}
+    await kubectl.patch_json(
+        "raycluster",
+        "keep",
+        [{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 3}],
+    )
+    grown = [p for p in await settled(kubectl, "keep", 3, 4) if is_worker(p)]
+    old = {p["metadata"]["uid"] for p in before}
+    added = [p for p in grown if p["metadata"]["uid"] not in old]
+    assert len(added) == 4
+    assert {p["spec"]["containers"][0]["image"] for p in added} == {NEW}
+    assert len({template(p) for p in added}) == 1
+    assert not {template(p) for p in added} & {template(p) for p in before if is_worker(p)}
+
+
+async def test_an_operator_restart_mid_rollout_resumes_and_finishes(
+    world: World, tmp_path: Path
+) -> None:
+    kubectl = Kubectl(world.cluster, tmp_path)
+    op = await world.start_operator()
+    before = await rolling_cluster(kubectl, "resume", {"maxUnavailable": 1})
+    old = {template(p) for p in before if is_worker(p)}
+    await patch_image(kubectl, "resume", NEW)
+
+    async def one_slice_replaced() -> None:
+        workers = [p for p in await kubectl.pods("resume") if is_worker(p)]
+        assert any(template(p) not in old for p in workers)
+        assert any(template(p) in old for p in workers)
+
+    await eventually(one_slice_replaced, within=60)
+    await op.stop()
+    async with sampling(world, "resume", 4) as samples:
+        await world.start_operator(identity="restarted-operator")
+        await finished(kubectl, "resume", before)
+    assert not samples.mixed
+    assert min(samples.ready_slices) >= 2
+
+
+async def test_under_kuberays_crd_recreate_works_and_rolling_update_is_refused(
+    tmp_path: Path,
+) -> None:
+    """docs/design.md §3.7: None and Recreate are KubeRay's and must work under its CRD;
+    RollingUpdate is ours, so KubeRay's enum refuses it."""
+    cluster = DevCluster(nodes=NODES, kubelet_delay=0.05)
+    await cluster.start()
+    await cluster.apply(kuberay_crd())
+    kube = KubeClient.from_kubeconfig(cluster.kubeconfig_dict())
+    world = World(cluster, kube)
+    try:
+        kubectl = Kubectl(cluster, tmp_path)
+        await world.start_operator()
+        obj = raycluster("kr", [cpu_group("g", replicas=1, hosts=4)])
+        obj["spec"]["upgradeStrategy"] = {"type": "RollingUpdate"}
+        code, _, err = await run_kubectl(
+            kubectl.binary,
+            ["apply", "-f", "-"],
+            env=kubectl.env,
+            stdin=yaml.safe_dump(obj),
+            ok=False,
+        )
+        assert code != 0 and "RollingUpdate" in err, err
+        obj["spec"]["upgradeStrategy"] = {"type": "Recreate"}
+        await kubectl.apply(obj)
+        before = {p["metadata"]["uid"] for p in await settled(kubectl, "kr", 1, 4)}
+        await patch_image(kubectl, "kr", NEW)
+
+        async def recreated() -> None:
+            pods = await settled(kubectl, "kr", 1, 4)
+            assert not before & {p["metadata"]["uid"] for p in pods}
+
+        await eventually(recreated, within=60)
+    finally:
+        for op in world.operators:
+            await op.stop()
+        await kube.close()
+        await stop_dev_cluster(cluster)
