@@ -20,6 +20,9 @@ from typing import TYPE_CHECKING, Any
 import click
 import yaml
 
+from raycluster_operator.cli.run import backoff_options
+from raycluster_operator.planning import PlanOptions
+
 if TYPE_CHECKING:
     from devkube import DevCluster
 
@@ -83,6 +86,7 @@ def _nodes_help() -> str:
 )
 @click.option("--watch", is_flag=True, help="Print a live table of pods to stdout.")
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
+@backoff_options
 def dev(
     port: int,
     kubeconfig: Path,
@@ -94,6 +98,9 @@ def dev(
     kubelet_delay: float,
     watch: bool,
     verbose: bool,
+    slice_backoff_base: float,
+    slice_backoff_max: float,
+    slice_backoff_reset: float,
 ) -> None:
     """Run an in-process Kubernetes API server with simulated TPU/GPU nodes (and the operator).
 
@@ -141,11 +148,20 @@ def dev(
                 runtime=runtime,
                 kubelet_delay=kubelet_delay,
                 watch=watch,
+                backoff=(slice_backoff_base, slice_backoff_max, slice_backoff_reset),
             )
         )
     finally:
         kubeconfig.unlink(missing_ok=True)
     sys.exit(code)
+
+
+def _planning(backoff: tuple[float, float, float] | None) -> PlanOptions:
+    """The attached operator's planning options: ``--slice-backoff-*`` passed through."""
+    if backoff is None:
+        return PlanOptions()
+    base, cap, reset = backoff
+    return PlanOptions(slice_backoff_base=base, slice_backoff_max=cap, slice_backoff_reset=reset)
 
 
 def resolve_runtime(requested: str) -> tuple[str, str]:
@@ -183,6 +199,7 @@ async def _serve(
     kubelet_delay: float,
     watch: bool,
     deployed: bool = False,
+    backoff: tuple[float, float, float] | None = None,
 ) -> int:
     from devkube import DevCluster
 
@@ -200,7 +217,7 @@ async def _serve(
                 meta = applied.get("metadata") or {}
                 log.info("applied %s %s", applied.get("kind"), meta.get("name"))
             attach = _operator_deployed if deployed else _operator_attached
-            async with attach(cluster, enabled=operator):
+            async with attach(cluster, enabled=operator, backoff=backoff):
                 path = cluster.write_kubeconfig(kubeconfig)
                 log.info("dev cluster ready at %s", cluster.url)
                 click.echo(f"export KUBECONFIG={path.resolve()}", err=True)
@@ -244,7 +261,9 @@ async def operator_kubeconfig(cluster: DevCluster) -> dict[str, Any]:
 
 
 @contextlib.asynccontextmanager
-async def _operator_attached(cluster: DevCluster, *, enabled: bool) -> AsyncIterator[None]:
+async def _operator_attached(
+    cluster: DevCluster, *, enabled: bool, backoff: tuple[float, float, float] | None = None
+) -> AsyncIterator[None]:
     """OPERATOR HOOK: the operator runs in this process as a task, but reaches the cluster
     only over HTTPS with its own ServiceAccount's kubeconfig (`operator_kubeconfig`), exactly
     as a deployed operator does; it is stopped (drained) when the block exits."""
@@ -268,6 +287,7 @@ async def _operator_attached(cluster: DevCluster, *, enabled: bool) -> AsyncIter
                 identity="dev-operator",
             ),
             controller=ControllerOptions(resync_period=60.0),
+            planning=_planning(backoff),
         ),
     )
     task = asyncio.create_task(manager.run(), name="operator")
@@ -331,10 +351,12 @@ def deployed_manifests() -> list[dict[str, Any]]:
 
 
 @contextlib.asynccontextmanager
-async def _operator_deployed(cluster: DevCluster, *, enabled: bool) -> AsyncIterator[None]:
+async def _operator_deployed(
+    cluster: DevCluster, *, enabled: bool, backoff: tuple[float, float, float] | None = None
+) -> AsyncIterator[None]:
     """The operator as a Deployment in the cluster: ready once the rollout is complete (both
     replicas Ready: caches synced), as `kubectl rollout status` sees it. Its pods go with the
-    cluster."""
+    cluster. (It runs with the Deployment's own flags: ``backoff`` is not passed on.)"""
     deployment = None
     for obj in deployed_manifests():
         await cluster.apply(obj)

@@ -7,6 +7,8 @@ import contextlib
 import logging
 import os
 import signal
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
@@ -18,6 +20,7 @@ from raycluster_operator.controller.serving import ServingOptions, default_ident
 from raycluster_operator.controller.sources import SourceOptions
 from raycluster_operator.kube import KubeClient
 from raycluster_operator.planning import PlanOptions
+from raycluster_operator.planning.backoff import DEFAULT_POLICY
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +52,35 @@ def parse_feature_gates(text: str) -> dict[str, bool]:
     return gates
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def backoff_options(command: F) -> F:
+    """``--slice-backoff-*``: the crash-loop backoff per slice (docs/design.md §4 rule 15),
+    shared by ``run`` and ``dev``."""
+    seconds = click.FloatRange(min=0)
+    for flag, default, text in reversed(
+        (
+            (
+                "--slice-backoff-base",
+                DEFAULT_POLICY.base,
+                "First wait before re-creating a slice "
+                "that broke again soon after it was recreated (seconds; 0 turns backoff off).",
+            ),
+            ("--slice-backoff-max", DEFAULT_POLICY.max, "Cap of the doubling wait (seconds)."),
+            (
+                "--slice-backoff-reset",
+                DEFAULT_POLICY.reset,
+                "Seconds a slice stays ready before its breaks are forgiven.",
+            ),
+        )
+    ):
+        command = click.option(flag, default=default, show_default=True, type=seconds, help=text)(
+            command
+        )
+    return command
+
+
 @click.command(name="run")
 @click.option(
     "--kubeconfig", type=click.Path(dir_okay=False), help="Default: in-cluster, then $KUBECONFIG."
@@ -73,6 +105,7 @@ def parse_feature_gates(text: str) -> dict[str, bool]:
 @click.option(
     "--resync-period", default=300.0, show_default=True, help="Seconds between full resyncs."
 )
+@backoff_options
 def run(
     kubeconfig: str | None,
     context: str | None,
@@ -89,6 +122,9 @@ def run(
     log_format: str,
     insecure_skip_tls_verify: bool,
     resync_period: float,
+    slice_backoff_base: float,
+    slice_backoff_max: float,
+    slice_backoff_reset: float,
 ) -> None:
     """Run the operator until SIGINT/SIGTERM."""
     configure_logging(log_format)
@@ -109,6 +145,9 @@ def run(
         planning=PlanOptions(
             multi_host_indexing=gates["RayMultiHostIndexing"],
             random_pod_delete=os.environ.get("ENABLE_RANDOM_POD_DELETE", "").lower() == "true",
+            slice_backoff_base=slice_backoff_base,
+            slice_backoff_max=slice_backoff_max,
+            slice_backoff_reset=slice_backoff_reset,
         ),
     )
     try:

@@ -27,6 +27,12 @@ from raycluster_operator.planning.actions import (
     PodCreate,
     PodDelete,
 )
+from raycluster_operator.planning.backoff import (
+    DEFAULT_POLICY,
+    NO_HOLD,
+    BackoffPolicy,
+    ClusterBackoff,
+)
 from raycluster_operator.planning.desired import (
     autoscaling_on,
     cluster_suspended,
@@ -53,7 +59,7 @@ from raycluster_operator.planning.services import (
     missing_services,
     service_name,
 )
-from raycluster_operator.planning.slice_state import SliceTransition
+from raycluster_operator.planning.slice_state import SliceState, SliceTransition
 from raycluster_operator.planning.spec_check import SpecCheck, check_spec
 from raycluster_operator.planning.status import INVALID_SPEC, Deletion, Observed, build_status
 from raycluster_operator.planning.suspension import (
@@ -85,6 +91,11 @@ class ClusterPlan:
     tallies: tuple[GroupTally, ...] = ()
     #: Every slice this plan moves, and why (``slice_state.TRANSITIONS``).
     transitions: tuple[SliceTransition, ...] = ()
+    #: RayCluster metadata annotations to merge-patch (None removes one): the crash-loop
+    #: backoff's records (planning/backoff.py); empty when nothing changed.
+    annotations: dict[str, str | None] = field(default_factory=dict)
+    #: Seconds until a backoff wait ends or falls due for reset; None: no timed look.
+    requeue_after: float | None = None
 
     @property
     def is_empty(self) -> bool:
@@ -101,6 +112,7 @@ def plan_cluster(
     new_suffix: Callable[[], str],
     multi_host_indexing: bool = True,
     random_pod_delete: bool = False,
+    backoff: BackoffPolicy = DEFAULT_POLICY,
 ) -> ClusterPlan:
     """Plan every pod, service and status write for ``cluster``.
 
@@ -132,6 +144,8 @@ def plan_cluster(
     events: list[PlannedEvent] = []
     tallies: list[GroupTally] = []
     transitions: list[SliceTransition] = []
+    # Rule 15: crash-loop backoff per slice, its records in the cluster's annotation.
+    backoffs = ClusterBackoff(cluster, pods, now=now, policy=backoff)
     for position, group in enumerate(cluster.spec.worker_group_specs):
         group_pods = by_group.get(group.group_name, [])
         desired = desired_slices(group, cluster_suspended=suspended)
@@ -140,6 +154,7 @@ def plan_cluster(
             tallies.append(
                 tally_group(group, group_pods, desired=desired, multi_host_indexing=indexed)
             )
+            backoffs.keep(group.group_name)
             continue
         stop: DeleteReason | None = None
         if suspending or suspended:
@@ -156,8 +171,16 @@ def plan_cluster(
             switches=_switches_for(group, switches),
             new_suffix=new_suffix,
             stop=stop,
+            hold=backoffs.hold(group) if stop is None else NO_HOLD,
         )
-        tallies.append(planned.tally)
+        if stop is None:
+            backoffs.settle(
+                group,
+                deletes=planned.deletes,
+                released=planned.released,
+                num_of_hosts=planned.tally.num_of_hosts,
+            )
+        tallies.append(_with_backoff(planned.tally, backoffs.waiting.get(group.group_name, 0)))
         transitions += planned.transitions
         deletes += planned.deletes
         creates += _worker_creates(cluster, group, planned, _switches_for(group, switches))
@@ -202,6 +225,7 @@ def plan_cluster(
         wanted_services = desired_services(cluster)
         if autoscaling:
             extra = tuple(builders.build_autoscaler_rbac(cluster))
+    events += backoffs.events
     events[:0] = _delete_events(deletes)
     events[:0] = _problem_events(cluster, check)
 
@@ -220,6 +244,7 @@ def plan_cluster(
             suspending=suspending,
             groups_suspending=frozenset(groups_suspending),
             deletions=_headline_deletions(deletes),
+            backoff=backoffs.status,
         ),
         now=now,
     )
@@ -234,7 +259,16 @@ def plan_cluster(
         missing_services=missing_services(wanted_services, services),
         tallies=tuple(tallies),
         transitions=tuple(transitions),
+        annotations=backoffs.annotations(),
+        requeue_after=backoffs.wake,
     )
+
+
+def _with_backoff(tally: GroupTally, waiting: int) -> GroupTally:
+    """Rule 15: slices waiting out a backoff are counted in state ``backoff`` (metrics)."""
+    if not waiting:
+        return tally
+    return replace(tally, slices={**tally.slices, SliceState.BACKOFF: waiting})
 
 
 def _pod_delete(pod: PodView, reason: DeleteReason, message: str) -> PodDelete:

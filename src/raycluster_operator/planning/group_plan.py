@@ -27,10 +27,16 @@ from dataclasses import dataclass, field
 from raycluster_operator.api.models import WorkerGroupSpec
 from raycluster_operator.api.names import replica_name
 from raycluster_operator.planning.actions import PlannedEvent, PodDelete
+from raycluster_operator.planning.backoff import NO_HOLD, GroupHold
 from raycluster_operator.planning.desired import hosts
 from raycluster_operator.planning.indices import lowest_free
 from raycluster_operator.planning.pods import PodView
-from raycluster_operator.planning.reasons import CreateReason, DeleteReason, EventReason
+from raycluster_operator.planning.reasons import (
+    CreateReason,
+    DeleteReason,
+    EventReason,
+    HoldReason,
+)
 from raycluster_operator.planning.replicas import GroupPods, Replica, sort_into_replicas
 from raycluster_operator.planning.slice_state import (
     SERVING,
@@ -85,6 +91,9 @@ class GroupPlan:
     events: tuple[PlannedEvent, ...] = ()
     #: Every slice this plan moves, checked against ``slice_state.TRANSITIONS``.
     transitions: tuple[SliceTransition, ...] = ()
+    #: Crash-loop backoff (rule 15): waiting indices no longer wanted (fewer replicas); their
+    #: backoff ends.
+    released: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,8 +156,10 @@ def plan_group(
     switches: GroupSwitches,
     new_suffix: Callable[[], str],
     stop: DeleteReason | None = None,
+    hold: GroupHold = NO_HOLD,
 ) -> GroupPlan:
-    """Plan one group. ``stop`` (a suspend reason) removes every pod and creates nothing."""
+    """Plan one group. ``stop`` (a suspend reason) removes every pod and creates nothing;
+    ``hold`` is the crash-loop backoff's word on which indices wait (planning/backoff.py)."""
     if not switches.multi_host_indexing:
         return _plan_flat(group, pods, desired=desired, switches=switches, stop=stop)
     n = hosts(group)
@@ -158,7 +169,8 @@ def plan_group(
     if stop is not None:
         for pod in pods:
             out.pod(pod, stop, f"{stop.value}: removing pod {pod.name} of group {group.group_name}")
-        return GroupPlan(tuple(out.items.values()), (), tally, (), _moves(found, out.items, ()))
+        moves = _moves(found, out.items, ()) + _hold_moves((), hold.waiting, stop)
+        return GroupPlan(tuple(out.items.values()), (), tally, (), moves, released=hold.waiting)
 
     # Rule 9: no pod of the group is left behind for lack of labels.
     for pod in found.unidentified:
@@ -223,12 +235,20 @@ def plan_group(
     awaited = _indices_awaiting_replacement(
         found.replicas, {r.index for r in valid}, wanted, switches.stuck_before
     )
-    targets = lowest_free(taken, min(need - min(len(awaited), need), room))
+    # Rule 15 (planning/backoff.py): an index whose re-creation waits out a crash-loop
+    # backoff stays reserved, as many as are still wanted (lowest first); a retry goes back to
+    # its own index first.
+    free = need - min(len(awaited), need)
+    held = [i for i in hold.waiting if i not in awaited and i not in {r.index for r in valid}]
+    reserved, released = held[: max(free, 0)], tuple(held[max(free, 0) :])
+    count = min(free - len(reserved), room)
+    retry = [i for i in hold.retry if i not in taken][: max(count, 0)]
+    targets = retry + lowest_free(taken | set(reserved) | set(retry), count - len(retry))
     names = {r.name for r in found.replicas if r.name is not None}
     events: list[PlannedEvent] = []
     made: list[NewReplica] = []
     for position, index in enumerate(targets):
-        reason = (
+        reason = hold.retry.get(index) or (
             CreateReason.REPLACE_REPLICA
             if position < min(replaced, need)
             else CreateReason.SCALE_UP
@@ -248,8 +268,10 @@ def plan_group(
             )
             break
         made.append(NewReplica(index, name, tuple(range(n)), reason))
-    moves = _moves(found, out.items, made)
-    return GroupPlan(tuple(out.items.values()), tuple(made), tally, tuple(events), moves)
+    moves = _moves(found, out.items, made) + _hold_moves(
+        reserved, released, DeleteReason.SCALE_DOWN
+    )
+    return GroupPlan(tuple(out.items.values()), tuple(made), tally, tuple(events), moves, released)
 
 
 def _moves(
@@ -275,7 +297,28 @@ def _moves(
                 )
     for new in made:
         key = new.name or f"index {new.index}"
-        moves.append(SliceTransition(key, SliceState.ABSENT, SliceState.PENDING, new.reason))
+        source = SliceState.BACKOFF if new.reason in _RETRIES else SliceState.ABSENT
+        moves.append(SliceTransition(key, source, SliceState.PENDING, new.reason))
+    return tuple(map(check_transition, moves))
+
+
+#: Creates that end a crash-loop backoff (the slice was in state BACKOFF).
+_RETRIES = frozenset({CreateReason.BACKOFF_RETRY, CreateReason.TEMPLATE_FIXED})
+
+
+def _hold_moves(
+    kept: Sequence[int], released: Sequence[int], why: DeleteReason
+) -> tuple[SliceTransition, ...]:
+    """Rule 15: indices held in backoff this pass, and those whose backoff ends for ``why``."""
+    moves = [
+        SliceTransition(
+            f"index {i}", SliceState.ABSENT, SliceState.BACKOFF, HoldReason.SLICE_BACKOFF
+        )
+        for i in kept
+    ]
+    moves += [
+        SliceTransition(f"index {i}", SliceState.BACKOFF, SliceState.ABSENT, why) for i in released
+    ]
     return tuple(map(check_transition, moves))
 
 

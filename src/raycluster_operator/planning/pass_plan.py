@@ -15,7 +15,7 @@ show and the controller only carries the writes out (docs/design.md §7):
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -23,6 +23,7 @@ from raycluster_operator.api.objects import RayClusterObject, Resource
 from raycluster_operator.api.problems import Problem
 from raycluster_operator.api.validation import parse_cluster
 from raycluster_operator.planning.actions import DELETE_POD, PlannedEvent, PodCreate, PodDelete
+from raycluster_operator.planning.backoff import DEFAULT_POLICY, BackoffPolicy
 from raycluster_operator.planning.cluster_plan import ClusterPlan, plan_cluster
 from raycluster_operator.planning.deletion import plan_deletion
 from raycluster_operator.planning.group_plan import GroupTally
@@ -45,6 +46,17 @@ class PlanOptions:
     multi_host_indexing: bool = True
     random_pod_delete: bool = False
     controller_names: frozenset[str] = DEFAULT_CONTROLLER_NAMES
+    #: Crash-loop backoff per slice (planning/backoff.py), seconds: the first delay, its cap,
+    #: and how long a slice stays ready before its count is forgiven.
+    slice_backoff_base: float = DEFAULT_POLICY.base
+    slice_backoff_max: float = DEFAULT_POLICY.max
+    slice_backoff_reset: float = DEFAULT_POLICY.reset
+
+    @property
+    def backoff(self) -> BackoffPolicy:
+        return BackoffPolicy(
+            self.slice_backoff_base, self.slice_backoff_max, self.slice_backoff_reset
+        )
 
 
 @dataclass(frozen=True)
@@ -81,6 +93,12 @@ class PassPlan:
     slices: tuple[GroupTally, ...] | None = None
     #: Why the pass does less than a full plan (for the log): empty for a full plan.
     note: str = ""
+    #: RayCluster metadata annotations to merge-patch (None removes one), before any pod
+    #: write: the crash-loop backoff's records (planning/backoff.py).
+    annotations: dict[str, str | None] = field(default_factory=dict)
+    #: Seconds until the cluster must be looked at again without a change (a backoff ends);
+    #: None = no timed requeue.
+    requeue_after: float | None = None
 
 
 def plan_pass(
@@ -108,6 +126,7 @@ def plan_pass(
         new_suffix=new_suffix,
         multi_host_indexing=options.multi_host_indexing,
         random_pod_delete=options.random_pod_delete,
+        backoff=options.backoff,
     )
     return _full(plan, state.present)
 
@@ -121,6 +140,8 @@ def _full(plan: ClusterPlan, present: frozenset[ObjectId]) -> PassPlan:
         events=plan.events,
         status=plan.status,
         slices=plan.tallies,
+        annotations=plan.annotations,
+        requeue_after=plan.requeue_after,
     )
 
 

@@ -75,6 +75,11 @@ class CreateReason(StrEnum):
     REPLACE_REPLICA = "ReplaceReplica"
     #: No live head pod.
     HEAD_MISSING = "HeadMissing"
+    # -- crash-loop backoff (planning/backoff.py, docs/design.md §4 rule 15) --
+    #: The backoff of a slice that kept breaking is over: it is tried again at its index.
+    BACKOFF_RETRY = "BackoffRetry"
+    #: The group's template changed since the slice broke: its backoff ends at once.
+    TEMPLATE_FIXED = "TemplateFixed"
 
 
 class EventReason(StrEnum):
@@ -86,8 +91,16 @@ class EventReason(StrEnum):
     REPLICA_NAME_COLLISION = "ReplicaNameCollision"
 
 
+class HoldReason(StrEnum):
+    """Why the planner holds back a slice it would otherwise create (planning/backoff.py)."""
+
+    #: The slice at this index broke again soon after it was recreated: its re-creation waits
+    #: out an exponential backoff (docs/design.md §4 rule 15).
+    SLICE_BACKOFF = "SliceBackoff"
+
+
 #: Every reason an Event of the operator may carry.
-Reason = CreateReason | DeleteReason | EventReason
+Reason = CreateReason | DeleteReason | EventReason | HoldReason
 
 
 class ConditionReason(StrEnum):

@@ -25,7 +25,7 @@ from functools import cache
 from typing import NamedTuple
 
 from raycluster_operator.planning.pods import PodView
-from raycluster_operator.planning.reasons import CreateReason, DeleteReason
+from raycluster_operator.planning.reasons import CreateReason, DeleteReason, HoldReason
 
 
 class SliceState(StrEnum):
@@ -42,6 +42,9 @@ class SliceState(StrEnum):
     #: Every pod of the slice is terminating: nothing is left to delete, but its replica index
     #: stays taken until the pods are gone (hostnames and TPU_NAME never name two slices).
     DELETING = "deleting"
+    #: No pod of the slice exists and its re-creation waits out a crash-loop backoff: it broke
+    #: again soon after it was recreated (planning/backoff.py). Its index stays reserved.
+    BACKOFF = "backoff"
 
 
 class Observation(StrEnum):
@@ -65,7 +68,7 @@ class Observation(StrEnum):
 
 
 #: Why a slice moves: a decision of the planner, a fault it observed, or an observation.
-Cause = CreateReason | DeleteReason | Observation
+Cause = CreateReason | DeleteReason | Observation | HoldReason
 
 #: States whose slice counts towards the desired replicas (it serves or is about to).
 SERVING = frozenset({SliceState.PENDING, SliceState.READY})
@@ -101,8 +104,11 @@ _REQUESTS = _STOPS | {
     # Two slices claim one index: the newer one goes, however healthy.
     DeleteReason.DUPLICATE_REPLICA_INDEX,
 }
-#: Why the planner creates a slice: every create reason but the head's.
-_CREATES = frozenset(CreateReason) - {CreateReason.HEAD_MISSING}
+#: Why a slice in backoff is created: its wait is over, or its template changed.
+_RETRIES = frozenset({CreateReason.BACKOFF_RETRY, CreateReason.TEMPLATE_FIXED})
+#: Why the planner creates an absent slice: every create reason but the head's and the
+#: backoff's (those start from BACKOFF).
+_CREATES = frozenset(CreateReason) - {CreateReason.HEAD_MISSING} - _RETRIES
 
 _S = SliceState
 _O = Observation
@@ -120,6 +126,8 @@ TRANSITIONS: Mapping[SliceState, Mapping[SliceState, frozenset[Cause]]] = {
         _S.BROKEN: FAULTS,
         # Created and deleted by someone else before the next observation.
         _S.DELETING: frozenset({_O.PODS_TERMINATING}),
+        # Crash-loop backoff: a slice whose break was counted is held back (rule 15).
+        _S.BACKOFF: frozenset({HoldReason.SLICE_BACKOFF}),
     },
     _S.PENDING: {
         _S.READY: frozenset({_O.HOSTS_READY}),
@@ -140,9 +148,20 @@ TRANSITIONS: Mapping[SliceState, Mapping[SliceState, frozenset[Cause]]] = {
         _S.ABSENT: frozenset({_O.PODS_GONE}),
         _S.PENDING: frozenset({_O.FAULT_CLEARED}),
         _S.READY: frozenset({_O.FAULT_CLEARED}),
+        # Crash-loop backoff: its pods vanished on their own after its break was counted.
+        _S.BACKOFF: frozenset({_O.PODS_GONE}),
     },
     _S.DELETING: {
         _S.ABSENT: frozenset({_O.PODS_GONE}),
+        # Crash-loop backoff: the last pod of a slice whose break was counted left the API.
+        _S.BACKOFF: frozenset({_O.PODS_GONE}),
+    },
+    # -- crash-loop backoff (planning/backoff.py) --
+    _S.BACKOFF: {
+        # The wait is over, or the template changed: created at its own index.
+        _S.PENDING: _RETRIES,
+        # Not wanted any more (fewer replicas, the group or cluster stops): the backoff ends.
+        _S.ABSENT: _STOPS | {DeleteReason.SCALE_DOWN},
     },
 }
 
