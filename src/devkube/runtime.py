@@ -3,8 +3,8 @@
 The kubelet owns the pod lifecycle (IPs, status, restart policy, graceful deletion) and asks a
 `Runtime` to start, kill and stop containers; the runtime reports back through `PodEvents`.
 `SimulatedRuntime` starts every container after a delay and never exits one on its own, except
-a container whose command line exits at once (a bad command: `exit N` or `false` as the first
-statement of its shell line), which exits right after it starts, as it would for real; a
+a container whose command exits at once (a bad command: `false`, or a shell line whose first
+statement is `exit N`), which exits right after it starts, as it would for real; a
 process runtime (containers as local processes) implements the same protocol.
 """
 
@@ -78,8 +78,10 @@ def _names(pod: Mapping[str, Any]) -> list[str]:
     return [str(c.get("name", "")) for c in (pod.get("spec") or {}).get("containers") or []]
 
 
-#: The first statement of a shell line that ends the container at once: `exit N`, `false`.
-_EXITS = re.compile(r"^\s*(?:exit(?:\s+(\d+))?|false)\s*$")
+#: The first statement of a shell line that ends the container at once.
+_EXIT = re.compile(r"exit(?:\s+(\d+))?")
+#: Commands that end at once with code 1.
+_FALSE = frozenset({"false", "/bin/false", "/usr/bin/false"})
 #: Shells whose `-c` argument is the line they run.
 _SHELLS = frozenset({"sh", "bash", "/bin/sh", "/bin/bash", "/usr/bin/bash", "/usr/bin/sh"})
 
@@ -87,24 +89,20 @@ _SHELLS = frozenset({"sh", "bash", "/bin/sh", "/bin/bash", "/usr/bin/bash", "/us
 def exit_code_at_start(container: Mapping[str, Any]) -> int | None:
     """The exit code of a container whose command exits at once (None: it keeps running).
 
-    Only the first statement of the line counts (`exit 3 && ray start ...` exits with 3): the
-    simulation does not run a shell, it recognises the one mistake tests need, a command
-    that ends before the program it was meant to start.
+    A shell line (`bash -c LINE`) exits at once when its first statement is `exit [N]`
+    (`exit 3 && ray start ...` exits with 3); any other command when it is `false`. The
+    simulation runs no shell: it recognises the one mistake tests need, a command that ends
+    before the program it was meant to start.
     """
     words = [str(w) for w in (container.get("command") or []) + (container.get("args") or [])]
     if not words:
         return None
-    line = " ".join(words)
     if words[0] in _SHELLS and "-c" in words:
         rest = [w for w in words[words.index("-c") + 1 :] if w != "--"]
-        line = rest[0] if rest else ""
-    first = re.split(r"&&|\|\||;|\n", line, maxsplit=1)[0]
-    match = _EXITS.match(first)
-    if match is None:
-        return None
-    if first.strip() == "false":
-        return 1
-    return int(match.group(1) or 0)
+        first = re.split(r"&&|\|\||;|\n", rest[0] if rest else "", maxsplit=1)[0]
+        match = _EXIT.fullmatch(first.strip())
+        return int(match.group(1) or 0) if match else None
+    return 1 if words[0] in _FALSE else None
 
 
 def simulated_runtime(context: RuntimeContext) -> SimulatedRuntime:
