@@ -10,7 +10,7 @@ import json
 from datetime import datetime, timedelta
 from typing import Any
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from raycluster_operator.api import labels
@@ -19,12 +19,17 @@ from raycluster_operator.planning import ClusterPlan, CreateReason, SliceState, 
 from raycluster_operator.planning.backoff import (
     ANNOTATION,
     BackoffPolicy,
+    GroupHold,
     read_records,
     render_records,
 )
+from raycluster_operator.planning.desired import desired_slices
+from raycluster_operator.planning.group_plan import plan_group
+from raycluster_operator.planning.pods import read_pod
 from raycluster_operator.planning.reasons import HoldReason
 
 from .cluster import cluster_obj, worker_group
+from .test_group_convergence import scenarios
 from .world import BASE, World, stamp, suffixes
 
 POLICY = BackoffPolicy(base=10, max=300, reset=600)
@@ -308,3 +313,40 @@ def _fail_index(loop: Crashes, index: int) -> None:
 def _group_status(plan: ClusterPlan) -> dict[str, Any]:
     groups: list[dict[str, Any]] = plan.status["workerGroups"]
     return groups[0]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    scenarios(),
+    st.sets(st.integers(0, 7), max_size=3),
+    st.dictionaries(
+        st.integers(0, 7),
+        st.sampled_from([None, CreateReason.BACKOFF_RETRY, CreateReason.TEMPLATE_FIXED]),
+        max_size=3,
+    ),
+)
+def test_a_held_index_is_never_created_and_every_backoff_move_is_in_the_table(
+    scenario: Any, waiting: set[int], retry: dict[int, CreateReason | None]
+) -> None:
+    """From any pods and any backoff: no slice is created at a reserved index, a released
+    index was waiting, each slice is created at most once per index, and every move (checked
+    against the table inside the planner) is valid, or plan_group would have raised."""
+    spec, pods, switches = scenario
+    retry = {i: r for i, r in retry.items() if i not in waiting}
+    hold = GroupHold(tuple(sorted(waiting)), retry)
+    plan = plan_group(
+        spec,
+        [read_pod(p) for p in pods],
+        desired=desired_slices(spec),
+        switches=switches,
+        new_suffix=suffixes(),
+        hold=hold,
+    )
+    made = [r.index for r in plan.replicas if r.index is not None]
+    assert len(made) == len(set(made))
+    held = {m.slice for m in plan.transitions if m.target is SliceState.BACKOFF}
+    assert not {f"index {i}" for i in made} & held
+    assert set(plan.released) <= waiting
+    for replica in plan.replicas:
+        if replica.reason in (CreateReason.BACKOFF_RETRY, CreateReason.TEMPLATE_FIXED):
+            assert retry.get(replica.index) is replica.reason
