@@ -96,3 +96,45 @@ def test_an_invalid_spec_exits_2_listing_every_problem(tmp_path: Path) -> None:
     assert "spec.workerGroupSpecs[0].replicas" in result.output
     assert "spec.workerGroupSpecs[0]" in result.output and "numOfHosts" in result.output
     assert "create" not in result.output
+
+
+def test_a_failed_host_shows_the_backoff_record_the_operator_would_write(tmp_path: Path) -> None:
+    """The first break is counted in the RayCluster's annotation (docs/design.md §4 rule 15):
+    `plan -o json` shows the patch; a second break of the same template sets a 10 s wait."""
+    plan = json.loads(run("-f", str(EXAMPLES / "tpu-v6e-4x4.yaml"), "-o", "json").output)
+    pods = [as_running(c["manifest"], i) for i, c in enumerate(plan["creates"])]
+    victim = next(
+        p for p in pods if p["metadata"]["labels"].get("ray.io/worker-group-replica-index") == "1"
+    )
+    victim["status"]["phase"] = "Failed"
+    (tmp_path / "pods.yaml").write_text(yaml.safe_dump_all(pods))
+    first = json.loads(
+        run(
+            "-f",
+            str(EXAMPLES / "tpu-v6e-4x4.yaml"),
+            "--pods",
+            str(tmp_path / "pods.yaml"),
+            "-o",
+            "json",
+        ).output
+    )
+    (text,) = first["annotations"].values()
+    record = json.loads(text)["tpu-v6e-4x4"]["1"]
+    assert record["failures"] == 1 and record["nextTry"].startswith("2026-11-29T19:00:00")
+    # The same slice index breaks again (another slice name) with the record stored.
+    obj = yaml.safe_load((EXAMPLES / "tpu-v6e-4x4.yaml").read_text())
+    obj["metadata"].setdefault("annotations", {}).update(first["annotations"])
+    for pod in pods:
+        if pod["metadata"]["labels"].get("ray.io/worker-group-replica-index") == "1":
+            pod["metadata"]["labels"]["ray.io/worker-group-replica-name"] += "x"
+    (tmp_path / "again.yaml").write_text(yaml.safe_dump(obj))
+    (tmp_path / "pods.yaml").write_text(yaml.safe_dump_all(pods))
+    second = json.loads(
+        run(
+            "-f", str(tmp_path / "again.yaml"), "--pods", str(tmp_path / "pods.yaml"), "-o", "json"
+        ).output
+    )
+    (text,) = second["annotations"].values()
+    assert json.loads(text)["tpu-v6e-4x4"]["1"]["failures"] == 2
+    assert second["requeueAfter"] == 10.0
+    assert any(e["reason"] == "SliceBackoff" for e in second["events"])

@@ -3,14 +3,16 @@ moves between them are valid, with their causes.
 
 A slice is one replica of a worker group: the pods sharing a replica name (multi-host) or one
 single-host pod. It is in exactly one ``SliceState`` at a time, derived by ``derive_state``
-from its pods alone (except ``BACKOFF``: no pods, and a running crash-loop backoff record for
-its index, planning/backoff.py), so the planner, the status, the Events and the metrics all
-speak of the same thing. ``TRANSITIONS`` lists every move that may happen between two observations, and why:
+from its pods alone, so the planner, the status, the Events and the metrics all speak of the
+same thing. ``TRANSITIONS`` lists every move that may happen between two observations, and why:
 the planner's own decisions (create, delete) carry a ``CreateReason`` or ``DeleteReason``; what
 the cluster does to a slice (a kubelet marks it ready, a host fails, someone deletes its pods)
 carries the ``DeleteReason`` of the fault or an ``Observation``. The planner checks each move it
 makes against the table (``check_transition``), so a rule that would move a slice in a way the
 table does not name fails loudly in tests instead of acting.
+
+``BACKOFF`` is the one state pods alone cannot show: no pods, plus a running crash-loop backoff
+record for the slice's index (planning/backoff.py, docs/design.md §4 rule 15).
 
 Adding a state (a rolling upgrade, host loss, crash-loop backoff) is this module only: a member
 of ``SliceState``, its row (and the rows that lead to it) in ``TRANSITIONS``, and the pod facts
