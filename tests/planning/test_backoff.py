@@ -268,27 +268,25 @@ def test_a_restarted_planner_reads_the_wait_back_from_the_annotation() -> None:
         loop.step()
     loop.step()  # the broken pods are gone; 9 s of the 10 s wait are left
     stored = copy.deepcopy(loop.obj)
-    fresh = plan_cluster(
-        load_cluster(stored),
-        loop.world.list(),
-        [],
-        now=loop.now(),
-        new_suffix=suffixes(99),
-        backoff=POLICY,
-    )
+
+    def restarted() -> ClusterPlan:
+        """A planner that knows only the stored cluster and the pods."""
+        return plan_cluster(
+            load_cluster(stored),
+            loop.world.list(),
+            [],
+            now=loop.now(),
+            new_suffix=suffixes(99),
+            backoff=POLICY,
+        )
+
+    fresh = restarted()
     assert not [c for c in fresh.creates if c.replica_index == 1]
     assert fresh.requeue_after is not None and fresh.requeue_after > 0
     assert fresh.annotations == {}  # nothing to write: the record is already stored
     # Without the annotation (the only memory), the same planner recreates at once.
     del stored["metadata"]["annotations"][ANNOTATION]
-    forgetful = plan_cluster(
-        load_cluster(stored),
-        loop.world.list(),
-        [],
-        now=loop.now(),
-        new_suffix=suffixes(99),
-        backoff=POLICY,
-    )
+    forgetful = restarted()
     assert [c for c in forgetful.creates if c.replica_index == 1]
 
 
