@@ -27,12 +27,7 @@ from raycluster_operator.planning.actions import (
     PodCreate,
     PodDelete,
 )
-from raycluster_operator.planning.backoff import (
-    DEFAULT_POLICY,
-    NO_HOLD,
-    BackoffPolicy,
-    ClusterBackoff,
-)
+from raycluster_operator.planning.backoff import DEFAULT_POLICY, BackoffPolicy, ClusterBackoff
 from raycluster_operator.planning.desired import (
     autoscaling_on,
     cluster_suspended,
@@ -171,7 +166,7 @@ def plan_cluster(
             switches=_switches_for(group, switches),
             new_suffix=new_suffix,
             stop=stop,
-            hold=backoffs.hold(group) if stop is None else NO_HOLD,
+            hold=backoffs.hold(group),
         )
         if stop is None:
             backoffs.settle(
