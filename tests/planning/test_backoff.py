@@ -220,6 +220,18 @@ def test_scale_down_ends_a_backoff_and_scale_up_goes_around_the_held_index() -> 
     assert not [c for c in loop.created if c[1] == 1 and c[0] > loop.clock - 33]
 
 
+def test_a_record_no_slice_is_wanted_for_ends_once_its_pods_are_gone() -> None:
+    loop = Crashes(replicas=2)
+    loop.run(5)
+    _fail_index(loop, 1)
+    loop.group_spec()["replicas"] = 1  # the slice broke just as fewer were asked for
+    loop.step()
+    assert loop.records()[1].failures == 1  # counted while its pods exist
+    loop.run(3)
+    assert loop.records() == {}
+    assert ANNOTATION not in (loop.obj["metadata"].get("annotations") or {})
+
+
 def test_workers_to_delete_naming_a_retried_slice_ends_its_backoff() -> None:
     loop = Crashes(replicas=2)
     loop.run(5)

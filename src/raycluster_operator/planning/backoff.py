@@ -188,6 +188,7 @@ def settle_group(
     pods: Sequence[Mapping[str, Any]],
     deletes: Sequence[PodDelete],
     released: Iterable[int],
+    created: Iterable[int | None] = (),
     num_of_hosts: int,
     template: str,
     now: datetime,
@@ -197,7 +198,9 @@ def settle_group(
 
     ``pods`` are the group's pods as the caches hold them (for the broken slice's template and
     for how long a slice has been ready); ``deletes`` the group plan's deletions; ``released``
-    the waiting indices the plan no longer wants (fewer replicas).
+    the waiting indices the plan no longer wants (fewer replicas); ``created`` the indices the
+    plan creates slices at. A record whose wait is over and whose index nothing holds (no pod,
+    no slice created there this pass) is no longer wanted either, and ends.
     """
     out = dict(records)
     for index in released:
@@ -235,9 +238,13 @@ def settle_group(
             )
     wakes: list[float] = []
     status: list[dict[str, Any]] = []
+    held = {read_pod(p).replica_index for p in pods} | set(created)
     for index in sorted(out):
         strike = out[index]
         due = parse_time(strike.next_try)
+        if index not in held and not (due > now and strike.template == template):
+            del out[index]  # its wait is over and no slice is wanted there: nothing to count
+            continue
         if due > now and strike.template == template:
             wakes.append((due - now).total_seconds())
             status.append(
@@ -338,6 +345,7 @@ class ClusterBackoff:
         *,
         deletes: Sequence[PodDelete],
         released: Iterable[int],
+        created: Iterable[int | None],
         num_of_hosts: int,
     ) -> None:
         name = group.group_name
@@ -350,6 +358,7 @@ class ClusterBackoff:
             pods=self._group_pods(name),
             deletes=deletes,
             released=released,
+            created=created,
             num_of_hosts=num_of_hosts,
             template=self._template(group),
             now=self.now,

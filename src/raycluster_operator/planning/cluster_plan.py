@@ -173,6 +173,7 @@ def plan_cluster(
                 group,
                 deletes=planned.deletes,
                 released=planned.released,
+                created=[r.index for r in planned.replicas],
                 num_of_hosts=planned.tally.num_of_hosts,
             )
         tallies.append(_with_backoff(planned.tally, backoffs.waiting.get(group.group_name, 0)))
