@@ -114,12 +114,14 @@ class World:
 
 
 @contextlib.asynccontextmanager
-async def running_world(nodes: list[str] = NODES, **cluster_options: Any) -> AsyncIterator[World]:
-    """A started dev cluster (fast kubelets, the RayCluster CRD applied) and a World on it;
-    on the way out the world's operators are stopped, then the cluster."""
+async def running_world(
+    nodes: list[str] = NODES, *, crd: Obj | None = None, **cluster_options: Any
+) -> AsyncIterator[World]:
+    """A started dev cluster (fast kubelets, the RayCluster CRD applied: ours, or ``crd``) and
+    a World on it; on the way out the world's operators are stopped, then the cluster."""
     cluster = DevCluster(nodes=nodes, kubelet_delay=0.05, **cluster_options)
     await cluster.start()
-    await cluster.apply(crd_manifest())
+    await cluster.apply(crd if crd is not None else crd_manifest())
     kube = KubeClient.from_kubeconfig(cluster.kubeconfig_dict())
     world = World(cluster, kube)
     try:

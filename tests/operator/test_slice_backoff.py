@@ -15,7 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from operator_harness import World, cpu_group, eventually, raycluster, ready
+from kuberay_crd import kuberay_crd
+from operator_harness import World, cpu_group, eventually, raycluster, ready, running_world
 from parity_kubectl import Kubectl
 
 from kubefacts.timestamps import parse_time
@@ -260,6 +261,31 @@ async def test_an_operator_restart_during_a_backoff_keeps_waiting(
 def _replace(field: str, value: Any) -> dict[str, Any]:
     """A JSON patch operation on the first worker group (what the autoscaler writes)."""
     return {"op": "add", "path": f"/spec/workerGroupSpecs/0/{field}", "value": value}
+
+
+async def test_under_kuberays_crd_the_annotation_alone_keeps_the_backoff(tmp_path: Path) -> None:
+    """KubeRay's CRD prunes our status extensions (docs/design.md §3.7): the status shows no
+    backoff, yet the wait holds, because the records live in the RayCluster's annotation."""
+    async with running_world(crd=kuberay_crd()) as world:
+        options = {"slice_backoff_base": 5.0, "slice_backoff_max": 5.0}
+        await world.start_operator(**options)
+        kubectl = Kubectl(world.cluster, tmp_path)
+        await kubectl.apply(raycluster("kr", [crashing_group()]))
+        async with logging_slices(world, "kr") as log:
+
+            async def second_break_counted() -> dict[str, Any]:
+                entry: dict[str, Any] = (await record(kubectl, "kr")).get("g", {}).get("0", {})
+                assert entry.get("failures") == 2
+                return entry
+
+            entry = await eventually(second_break_counted, within=20)
+            assert await waiting(kubectl, "kr") == []  # pruned by KubeRay's schema
+            next_try = parse_time(entry["nextTry"])
+            seen = len(log.first_seen)
+            while (left := (next_try - datetime.now(UTC)).total_seconds()) > 0.3:
+                assert len(log.first_seen) == seen, "recreated during the backoff"
+                await asyncio.sleep(min(0.1, left))
+            await eventually(lambda: _check(len(log.first_seen) > seen), within=10)
 
 
 async def _waiting_entry(kubectl: Kubectl, cluster: str) -> list[dict[str, Any]]:
