@@ -153,6 +153,24 @@ def test_a_slice_that_keeps_breaking_is_recreated_after_a_doubling_wait() -> Non
     assert record.failures == 6
 
 
+def test_a_host_that_goes_missing_again_and_again_is_not_a_crash_loop() -> None:
+    """A missing host (a create of ours failed, a pod deleted) is replaced at once every time:
+    only failed hosts count, so a flaky API server never delays a slice."""
+    loop = Crashes()
+    loop.run(5)
+    for _ in range(4):
+        name = next(
+            n
+            for n, p in loop.world.pods.items()
+            if p["metadata"]["labels"].get(labels.REPLICA_INDEX) == "1"
+        )
+        del loop.world.pods[name]
+        loop.created.clear()
+        loop.run(3)
+        assert retries_at(loop, 1), "not replaced at once"
+    assert loop.records() == {}
+
+
 def test_the_index_is_held_and_reported_while_the_slice_waits() -> None:
     loop = Crashes()
     loop.run(5)

@@ -36,12 +36,17 @@ from raycluster_operator.builders.template_hash import worker_template_hash
 from raycluster_operator.planning.actions import PlannedEvent, PodDelete
 from raycluster_operator.planning.pods import read_pod
 from raycluster_operator.planning.reasons import CreateReason, DeleteReason, HoldReason
-from raycluster_operator.planning.slice_state import FAULTS
 
 #: The RayCluster annotation holding every group's backoff records.
 ANNOTATION = "raycluster-operator.io/slice-backoff"
 #: Deletions that end a slice's backoff: its removal was asked for.
 _ENDS = frozenset({DeleteReason.SCALE_DOWN, DeleteReason.WORKERS_TO_DELETE})
+#: The breaks that are counted: a host of the slice failed (its pod Failed, or its Ray
+#: container ended under restartPolicy Never), which is what a bad image, a bad command or a
+#: crashing job does. Other faults are not the slice's own doing (a host missing after one of
+#: our creates failed, a pod deleted or evicted, two pods or odd labels): replaced at once,
+#: uncounted, so a flaky API server never delays a slice.
+CRASHES = frozenset({DeleteReason.HOST_FAILED, DeleteReason.POD_FAILED})
 #: Beyond this many doublings the delay is ``max`` anyway; keeps ``2 ** n`` a small number.
 _MAX_DOUBLINGS = 62
 
@@ -216,7 +221,7 @@ def settle_group(
             out.pop(at, None)
             continue
         key = item.replica_name or item.name
-        if item.reason not in FAULTS or key in counted:
+        if item.reason not in CRASHES or key in counted:
             continue
         counted.add(key)
         old = out.get(at)
@@ -350,7 +355,7 @@ class ClusterBackoff:
     ) -> None:
         name = group.group_name
         records = self.before.get(name, {})
-        if not records and not any(d.reason in FAULTS for d in deletes):
+        if not records and not any(d.reason in CRASHES for d in deletes):
             return
         outcome = settle_group(
             name,
