@@ -26,6 +26,17 @@ def wait_for_file(path: Path, process: subprocess.Popen[str]) -> None:
         time.sleep(0.05)
 
 
+def launch_dev(*args: str) -> subprocess.Popen[str]:
+    """`raycluster-operator dev ARGS` as a user starts it, in a subprocess."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "raycluster_operator", "dev", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+
+
 def test_dev_writes_a_kubeconfig_kubectl_can_use_and_stops_cleanly(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "cfg" / "kubeconfig"
     manifest = tmp_path / "objects.yaml"
@@ -34,25 +45,15 @@ def test_dev_writes_a_kubeconfig_kubectl_can_use_and_stops_cleanly(tmp_path: Pat
         "apiVersion: v1\nkind: Pod\nmetadata: {name: worker, labels: {ray.io/group: g}}\n"
         "spec: {containers: [{name: ray, image: ray}]}\n"
     )
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "raycluster_operator",
-            "dev",
-            "--port",
-            "0",
-            "--kubeconfig",
-            str(kubeconfig),
-            "--nodes",
-            "tpu:v5p:2x2x4,cpu:1",
-            "--apply",
-            str(manifest),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    process = launch_dev(
+        "--port",
+        "0",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--nodes",
+        "tpu:v5p:2x2x4,cpu:1",
+        "--apply",
+        str(manifest),
     )
     try:
         wait_for_file(kubeconfig, process)
@@ -87,26 +88,16 @@ def test_dev_writes_a_kubeconfig_kubectl_can_use_and_stops_cleanly(tmp_path: Pat
 def test_tpu_pools_by_gke_machine_type_with_kubectl(tmp_path: Path) -> None:
     """v6e 2x4 as GKE offers it: two 4-chip hosts (ct6e-standard-4t) or one 8-chip host."""
     kubeconfig = tmp_path / "kubeconfig"
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "raycluster_operator",
-            "dev",
-            "--no-operator",
-            "--port",
-            "0",
-            "--kubeconfig",
-            str(kubeconfig),
-            "--nodes",
-            "tpu:ct6e-standard-4t:2x4",
-            "--nodes",
-            "tpu:v6e:2x4,tpu:ct5lp-hightpu-4t:4x4",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    process = launch_dev(
+        "--no-operator",
+        "--port",
+        "0",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--nodes",
+        "tpu:ct6e-standard-4t:2x4",
+        "--nodes",
+        "tpu:v6e:2x4,tpu:ct5lp-hightpu-4t:4x4",
     )
     try:
         wait_for_file(kubeconfig, process)
@@ -258,29 +249,19 @@ def test_dev_passes_the_slice_backoff_flags_to_its_operator(tmp_path: Path) -> N
     kubeconfig = tmp_path / "kubeconfig"
     manifest = tmp_path / "crash.yaml"
     manifest.write_text(CRASHING)
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "raycluster_operator",
-            "dev",
-            "--runtime",
-            "simulated",
-            "--kubeconfig",
-            str(kubeconfig),
-            "--nodes",
-            "cpu:3",
-            "--slice-backoff-base",
-            "5",
-            "--slice-backoff-max",
-            "5",
-            "--apply",
-            str(manifest),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    process = launch_dev(
+        "--runtime",
+        "simulated",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--nodes",
+        "cpu:3",
+        "--slice-backoff-base",
+        "5",
+        "--slice-backoff-max",
+        "5",
+        "--apply",
+        str(manifest),
     )
     try:
         wait_for_file(kubeconfig, process)
