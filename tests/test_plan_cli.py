@@ -26,6 +26,17 @@ def as_running(manifest: dict[str, Any], serial: int) -> dict[str, Any]:
     return pod
 
 
+def pods_with_a_failed_host(tmp_path: Path, label: str, value: str) -> list[dict[str, Any]]:
+    """The TPU example's planned pods, running, but the first with ``label=value`` failed;
+    written to ``tmp_path/pods.yaml``."""
+    plan = json.loads(run("-f", str(EXAMPLES / "tpu-v6e-4x4.yaml"), "-o", "json").output)
+    pods = [as_running(c["manifest"], i) for i, c in enumerate(plan["creates"])]
+    victim = next(p for p in pods if p["metadata"]["labels"].get(label) == value)
+    victim["status"]["phase"] = "Failed"
+    (tmp_path / "pods.yaml").write_text(yaml.safe_dump_all(pods))
+    return pods
+
+
 def test_table_lists_the_head_and_every_host_of_both_tpu_slices() -> None:
     result = run("-f", str(EXAMPLES / "tpu-v6e-4x4.yaml"))
     assert result.exit_code == 0, result.output
@@ -71,13 +82,7 @@ def test_same_seed_same_plan_and_a_converged_cluster_plans_nothing(tmp_path: Pat
 
 
 def test_pods_as_a_multi_document_stream_and_a_failed_host(tmp_path: Path) -> None:
-    plan = json.loads(run("-f", str(EXAMPLES / "tpu-v6e-4x4.yaml"), "-o", "json").output)
-    pods = [as_running(c["manifest"], i) for i, c in enumerate(plan["creates"])]
-    victim = next(
-        p for p in pods if p["metadata"]["labels"].get("ray.io/replica-host-index") == "2"
-    )
-    victim["status"]["phase"] = "Failed"
-    (tmp_path / "pods.yaml").write_text(yaml.safe_dump_all(pods))
+    pods_with_a_failed_host(tmp_path, "ray.io/replica-host-index", "2")
     result = run("-f", str(EXAMPLES / "tpu-v6e-4x4.yaml"), "--pods", str(tmp_path / "pods.yaml"))
     assert result.exit_code == 0, result.output
     deletes = [line.split() for line in result.output.splitlines() if line.startswith("delete")]
@@ -96,3 +101,39 @@ def test_an_invalid_spec_exits_2_listing_every_problem(tmp_path: Path) -> None:
     assert "spec.workerGroupSpecs[0].replicas" in result.output
     assert "spec.workerGroupSpecs[0]" in result.output and "numOfHosts" in result.output
     assert "create" not in result.output
+
+
+def test_a_failed_host_shows_the_backoff_record_the_operator_would_write(tmp_path: Path) -> None:
+    """The first break is counted in the RayCluster's annotation (docs/design.md §4 rule 13a):
+    `plan -o json` shows the patch; a second break of the same template sets a 10 s wait."""
+    pods = pods_with_a_failed_host(tmp_path, "ray.io/worker-group-replica-index", "1")
+    first = json.loads(
+        run(
+            "-f",
+            str(EXAMPLES / "tpu-v6e-4x4.yaml"),
+            "--pods",
+            str(tmp_path / "pods.yaml"),
+            "-o",
+            "json",
+        ).output
+    )
+    (text,) = first["annotations"].values()
+    record = json.loads(text)["tpu-v6e-4x4"]["1"]
+    assert record["failures"] == 1 and record["nextTry"].startswith("2026-11-29T19:00:00")
+    # The same slice index breaks again (another slice name) with the record stored.
+    obj = yaml.safe_load((EXAMPLES / "tpu-v6e-4x4.yaml").read_text())
+    obj["metadata"].setdefault("annotations", {}).update(first["annotations"])
+    for pod in pods:
+        if pod["metadata"]["labels"].get("ray.io/worker-group-replica-index") == "1":
+            pod["metadata"]["labels"]["ray.io/worker-group-replica-name"] += "x"
+    (tmp_path / "again.yaml").write_text(yaml.safe_dump(obj))
+    (tmp_path / "pods.yaml").write_text(yaml.safe_dump_all(pods))
+    second = json.loads(
+        run(
+            "-f", str(tmp_path / "again.yaml"), "--pods", str(tmp_path / "pods.yaml"), "-o", "json"
+        ).output
+    )
+    (text,) = second["annotations"].values()
+    assert json.loads(text)["tpu-v6e-4x4"]["1"]["failures"] == 2
+    assert second["requeueAfter"] == 10.0
+    assert any(e["reason"] == "SliceBackoff" for e in second["events"])

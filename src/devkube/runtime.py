@@ -2,7 +2,9 @@
 
 The kubelet owns the pod lifecycle (IPs, status, restart policy, graceful deletion) and asks a
 `Runtime` to start, kill and stop containers; the runtime reports back through `PodEvents`.
-`SimulatedRuntime` starts every container after a delay and never exits one on its own; a
+`SimulatedRuntime` starts every container after a delay and never exits one on its own, except
+a container whose command exits at once (a bad command: `false`, or a shell line whose first
+statement is `exit N`), which exits right after it starts, as it would for real; a
 process runtime (containers as local processes) implements the same protocol.
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -66,8 +69,40 @@ def _uid(pod: Mapping[str, Any]) -> str:
     return str((pod.get("metadata") or {}).get("uid", ""))
 
 
+def _container(pod: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    containers = (pod.get("spec") or {}).get("containers") or []
+    return next((c for c in containers if c.get("name") == name), {})
+
+
 def _names(pod: Mapping[str, Any]) -> list[str]:
     return [str(c.get("name", "")) for c in (pod.get("spec") or {}).get("containers") or []]
+
+
+#: The first statement of a shell line that ends the container at once.
+_EXIT = re.compile(r"exit(?:\s+(\d+))?")
+#: Commands that end at once with code 1.
+_FALSE = frozenset({"false", "/bin/false", "/usr/bin/false"})
+#: Shells whose `-c` argument is the line they run.
+_SHELLS = frozenset({"sh", "bash", "/bin/sh", "/bin/bash", "/usr/bin/bash", "/usr/bin/sh"})
+
+
+def exit_code_at_start(container: Mapping[str, Any]) -> int | None:
+    """The exit code of a container whose command exits at once (None: it keeps running).
+
+    A shell line (`bash -c LINE`) exits at once when its first statement is `exit [N]`
+    (`exit 3 && ray start ...` exits with 3); any other command when it is `false`. The
+    simulation runs no shell: it recognises the one mistake tests need, a command that ends
+    before the program it was meant to start.
+    """
+    words = [str(w) for w in (container.get("command") or []) + (container.get("args") or [])]
+    if not words:
+        return None
+    if words[0] in _SHELLS and "-c" in words:
+        rest = [w for w in words[words.index("-c") + 1 :] if w != "--"]
+        first = re.split(r"&&|\|\||;|\n", rest[0] if rest else "", maxsplit=1)[0]
+        match = _EXIT.fullmatch(first.strip())
+        return int(match.group(1) or 0) if match else None
+    return 1 if words[0] in _FALSE else None
 
 
 def simulated_runtime(context: RuntimeContext) -> SimulatedRuntime:
@@ -82,9 +117,9 @@ class SimulatedRuntime:
         self.delay = delay
         self._tasks: dict[str, set[asyncio.Task[None]]] = {}
 
-    def _later(self, uid: str, action: Any) -> None:
+    def _later(self, uid: str, action: Any, delay: float | None = None) -> None:
         async def run() -> None:
-            await asyncio.sleep(self.delay)
+            await asyncio.sleep(self.delay if delay is None else delay)
             action()
 
         task = asyncio.create_task(run())
@@ -97,13 +132,24 @@ class SimulatedRuntime:
 
         def started() -> None:
             for name in _names(pod):
-                events.container_running(uid, name, ready=True)
+                self._run(pod, name, events)
 
         self._later(uid, started)
 
     def restart_container(self, pod: Mapping[str, Any], container: str, events: PodEvents) -> None:
         uid = _uid(pod)
-        self._later(uid, lambda: events.container_running(uid, container, ready=True))
+        # A container that exits at once is restarted no faster than once a second (the real
+        # kubelet's CrashLoopBackOff starts at 10 s), so a bad command does not spin.
+        exits = exit_code_at_start(_container(pod, container)) is not None
+        delay = max(self.delay, 1.0) if exits else None
+        self._later(uid, lambda: self._run(pod, container, events), delay)
+
+    def _run(self, pod: Mapping[str, Any], name: str, events: PodEvents) -> None:
+        uid = _uid(pod)
+        code = exit_code_at_start(_container(pod, name))
+        events.container_running(uid, name, ready=code is None)
+        if code is not None:
+            events.container_exited(uid, name, code, "Error" if code else "Completed")
 
     def kill_container(
         self, pod: Mapping[str, Any], container: str, exit_code: int, events: PodEvents

@@ -149,6 +149,16 @@ class FakeKube:
                 del target[index]
         return self._bump(obj)
 
+    async def patch(
+        self, kind: Kind, namespace: str | None, name: str, patch: Obj, *, subresource: str = ""
+    ) -> Obj:
+        """A merge patch of the object (the reconciler patches only a RayCluster's
+        annotations this way: the crash-loop backoff's records)."""
+        self._request("patch", kind.plural, name)
+        obj = self._existing(kind, namespace, name)
+        obj.update(merge(obj, patch))
+        return self._bump(obj)
+
     async def patch_status(self, kind: Kind, namespace: str, name: str, status: Obj) -> Obj:
         self._request("patch", f"{kind.plural}/status", name)
         obj = self._existing(kind, namespace, name)

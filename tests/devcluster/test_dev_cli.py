@@ -209,3 +209,77 @@ def test_pod_table_shows_pods_without_slice_labels() -> None:
     head = {"metadata": {"namespace": "default", "name": "head"}, "spec": {}}
     lines = pod_table([head]).splitlines()
     assert lines[1].split() == ["default", "head", "<none>", "Pending", "0/0"]
+
+
+CRASHING = """\
+apiVersion: ray.io/v1
+kind: RayCluster
+metadata: {name: crash}
+spec:
+  headGroupSpec:
+    rayStartParams: {}
+    template:
+      spec:
+        containers:
+        - {name: ray-head, image: rayproject/ray:2.60.0,
+           resources: {requests: {cpu: 100m, memory: 128Mi}}}
+  workerGroupSpecs:
+  - groupName: g
+    replicas: 1
+    numOfHosts: 2
+    rayStartParams: {}
+    template:
+      spec:
+        restartPolicy: Never
+        containers:
+        - {name: ray-worker, image: rayproject/ray:2.60.0, command: ["exit 3"],
+           resources: {requests: {cpu: 100m, memory: 128Mi}}}
+"""
+
+
+def test_dev_passes_the_slice_backoff_flags_to_its_operator(tmp_path: Path) -> None:
+    """A worker command that exits at once crash-loops its slice; the operator `dev` runs
+    waits the configured 5 s (not the default 10 s) before the third slice."""
+    kubeconfig = tmp_path / "kubeconfig"
+    manifest = tmp_path / "crash.yaml"
+    manifest.write_text(CRASHING)
+    process = start_dev(
+        kubeconfig,
+        "--runtime",
+        "simulated",
+        "--nodes",
+        "cpu:3",
+        "--slice-backoff-base",
+        "5",
+        "--slice-backoff-max",
+        "5",
+        "--apply",
+        str(manifest),
+    )
+    try:
+        wait_for_file(kubeconfig, process)
+        deadline = time.monotonic() + 60  # a hang guard, not a performance limit
+        message = ""
+        while "next try at" not in message:
+            assert time.monotonic() < deadline, "no SliceBackoff Event"
+            time.sleep(0.2)
+            message = subprocess.run(
+                [
+                    KUBECTL,
+                    f"--kubeconfig={kubeconfig}",
+                    "get",
+                    "events",
+                    "--field-selector",
+                    "reason=SliceBackoff",
+                    "-o",
+                    "jsonpath={.items[*].message}",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            ).stdout
+        assert "group g: slice at index 0 broke 2 times in a row" in message
+        assert "(in 5s)" in message
+    finally:
+        err = stop_dev(process)
+    assert process.returncode == 0, err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -261,3 +262,47 @@ async def test_grace_0_removes_a_pod_of_a_stopped_kubelet_at_once(
     pods = {p["metadata"]["name"]: p for p in (await dev_cluster.client.list(PODS))["items"]}
     assert "forced" not in pods
     assert pods["graceful"]["metadata"]["deletionTimestamp"]
+
+
+async def test_a_container_whose_command_exits_at_once_fails_its_pod(
+    dev_cluster: DevCluster, eventually: Any
+) -> None:
+    # A bad command, as the operator wraps it: the user's line runs before `ray start`.
+    spec = pod("bad", restart="Never", containers=1)
+    spec["spec"]["containers"][0] |= {
+        "command": ["/bin/bash", "-c", "--"],
+        "args": ["exit 3 && ulimit -n 65536; ray start --block"],
+    }
+    await dev_cluster.client.create(PODS, spec)
+
+    async def failed() -> None:
+        status = (await dev_cluster.client.get(f"{PODS}/bad"))["status"]
+        assert status["phase"] == "Failed"
+        assert status["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 3
+
+    await eventually(failed)
+
+
+async def test_a_container_that_exits_at_once_under_always_restarts_at_most_once_a_second(
+    dev_cluster: DevCluster, eventually: Any
+) -> None:
+    spec = pod("loop", restart="Always", containers=1)
+    spec["spec"]["containers"][0]["command"] = ["false"]
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    await dev_cluster.client.create(PODS, spec)
+
+    async def exited_three_times() -> dict[str, Any]:
+        got = await dev_cluster.client.get(f"{PODS}/loop")
+        statuses = got["status"].get("containerStatuses")
+        assert statuses
+        first = statuses[0]
+        assert first["restartCount"] >= 3
+        assert first["lastState"]["terminated"]["exitCode"] == 1
+        return got
+
+    got = await eventually(exited_three_times)
+    # Three exits are two restarts, each at least a second after the exit before it.
+    assert loop.time() - began >= 1.9
+    first = got["status"]["containerStatuses"][0]
+    assert got["status"]["phase"] == "Running" and not first["ready"]

@@ -82,10 +82,12 @@ class World(DevWorld):
 
 
 @contextlib.asynccontextmanager
-async def running_world(nodes: list[str] = NODES, **cluster_options: Any) -> AsyncIterator[World]:
-    """A started dev cluster (fast kubelets, the RayCluster CRD applied) and a World on it;
-    on the way out the world's operators are stopped, then the cluster."""
-    async with open_world(World, nodes, **cluster_options) as world:
+async def running_world(
+    nodes: list[str] = NODES, *, crd: Obj | None = None, **cluster_options: Any
+) -> AsyncIterator[World]:
+    """A started dev cluster (fast kubelets, the RayCluster CRD applied: ours, or ``crd``) and
+    a World on it; on the way out the world's operators are stopped, then the cluster."""
+    async with open_world(World, nodes, crd=crd, **cluster_options) as world:
         yield world
 
 

@@ -1,4 +1,4 @@
-"""Upgrades end to end (docs/design.md §4, rule 15): the real kubectl patches a RayCluster's
+"""Upgrades end to end (docs/design.md §4, rule 12a): the real kubectl patches a RayCluster's
 image on the dev cluster (simulated runtime) and the pods list is sampled throughout."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Upgrades in the pure planner (docs/design.md §4, rule 15): None, Recreate, RollingUpdate.
+"""Upgrades in the pure planner (docs/design.md §4, rule 12a): None, Recreate, RollingUpdate.
 
 The world here makes new pods Pending; a test (or hypothesis) decides when each slice turns
 Ready, so the rolling bounds are checked against every readiness order, not only the happy one.

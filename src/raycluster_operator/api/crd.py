@@ -308,6 +308,18 @@ def _group_status() -> Schema:
             "time": _string("When.", format="date-time"),
         },
     }
+    props["backoff"] = _array(
+        "Slices whose re-creation waits out a crash-loop backoff: they broke again soon "
+        "after they were recreated.",
+        {
+            "type": "object",
+            "properties": {
+                "index": _int32("Replica index reserved for the slice."),
+                "failures": _int32("Breaks in a row."),
+                "nextTryTime": _string("When the slice is created again.", format="date-time"),
+            },
+        },
+    )
     return {
         "description": f"{EXTENSION} per-group slice counts.",
         "type": "array",

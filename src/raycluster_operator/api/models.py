@@ -80,7 +80,7 @@ class IdleTerminationOptions(_Model):
 
 
 class RollingUpdate(_Model):
-    """Ours (docs/design.md §4, rule 15): bounds of a rolling upgrade, counted in slices."""
+    """Ours (docs/design.md §4, rule 12a): bounds of a rolling upgrade, counted in slices."""
 
     max_unavailable: int | str | None = Field(default=None, alias="maxUnavailable")
     max_surge: int | str | None = Field(default=None, alias="maxSurge")

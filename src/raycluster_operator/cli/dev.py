@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import importlib
 import logging
 import signal
@@ -22,6 +21,11 @@ import click
 import yaml
 
 from raycluster_operator.api.objects import Pod, Resource
+from raycluster_operator.cli.run import backoff_options
+from raycluster_operator.planning import PlanOptions
+
+#: Planning options of an operator started without flags (PlanOptions is frozen).
+DEFAULT_PLANNING = PlanOptions()
 
 if TYPE_CHECKING:
     from devkube import DevCluster
@@ -93,6 +97,7 @@ def _nodes_help() -> str:
     help="Passed to the operator (`raycluster-operator run --unready-slice-timeout`).",
 )
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
+@backoff_options
 def dev(
     port: int,
     kubeconfig: Path,
@@ -105,6 +110,9 @@ def dev(
     watch: bool,
     unready_slice_timeout: float,
     verbose: bool,
+    slice_backoff_base: float,
+    slice_backoff_max: float,
+    slice_backoff_reset: float,
 ) -> None:
     """Run an in-process Kubernetes API server with simulated TPU/GPU nodes (and the operator).
 
@@ -152,7 +160,12 @@ def dev(
                 runtime=runtime,
                 kubelet_delay=kubelet_delay,
                 watch=watch,
-                unready_slice_timeout=unready_slice_timeout,
+                planning=PlanOptions(
+                    unready_slice_timeout=unready_slice_timeout,
+                    slice_backoff_base=slice_backoff_base,
+                    slice_backoff_max=slice_backoff_max,
+                    slice_backoff_reset=slice_backoff_reset,
+                ),
             )
         )
     finally:
@@ -195,7 +208,7 @@ async def _serve(
     kubelet_delay: float,
     watch: bool,
     deployed: bool = False,
-    unready_slice_timeout: float = 60.0,
+    planning: PlanOptions = DEFAULT_PLANNING,
 ) -> int:
     from devkube import DevCluster
 
@@ -211,14 +224,8 @@ async def _serve(
             for doc in documents:
                 applied = Resource(await cluster.apply(doc))
                 log.info("applied %s %s", applied.kind, applied.name)
-            attach = (
-                functools.partial(_operator_deployed, unready_slice_timeout=unready_slice_timeout)
-                if deployed
-                else functools.partial(
-                    _operator_attached, unready_slice_timeout=unready_slice_timeout
-                )
-            )
-            async with attach(cluster, enabled=operator):
+            attach = _operator_deployed if deployed else _operator_attached
+            async with attach(cluster, enabled=operator, planning=planning):
                 path = cluster.write_kubeconfig(kubeconfig)
                 log.info("dev cluster ready at %s", cluster.url)
                 click.echo(f"export KUBECONFIG={path.resolve()}", err=True)
@@ -263,7 +270,7 @@ async def operator_kubeconfig(cluster: DevCluster) -> dict[str, Any]:
 
 @contextlib.asynccontextmanager
 async def _operator_attached(
-    cluster: DevCluster, *, enabled: bool, unready_slice_timeout: float = 60.0
+    cluster: DevCluster, *, enabled: bool, planning: PlanOptions = DEFAULT_PLANNING
 ) -> AsyncIterator[None]:
     """OPERATOR HOOK: the operator runs in this process as a task, but reaches the cluster
     only over HTTPS with its own ServiceAccount's kubeconfig (`operator_kubeconfig`), exactly
@@ -275,7 +282,6 @@ async def _operator_attached(
     from raycluster_operator.controller.manager import Manager, ManagerOptions
     from raycluster_operator.controller.serving import ServingOptions
     from raycluster_operator.kube import KubeClient
-    from raycluster_operator.planning import PlanOptions
 
     logging.getLogger("httpx2").setLevel(logging.WARNING)
     client = KubeClient.from_kubeconfig(await operator_kubeconfig(cluster))
@@ -289,7 +295,7 @@ async def _operator_attached(
                 identity="dev-operator",
             ),
             controller=ControllerOptions(resync_period=60.0),
-            planning=PlanOptions(unready_slice_timeout=unready_slice_timeout),
+            planning=planning,
         ),
     )
     task = asyncio.create_task(manager.run(), name="operator")
@@ -358,13 +364,13 @@ def deployed_manifests(unready_slice_timeout: float = 60.0) -> list[dict[str, An
 
 @contextlib.asynccontextmanager
 async def _operator_deployed(
-    cluster: DevCluster, *, enabled: bool, unready_slice_timeout: float = 60.0
+    cluster: DevCluster, *, enabled: bool, planning: PlanOptions = DEFAULT_PLANNING
 ) -> AsyncIterator[None]:
     """The operator as a Deployment in the cluster: ready once the rollout is complete (both
     replicas Ready: caches synced), as `kubectl rollout status` sees it. Its pods go with the
-    cluster."""
+    cluster. (Of ``planning`` only the unready-slice timeout reaches the Deployment's flags.)"""
     deployment = None
-    for obj in deployed_manifests(unready_slice_timeout):
+    for obj in deployed_manifests(planning.unready_slice_timeout):
         await cluster.apply(obj)
         if obj["kind"] == "Deployment":
             deployment = obj

@@ -158,6 +158,16 @@ def _objects(stream: TextIO | None, kind: str, namespace: str) -> list[dict[str,
 
 
 def plan_as_json(result: ClusterPlan) -> dict[str, Any]:
+    out = _plan_body(result)
+    # Crash-loop backoff (docs/design.md §4 rule 13a): only when it has something to say.
+    if result.annotations:
+        out["annotations"] = result.annotations
+    if result.requeue_after is not None:
+        out["requeueAfter"] = result.requeue_after
+    return out
+
+
+def _plan_body(result: ClusterPlan) -> dict[str, Any]:
     return {
         "creates": [
             {

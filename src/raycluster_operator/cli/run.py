@@ -7,6 +7,8 @@ import contextlib
 import logging
 import os
 import signal
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
@@ -18,6 +20,7 @@ from raycluster_operator.controller.serving import ServingOptions, default_ident
 from raycluster_operator.controller.sources import SourceOptions
 from raycluster_operator.kube import KubeClient
 from raycluster_operator.planning import PlanOptions
+from raycluster_operator.planning.backoff import DEFAULT_POLICY
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +50,35 @@ def parse_feature_gates(text: str) -> dict[str, bool]:
             raise click.BadParameter(f"unknown feature gate {name!r}", param_hint="--feature-gates")
         gates[name] = value.lower() == "true"
     return gates
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def backoff_options(command: F) -> F:
+    """``--slice-backoff-*``: the crash-loop backoff per slice (docs/design.md §4 rule 13a),
+    shared by ``run`` and ``dev``."""
+    seconds = click.FloatRange(min=0)
+    for flag, default, text in reversed(
+        (
+            (
+                "--slice-backoff-base",
+                DEFAULT_POLICY.base,
+                "First wait before re-creating a slice "
+                "that broke again soon after it was recreated (seconds; 0 turns backoff off).",
+            ),
+            ("--slice-backoff-max", DEFAULT_POLICY.max, "Cap of the doubling wait (seconds)."),
+            (
+                "--slice-backoff-reset",
+                DEFAULT_POLICY.reset,
+                "Seconds a slice stays ready before its breaks are forgiven.",
+            ),
+        )
+    ):
+        command = click.option(flag, default=default, show_default=True, type=seconds, help=text)(
+            command
+        )
+    return command
 
 
 @click.command(name="run")
@@ -83,6 +115,7 @@ def parse_feature_gates(text: str) -> dict[str, bool]:
     "once (needs list/watch on nodes). 0 turns host-loss failover off: Kubernetes' "
     "eviction decides.",
 )
+@backoff_options
 def run(
     kubeconfig: str | None,
     context: str | None,
@@ -100,6 +133,9 @@ def run(
     insecure_skip_tls_verify: bool,
     resync_period: float,
     unready_slice_timeout: float,
+    slice_backoff_base: float,
+    slice_backoff_max: float,
+    slice_backoff_reset: float,
 ) -> None:
     """Run the operator until SIGINT/SIGTERM."""
     configure_logging(log_format)
@@ -121,6 +157,9 @@ def run(
             multi_host_indexing=gates["RayMultiHostIndexing"],
             random_pod_delete=os.environ.get("ENABLE_RANDOM_POD_DELETE", "").lower() == "true",
             unready_slice_timeout=unready_slice_timeout,
+            slice_backoff_base=slice_backoff_base,
+            slice_backoff_max=slice_backoff_max,
+            slice_backoff_reset=slice_backoff_reset,
         ),
     )
     try:

@@ -5,8 +5,8 @@ write only their status; create/delete pods; create services and the autoscaler'
 account, role and binding; write Events and its Lease. Kubernetes lets a subject create a Role
 only with permissions it holds itself, so the operator also holds the ones the Ray autoscaler's
 Role grants beyond that (patch pods and pods/resize for in-place resize, delete rayclusters
-for idle termination); it never uses them. It patches a RayCluster only to release Ray's
-idle-termination finalizer.
+for idle termination); it never uses them. It patches a RayCluster's metadata only to release
+Ray's idle-termination finalizer and to keep the crash-loop backoff's annotation (§4 rule 13a).
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ def _rule(groups: list[str], resources: list[str], verbs: list[str]) -> Obj:
 def operator_rules() -> list[Obj]:
     """The watched and written kinds, in every namespace the operator serves."""
     return [
-        # patch: releasing Ray's idle-termination finalizer (metadata, never spec).
+        # patch: releasing Ray's idle-termination finalizer, the backoff annotation (metadata,
+        # never spec).
         _rule(["ray.io"], ["rayclusters"], ["get", "list", "watch", "patch"]),
         _rule(["ray.io"], ["rayclusters/status"], ["patch"]),
         _rule([""], ["pods"], ["get", "list", "watch", "create", "delete", "patch"]),

@@ -116,6 +116,9 @@ class Reconciler:
         self.expectations = Expectations(timeout=expectations_timeout)
         #: The installed CRD's schema: status is compared as the server will keep it.
         self.crd = InstalledCrd(client, recorder)
+        #: Per cluster: the annotations last patched, and the resourceVersion they were
+        #: planned from (shown instead of the cached ones until the cache moves past it).
+        self._annotations: dict[str, tuple[str, dict[str, str | None]]] = {}
 
     def observe(self, change: Change) -> None:
         """A sighting from the sources: proves (or retracts) a write the pass waits for."""
@@ -136,6 +139,7 @@ class Reconciler:
         if not self.expectations.satisfied(key, cached.get):
             return Result(requeue_after=self.expectations.remaining(key))
         obj = self._as_written(key, obj)
+        obj = self._with_annotations(key, obj)
         state = ClusterState(
             cluster=obj,
             pods=pods,
@@ -156,6 +160,7 @@ class Reconciler:
     def _forget(self, key: str) -> None:
         self.expectations.forget(key)
         self.metrics.forget_cluster(*split_key(key))
+        self._annotations.pop(key, None)
 
     def _as_written(self, key: str, obj: Obj) -> Obj:
         """The cached cluster, with the status we last wrote if the cache has not caught up."""
@@ -185,6 +190,8 @@ class Reconciler:
 
     async def _execute(self, key: str, obj: Obj, plan: PassPlan, pods: Sequence[Obj]) -> None:
         failures: list[_Failure] = []
+        if plan.annotations:
+            await self._patch_annotations(key, obj, plan.annotations, failures)
         if plan.objects:
             await self._create_objects(key, plan.objects, failures)
         if plan.deletes:
@@ -277,6 +284,36 @@ class Reconciler:
             pass
         except KubeError as exc:
             failures.append(_Failure("release finalizer", exc))
+
+    async def _patch_annotations(
+        self, key: str, obj: Obj, annotations: dict[str, str | None], failures: list[_Failure]
+    ) -> None:
+        """The crash-loop backoff's records (planning/backoff.py): written before the pod
+        writes of the same pass, so a restart never forgets a counted break. Until the cache
+        shows the write, the written values stand in for the cached ones."""
+        ns, name = split_key(key)
+        try:
+            await self.client.patch(
+                RAYCLUSTERS, ns, name, {"metadata": {"annotations": annotations}}
+            )
+            self._annotations[key] = (_version(obj), annotations)
+        except NotFound:
+            pass
+        except KubeError as exc:
+            failures.append(_Failure("patch annotations", exc))
+
+    def _with_annotations(self, key: str, obj: Obj) -> Obj:
+        written = self._annotations.get(key)
+        if written is None:
+            return obj
+        version, annotations = written
+        if _version(obj) != version:
+            del self._annotations[key]  # the cache holds our write (or something newer)
+            return obj
+        meta = dict(Resource(obj).meta)
+        merged = {**(meta.get("annotations") or {}), **annotations}
+        meta["annotations"] = {k: v for k, v in merged.items() if v is not None}
+        return {**obj, "metadata": meta}
 
     async def _record(self, obj: Obj, events: Iterable[PlannedEvent], pods: Sequence[Obj]) -> None:
         by_name = {p["metadata"]["name"]: p for p in pods}

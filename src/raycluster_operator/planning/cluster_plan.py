@@ -27,6 +27,7 @@ from raycluster_operator.planning.actions import (
     PodCreate,
     PodDelete,
 )
+from raycluster_operator.planning.backoff import DEFAULT_POLICY, BackoffPolicy, ClusterBackoff
 from raycluster_operator.planning.cluster_upgrade import (
     ClusterUpgrade,
     head_deletes,
@@ -66,7 +67,7 @@ from raycluster_operator.planning.services import (
     missing_services,
     service_name,
 )
-from raycluster_operator.planning.slice_state import SliceTransition
+from raycluster_operator.planning.slice_state import SliceState, SliceTransition
 from raycluster_operator.planning.spec_check import SpecCheck, check_spec
 from raycluster_operator.planning.status import INVALID_SPEC, Deletion, Observed, build_status
 from raycluster_operator.planning.suspension import (
@@ -98,7 +99,11 @@ class ClusterPlan:
     tallies: tuple[GroupTally, ...] = ()
     #: Every slice this plan moves, and why (``slice_state.TRANSITIONS``).
     transitions: tuple[SliceTransition, ...] = ()
-    #: Seconds until a host's unready timeout runs out (planning/host_loss.py); None: none.
+    #: RayCluster metadata annotations to merge-patch (None removes one): the crash-loop
+    #: backoff's records (planning/backoff.py); empty when nothing changed.
+    annotations: dict[str, str | None] = field(default_factory=dict)
+    #: Seconds until a timed rule is due (a host's unready timeout runs out, a backoff wait
+    #: ends or falls due for reset); None: no timed look.
     requeue_after: float | None = None
 
     @property
@@ -118,6 +123,7 @@ def plan_cluster(
     random_pod_delete: bool = False,
     nodes: Mapping[str, Mapping[str, Any]] | None = None,
     unready_slice_timeout: float = 0.0,
+    backoff: BackoffPolicy = DEFAULT_POLICY,
 ) -> ClusterPlan:
     """Plan every pod, service and status write for ``cluster``.
 
@@ -147,6 +153,8 @@ def plan_cluster(
         _host_check(cluster, pods, nodes or {}, now, unready_slice_timeout) if act else NO_CHECK
     )
     work = _Work()
+    # Rule 13a: crash-loop backoff per slice, its records in the cluster's annotation.
+    backoffs = ClusterBackoff(cluster, pods, now=now, policy=backoff)
     groups_suspending = _plan_groups(
         cluster,
         by_group,
@@ -157,6 +165,7 @@ def plan_cluster(
         new_suffix,
         upgrade,
         host_check.faults,
+        backoffs,
     )
     head_current = next((p for p in heads if p.live), None)
     wanted_services, extra = _cluster_objects(cluster) if act else ((), ())
@@ -167,6 +176,7 @@ def plan_cluster(
     if host_check.on_lost_nodes:
         # Host loss: a pod on a lost node goes with grace 0, so its index is free at once.
         work.deletes = force_on_lost_nodes(work.deletes, pods, host_check)
+    work.events += backoffs.events
     work.events[:0] = _delete_events(work.deletes)
     work.events[:0] = _problem_events(cluster, check)
 
@@ -182,6 +192,7 @@ def plan_cluster(
         groups_suspending=frozenset(groups_suspending),
         deletions=_headline_deletions(work.deletes),
         rolling_update=rollout_condition(upgrade, work.tallies, paused=suspended or suspending),
+        backoff=backoffs.status,
     )
     status = build_status(cluster, seen, now=now)
     return ClusterPlan(
@@ -195,7 +206,8 @@ def plan_cluster(
         missing_services=missing_services(wanted_services, services),
         tallies=tuple(work.tallies),
         transitions=tuple(work.transitions),
-        requeue_after=host_check.recheck_after,
+        annotations=backoffs.annotations(),
+        requeue_after=_soonest(host_check.recheck_after, backoffs.wake),
     )
 
 
@@ -256,8 +268,9 @@ def _plan_groups(
     new_suffix: Callable[[], str],
     upgrade: ClusterUpgrade,
     host_faults: Mapping[str, HostFault],
+    backoffs: ClusterBackoff,
 ) -> set[str]:
-    """Rules 8-15 for every worker group (``stopping``: the cluster is suspended or
+    """Rules 8-14 for every worker group (``stopping``: the cluster is suspended or
     suspending); answers the groups whose own suspension is under way."""
     suspended = cluster_suspended(cluster)
     group_stopping = groups_were_suspending(cluster)
@@ -272,6 +285,7 @@ def _plan_groups(
                     group, group_pods, desired=desired, multi_host_indexing=own.multi_host_indexing
                 )
             )
+            backoffs.keep(group.group_name)
             continue
         stop: DeleteReason | None = None
         if stopping:
@@ -290,8 +304,17 @@ def _plan_groups(
             stop=stop,
             host_faults=host_faults,
             upgrade=upgrade.groups.get(group.group_name),
+            hold=backoffs.hold(group),
         )
-        work.tallies.append(planned.tally)
+        if stop is None:
+            backoffs.settle(
+                group,
+                deletes=planned.deletes,
+                released=planned.released,
+                created=[r.index for r in planned.replicas],
+                num_of_hosts=planned.tally.num_of_hosts,
+            )
+        work.tallies.append(_with_backoff(planned.tally, backoffs.waiting.get(group.group_name, 0)))
         work.transitions += planned.transitions
         work.deletes += planned.deletes
         work.creates += _worker_creates(cluster, group, planned, own)
@@ -310,7 +333,7 @@ def _plan_cluster_pods(
     suspending: bool,
     upgrade: ClusterUpgrade,
 ) -> PodView | None:
-    """Pods outside the groups: removed groups' pods, the head (rules 4-5, 15), and every
+    """Pods outside the groups: removed groups' pods, the head (rules 4-5, 12a), and every
     managed pod while suspending. Answers the head in use."""
     work.deletes += [
         _pod_delete(
@@ -345,6 +368,18 @@ def _plan_cluster_pods(
             )
         )
     return head.current
+
+
+def _soonest(*delays: float | None) -> float | None:
+    due = [d for d in delays if d is not None]
+    return min(due) if due else None
+
+
+def _with_backoff(tally: GroupTally, waiting: int) -> GroupTally:
+    """Rule 13a: slices waiting out a backoff are counted in state ``backoff`` (metrics)."""
+    if not waiting:
+        return tally
+    return replace(tally, slices={**tally.slices, SliceState.BACKOFF: waiting})
 
 
 def _pod_delete(pod: PodView, reason: DeleteReason, message: str) -> PodDelete:

@@ -1,4 +1,4 @@
-"""Upgrades at the level of the cluster (docs/design.md §4, rule 15): which strategy applies,
+"""Upgrades at the level of the cluster (docs/design.md §4, rule 12a): which strategy applies,
 each group's current template, the head, ``Recreate``'s all-or-nothing decision, and the
 ``RollingUpdate`` condition. The per-slice decisions are in ``planning/upgrade.py``.
 """

@@ -27,11 +27,17 @@ from dataclasses import dataclass, field, replace
 from raycluster_operator.api.models import WorkerGroupSpec
 from raycluster_operator.api.names import replica_name
 from raycluster_operator.planning.actions import PlannedEvent, PodDelete
+from raycluster_operator.planning.backoff import NO_HOLD, GroupHold
 from raycluster_operator.planning.desired import hosts
 from raycluster_operator.planning.host_loss import HostFault, host_fault, mark_host_faults
 from raycluster_operator.planning.indices import lowest_free
 from raycluster_operator.planning.pods import PodView
-from raycluster_operator.planning.reasons import CreateReason, DeleteReason, EventReason
+from raycluster_operator.planning.reasons import (
+    CreateReason,
+    DeleteReason,
+    EventReason,
+    HoldReason,
+)
 from raycluster_operator.planning.replicas import GroupPods, Replica, sort_into_replicas
 from raycluster_operator.planning.slice_state import (
     SERVING,
@@ -79,7 +85,7 @@ class GroupTally:
     running_pods: int
     #: How many slices are in each state (absent ones are not counted).
     slices: Mapping[SliceState, int] = field(default_factory=dict)
-    #: Serving slices of the current template (rule 15); None when not computed.
+    #: Serving slices of the current template (rule 12a); None when not computed.
     updated_slices: int | None = None
 
     @property
@@ -95,6 +101,9 @@ class GroupPlan:
     events: tuple[PlannedEvent, ...] = ()
     #: Every slice this plan moves, checked against ``slice_state.TRANSITIONS``.
     transitions: tuple[SliceTransition, ...] = ()
+    #: Crash-loop backoff (rule 13a): waiting indices no longer wanted (fewer replicas); their
+    #: backoff ends.
+    released: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,10 +168,12 @@ def plan_group(
     stop: DeleteReason | None = None,
     host_faults: Mapping[str, HostFault] | None = None,
     upgrade: GroupUpgrade | None = None,
+    hold: GroupHold = NO_HOLD,
 ) -> GroupPlan:
     """Plan one group. ``stop`` (a suspend reason) removes every pod and creates nothing.
     ``host_faults`` (planning/host_loss.py): pods whose node or lost readiness break their
-    slice; ``upgrade`` replaces slices of an older template (planning/upgrade.py)."""
+    slice; ``upgrade`` replaces slices of an older template (planning/upgrade.py); ``hold`` is
+    the crash-loop backoff's word on which indices wait (planning/backoff.py)."""
     if not switches.multi_host_indexing:
         return _plan_flat(group, pods, desired=desired, switches=switches, stop=stop)
     n = hosts(group)
@@ -176,7 +187,8 @@ def plan_group(
     if stop is not None:
         for pod in pods:
             out.pod(pod, stop, f"{stop.value}: removing pod {pod.name} of group {group.group_name}")
-        return GroupPlan(tuple(out.items.values()), (), tally, (), _moves(found, out.items, ()))
+        moves = _moves(found, out.items, ()) + _hold_moves((), hold.waiting, stop)
+        return GroupPlan(tuple(out.items.values()), (), tally, (), moves, released=hold.waiting)
 
     # Rule 9: no pod of the group is left behind for lack of labels.
     for pod in found.unidentified:
@@ -229,7 +241,7 @@ def plan_group(
             )
         valid = [r for r in valid if r.key not in out.replica_keys]
 
-    # Rule 15: an upgrade replaces outdated slices whole, within its bounds.
+    # Rule 12a: an upgrade replaces outdated slices whole, within its bounds.
     rollout = (
         _upgrade(found, valid, out, upgrade, desired, hold_extra=not switches.scale_down)
         if upgrade is not None
@@ -254,12 +266,20 @@ def plan_group(
     if rollout is not None:
         # Without surge the new slice takes the index of the one it replaces (rule 13).
         awaited |= {r.index for r in rollout.victims if r.index is not None}
-    targets = lowest_free(taken, min(need - min(len(awaited), need), room))
+    # Rule 13a (planning/backoff.py): an index whose re-creation waits out a crash-loop
+    # backoff stays reserved, as many as are still wanted (lowest first); a retry goes back to
+    # its own index first.
+    free = need - min(len(awaited), need)
+    held = [i for i in hold.waiting if i not in awaited and i not in {r.index for r in valid}]
+    reserved, released = held[: max(free, 0)], tuple(held[max(free, 0) :])
+    count = min(free - len(reserved), room)
+    retry = [i for i in hold.retry if i not in taken][: max(count, 0)]
+    targets = retry + lowest_free(taken | set(reserved) | set(retry), count - len(retry))
     names = {r.name for r in found.replicas if r.name is not None}
     events: list[PlannedEvent] = []
     made: list[NewReplica] = []
     for position, index in enumerate(targets):
-        reason = _create_reason(position, min(replaced, need), rollout)
+        reason = hold.retry.get(index) or _create_reason(position, min(replaced, need), rollout)
         if n == 1:
             made.append(NewReplica(index, None, (None,), reason))
             continue
@@ -275,8 +295,10 @@ def plan_group(
             )
             break
         made.append(NewReplica(index, name, tuple(range(n)), reason))
-    moves = _moves(found, out.items, made)
-    return GroupPlan(tuple(out.items.values()), tuple(made), tally, tuple(events), moves)
+    moves = _moves(found, out.items, made) + _hold_moves(
+        reserved, released, DeleteReason.SCALE_DOWN
+    )
+    return GroupPlan(tuple(out.items.values()), tuple(made), tally, tuple(events), moves, released)
 
 
 def _upgrade(
@@ -288,7 +310,7 @@ def _upgrade(
     *,
     hold_extra: bool,
 ) -> Rollout | None:
-    """Rule 15 (planning/upgrade.py): delete this pass's outdated slices, whole."""
+    """Rule 12a (planning/upgrade.py): delete this pass's outdated slices, whole."""
     going = [r for r in found.replicas if r.state is SliceState.DELETING]
     rollout = roll(valid, going, upgrade=upgrade, desired=desired, hold_extra=hold_extra)
     if rollout is not None:
@@ -335,7 +357,28 @@ def _moves(
                 )
     for new in made:
         key = new.name or f"index {new.index}"
-        moves.append(SliceTransition(key, SliceState.ABSENT, SliceState.PENDING, new.reason))
+        source = SliceState.BACKOFF if new.reason in _RETRIES else SliceState.ABSENT
+        moves.append(SliceTransition(key, source, SliceState.PENDING, new.reason))
+    return tuple(map(check_transition, moves))
+
+
+#: Creates that end a crash-loop backoff (the slice was in state BACKOFF).
+_RETRIES = frozenset({CreateReason.BACKOFF_RETRY, CreateReason.TEMPLATE_FIXED})
+
+
+def _hold_moves(
+    kept: Sequence[int], released: Sequence[int], why: DeleteReason
+) -> tuple[SliceTransition, ...]:
+    """Rule 13a: indices held in backoff this pass, and those whose backoff ends for ``why``."""
+    moves = [
+        SliceTransition(
+            f"index {i}", SliceState.ABSENT, SliceState.BACKOFF, HoldReason.SLICE_BACKOFF
+        )
+        for i in kept
+    ]
+    moves += [
+        SliceTransition(f"index {i}", SliceState.BACKOFF, SliceState.ABSENT, why) for i in released
+    ]
     return tuple(map(check_transition, moves))
 
 

@@ -23,6 +23,7 @@ from raycluster_operator.api.objects import RayClusterObject, Resource
 from raycluster_operator.api.problems import Problem
 from raycluster_operator.api.validation import parse_cluster
 from raycluster_operator.planning.actions import DELETE_POD, PlannedEvent, PodCreate, PodDelete
+from raycluster_operator.planning.backoff import DEFAULT_POLICY, BackoffPolicy
 from raycluster_operator.planning.cluster_plan import ClusterPlan, plan_cluster
 from raycluster_operator.planning.deletion import plan_deletion
 from raycluster_operator.planning.group_plan import GroupTally
@@ -49,6 +50,17 @@ class PlanOptions:
     #: long breaks its slice, and so does a host on a lost node; 0 turns host-loss failover
     #: off (planning/host_loss.py).
     unready_slice_timeout: float = 60.0
+    #: Crash-loop backoff per slice (planning/backoff.py), seconds: the first delay, its cap,
+    #: and how long a slice stays ready before its count is forgiven.
+    slice_backoff_base: float = DEFAULT_POLICY.base
+    slice_backoff_max: float = DEFAULT_POLICY.max
+    slice_backoff_reset: float = DEFAULT_POLICY.reset
+
+    @property
+    def backoff(self) -> BackoffPolicy:
+        return BackoffPolicy(
+            self.slice_backoff_base, self.slice_backoff_max, self.slice_backoff_reset
+        )
 
 
 @dataclass(frozen=True)
@@ -88,7 +100,11 @@ class PassPlan:
     slices: tuple[GroupTally, ...] | None = None
     #: Why the pass does less than a full plan (for the log): empty for a full plan.
     note: str = ""
-    #: Look again after this many seconds without a change (a timed rule is due then);
+    #: RayCluster metadata annotations to merge-patch (None removes one), before any pod
+    #: write: the crash-loop backoff's records (planning/backoff.py).
+    annotations: dict[str, str | None] = field(default_factory=dict)
+    #: Look again after this many seconds without a change (a timed rule is due then: a
+    #: host's unready timeout runs out, a backoff ends);
     #: None = no timed requeue.
     requeue_after: float | None = None
 
@@ -120,6 +136,7 @@ def plan_pass(
         random_pod_delete=options.random_pod_delete,
         nodes=state.nodes,
         unready_slice_timeout=options.unready_slice_timeout,
+        backoff=options.backoff,
     )
     return _full(plan, state.present)
 
@@ -133,6 +150,7 @@ def _full(plan: ClusterPlan, present: frozenset[ObjectId]) -> PassPlan:
         events=plan.events,
         status=plan.status,
         slices=plan.tallies,
+        annotations=plan.annotations,
         requeue_after=plan.requeue_after,
     )
 

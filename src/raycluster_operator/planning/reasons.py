@@ -52,7 +52,7 @@ class DeleteReason(StrEnum):
     HOST_LOST = "HostLost"
     #: A host that had been Ready has not been Ready for longer than --unready-slice-timeout.
     HOST_UNREADY = "HostUnready"
-    #: Upgrades (docs/design.md §4, rule 15): the slice (or head) was built from an older
+    #: Upgrades (docs/design.md §4, rule 12a): the slice (or head) was built from an older
     #: template than the spec's, and the upgrade strategy replaces it now.
     TEMPLATE_CHANGED = "TemplateChanged"
     #: The hosts of one slice carry two template hashes: it cannot be one Ray/JAX slice.
@@ -90,6 +90,11 @@ class CreateReason(StrEnum):
     #: A slice of the current template made by a rolling upgrade (a surge slice, or the
     #: stand-in for an outdated slice deleted in the same pass).
     UPGRADE = "Upgrade"
+    # -- crash-loop backoff (planning/backoff.py, docs/design.md §4 rule 13a) --
+    #: The backoff of a slice that kept breaking is over: it is tried again at its index.
+    BACKOFF_RETRY = "BackoffRetry"
+    #: The group's template changed since the slice broke: its backoff ends at once.
+    TEMPLATE_FIXED = "TemplateFixed"
 
 
 class EventReason(StrEnum):
@@ -101,8 +106,16 @@ class EventReason(StrEnum):
     REPLICA_NAME_COLLISION = "ReplicaNameCollision"
 
 
+class HoldReason(StrEnum):
+    """Why the planner holds back a slice it would otherwise create (planning/backoff.py)."""
+
+    #: The slice at this index broke again soon after it was recreated: its re-creation waits
+    #: out an exponential backoff (docs/design.md §4 rule 13a).
+    SLICE_BACKOFF = "SliceBackoff"
+
+
 #: Every reason an Event of the operator may carry.
-Reason = CreateReason | DeleteReason | EventReason
+Reason = CreateReason | DeleteReason | EventReason | HoldReason
 
 
 class ConditionReason(StrEnum):

@@ -11,6 +11,9 @@ carries the ``DeleteReason`` of the fault or an ``Observation``. The planner che
 makes against the table (``check_transition``), so a rule that would move a slice in a way the
 table does not name fails loudly in tests instead of acting.
 
+``BACKOFF`` is the one state pods alone cannot show: no pods, plus a running crash-loop backoff
+record for the slice's index (planning/backoff.py, docs/design.md §4 rule 13a).
+
 Adding a state (a rolling upgrade, host loss, crash-loop backoff) is this module only: a member
 of ``SliceState``, its row (and the rows that lead to it) in ``TRANSITIONS``, and the pod facts
 that reveal it in ``derive_state``. See docs/design.md §5.
@@ -25,7 +28,7 @@ from functools import cache
 from typing import NamedTuple
 
 from raycluster_operator.planning.pods import PodView
-from raycluster_operator.planning.reasons import CreateReason, DeleteReason
+from raycluster_operator.planning.reasons import CreateReason, DeleteReason, HoldReason
 
 
 class SliceState(StrEnum):
@@ -42,6 +45,9 @@ class SliceState(StrEnum):
     #: Every pod of the slice is terminating: nothing is left to delete, but its replica index
     #: stays taken until the pods are gone (hostnames and TPU_NAME never name two slices).
     DELETING = "deleting"
+    #: No pod of the slice exists and its re-creation waits out a crash-loop backoff: it broke
+    #: again soon after it was recreated (planning/backoff.py). Its index stays reserved.
+    BACKOFF = "backoff"
 
 
 class Observation(StrEnum):
@@ -65,7 +71,7 @@ class Observation(StrEnum):
 
 
 #: Why a slice moves: a decision of the planner, a fault it observed, or an observation.
-Cause = CreateReason | DeleteReason | Observation
+Cause = CreateReason | DeleteReason | Observation | HoldReason
 
 #: States whose slice counts towards the desired replicas (it serves or is about to).
 SERVING = frozenset({SliceState.PENDING, SliceState.READY})
@@ -86,7 +92,7 @@ FAULTS = frozenset(
         # Host loss (planning/host_loss.py): read from the host's node and Ready condition.
         DeleteReason.HOST_LOST,
         DeleteReason.HOST_UNREADY,
-        # Hosts built from two templates (docs/design.md §4, rule 15).
+        # Hosts built from two templates (docs/design.md §4, rule 12a).
         DeleteReason.MIXED_TEMPLATES,
     }
 )
@@ -105,11 +111,14 @@ _REQUESTS = _STOPS | {
     DeleteReason.SCALE_DOWN,
     # Two slices claim one index: the newer one goes, however healthy.
     DeleteReason.DUPLICATE_REPLICA_INDEX,
-    # An upgrade replaces a slice built from an older template (docs/design.md §4, rule 15).
+    # An upgrade replaces a slice built from an older template (docs/design.md §4, rule 12a).
     DeleteReason.TEMPLATE_CHANGED,
 }
-#: Why the planner creates a slice: every create reason but the head's.
-_CREATES = frozenset(CreateReason) - {CreateReason.HEAD_MISSING}
+#: Why a slice in backoff is created: its wait is over, or its template changed.
+_RETRIES = frozenset({CreateReason.BACKOFF_RETRY, CreateReason.TEMPLATE_FIXED})
+#: Why the planner creates an absent slice: every create reason but the head's and the
+#: backoff's (those start from BACKOFF).
+_CREATES = frozenset(CreateReason) - {CreateReason.HEAD_MISSING} - _RETRIES
 
 _S = SliceState
 _O = Observation
@@ -127,6 +136,8 @@ TRANSITIONS: Mapping[SliceState, Mapping[SliceState, frozenset[Cause]]] = {
         _S.BROKEN: FAULTS,
         # Created and deleted by someone else before the next observation.
         _S.DELETING: frozenset({_O.PODS_TERMINATING}),
+        # Crash-loop backoff: a slice whose break was counted is held back (rule 13a).
+        _S.BACKOFF: frozenset({HoldReason.SLICE_BACKOFF}),
     },
     _S.PENDING: {
         _S.READY: frozenset({_O.HOSTS_READY}),
@@ -147,9 +158,20 @@ TRANSITIONS: Mapping[SliceState, Mapping[SliceState, frozenset[Cause]]] = {
         _S.ABSENT: frozenset({_O.PODS_GONE}),
         _S.PENDING: frozenset({_O.FAULT_CLEARED}),
         _S.READY: frozenset({_O.FAULT_CLEARED}),
+        # Crash-loop backoff: its pods vanished on their own after its break was counted.
+        _S.BACKOFF: frozenset({_O.PODS_GONE}),
     },
     _S.DELETING: {
         _S.ABSENT: frozenset({_O.PODS_GONE}),
+        # Crash-loop backoff: the last pod of a slice whose break was counted left the API.
+        _S.BACKOFF: frozenset({_O.PODS_GONE}),
+    },
+    # -- crash-loop backoff (planning/backoff.py) --
+    _S.BACKOFF: {
+        # The wait is over, or the template changed: created at its own index.
+        _S.PENDING: _RETRIES,
+        # Not wanted any more (fewer replicas, the group or cluster stops): the backoff ends.
+        _S.ABSENT: _STOPS | {DeleteReason.SCALE_DOWN},
     },
 }
 

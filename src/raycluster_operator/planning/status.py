@@ -94,6 +94,8 @@ class Observed:
     groups_suspending: frozenset[str] = frozenset()
     #: The RollingUpdate condition (status, reason, message); None leaves it out.
     rolling_update: tuple[bool, ConditionReason, str] | None = None
+    #: Group -> its indices waiting out a crash-loop backoff (planning/backoff.py).
+    backoff: Mapping[str, Sequence[Mapping[str, Any]]] = field(default_factory=dict)
 
 
 def previous_status(cluster: RayCluster) -> dict[str, Any]:
@@ -171,6 +173,10 @@ def _group_entry(
     if tally.group in seen.groups_suspending:
         # Read back by planning/suspension.py: the group keeps suspending after a restart.
         entry["suspending"] = True
+    waiting = seen.backoff.get(tally.group)
+    if waiting:
+        # Rule 13a: which indices wait out a crash-loop backoff, and until when.
+        entry["backoff"] = [dict(w) for w in waiting]
     # "Why did my slice go away?" stays answerable after the Event has expired: the latest
     # deletion in the group, kept from the previous status until a newer one replaces it.
     deletion = seen.deletions.get(tally.group)

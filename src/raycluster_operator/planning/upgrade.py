@@ -1,4 +1,4 @@
-"""Upgrades (docs/design.md §4, rule 15): what a change of pod template does to running pods.
+"""Upgrades (docs/design.md §4, rule 12a): what a change of pod template does to running pods.
 
 A pod's template is current when its ``ray.io/pod-template-hash`` equals the hash of today's
 spec (docs/design.md §3.8). A pod without the annotation was made before the operator wrote

@@ -1,0 +1,398 @@
+"""Crash-loop backoff per slice (docs/design.md §4 rule 13a, §5 state ``backoff``).
+
+A slice that breaks is replaced at once, at its own index (rule 13). If the slice at that
+index breaks again before it has stayed ready for ``reset`` seconds, its re-creation waits
+``base`` seconds, doubling with each further break up to ``max``: a bad image or command then
+costs a few pod creations an hour instead of churning TPU nodes and the API server. The broken
+slice itself is still deleted at once (it frees the accelerators); only the re-creation waits,
+and its index stays reserved meanwhile. A backoff belongs to one template: once the group's
+template hash (docs/design.md §3.8) differs from that of the slice that broke, the next slice
+is created at once.
+
+Where the count lives: one annotation on the RayCluster, ``raycluster-operator.io/slice-backoff``
+(JSON: group -> index -> record). Status would be pruned under KubeRay's CRD (§3.7: nothing
+it lacks may be load-bearing), the pods are gone exactly while the backoff runs, and memory
+is lost on a restart, which would turn a backoff into a hot loop. Metadata is never pruned,
+``kubectl get raycluster -o yaml`` shows it, and it is written only when a break is counted
+or a record ends: a converged cluster costs no writes.
+
+Everything here is pure: the records, the pods and ``now`` in; the records to write, the
+Events, the status entries and when to look again out.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from kubefacts.timestamps import micro_time, parse_time, rfc3339
+from raycluster_operator.api import labels
+from raycluster_operator.api.models import RayCluster, WorkerGroupSpec
+from raycluster_operator.api.objects import Pod
+from raycluster_operator.builders.template_hash import worker_template_hash
+from raycluster_operator.planning.actions import PlannedEvent, PodDelete
+from raycluster_operator.planning.pods import read_pod
+from raycluster_operator.planning.reasons import CreateReason, DeleteReason, HoldReason
+
+#: The RayCluster annotation holding every group's backoff records.
+ANNOTATION = "raycluster-operator.io/slice-backoff"
+#: Deletions that end a slice's backoff: its removal was asked for.
+_ENDS = frozenset({DeleteReason.SCALE_DOWN, DeleteReason.WORKERS_TO_DELETE})
+#: The breaks that are counted: a host of the slice failed (its pod Failed, or its Ray
+#: container ended under restartPolicy Never), which is what a bad image, a bad command or a
+#: crashing job does. Other faults are not the slice's own doing (a host missing after one of
+#: our creates failed, a pod deleted or evicted, two pods or odd labels): replaced at once,
+#: uncounted, so a flaky API server never delays a slice.
+CRASHES = frozenset({DeleteReason.HOST_FAILED, DeleteReason.POD_FAILED})
+#: Beyond this many doublings the delay is ``max`` anyway; keeps ``2 ** n`` a small number.
+_MAX_DOUBLINGS = 62
+
+
+@dataclass(frozen=True)
+class BackoffPolicy:
+    """Seconds: the first delay, its cap, and how long a slice stays ready to be forgiven."""
+
+    base: float = 10.0
+    max: float = 300.0
+    reset: float = 600.0
+
+    def delay(self, failures: int) -> float:
+        """The wait before re-creating a slice that broke ``failures`` times in a row: none
+        for the first break (replaced at once, as always), then base, 2 base, ... up to max."""
+        if failures <= 1 or self.base <= 0:
+            return 0.0
+        return min(self.base * 2.0 ** min(failures - 2, _MAX_DOUBLINGS), self.max)
+
+
+#: 10 s doubling to 5 min, forgiven after 10 min ready (issue #14's figures).
+DEFAULT_POLICY = BackoffPolicy()
+
+
+@dataclass(frozen=True)
+class Strike:
+    """One index's record: how many times in a row its slice broke, and what it waits for."""
+
+    failures: int
+    #: The slice counted last (replica name, or pod name single-host): it is counted once.
+    slice: str
+    #: The template hash of the slice that broke (``ray.io/pod-template-hash``).
+    template: str
+    #: When the next slice may be created (MicroTime).
+    next_try: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "failures": self.failures,
+            "slice": self.slice,
+            "template": self.template,
+            "nextTry": self.next_try,
+        }
+
+
+#: group -> replica index -> record.
+Records = Mapping[str, Mapping[int, Strike]]
+
+
+def read_records(annotations: Mapping[str, str] | None) -> dict[str, dict[int, Strike]]:
+    """The stored records; anything unreadable is dropped (a hand-edited annotation must not
+    stop the planner: at worst a slice is recreated at once, as without backoff)."""
+    text = (annotations or {}).get(ANNOTATION)
+    if not text:
+        return {}
+    try:
+        raw = json.loads(text)
+    except ValueError:
+        return {}
+    out: dict[str, dict[int, Strike]] = {}
+    if not isinstance(raw, dict):
+        return out
+    for group, entries in raw.items():
+        if not isinstance(entries, dict):
+            continue
+        for index, entry in entries.items():
+            strike = _strike(index, entry)
+            if strike is not None:
+                out.setdefault(str(group), {})[int(index)] = strike
+    return out
+
+
+def _strike(index: object, entry: object) -> Strike | None:
+    if not (isinstance(index, str) and index.isascii() and index.isdigit()):
+        return None
+    if not isinstance(entry, dict):
+        return None
+    failures, next_try = entry.get("failures"), entry.get("nextTry")
+    if not isinstance(failures, int) or failures < 1 or not isinstance(next_try, str):
+        return None
+    try:
+        parse_time(next_try)
+    except ValueError:
+        return None
+    return Strike(failures, str(entry.get("slice", "")), str(entry.get("template", "")), next_try)
+
+
+def render_records(records: Records) -> str | None:
+    """The annotation's value (None: no record left, the annotation goes)."""
+    body = {
+        group: {str(i): entries[i].to_json() for i in sorted(entries)}
+        for group, entries in sorted(records.items())
+        if entries
+    }
+    return json.dumps(body, sort_keys=True, separators=(",", ":")) if body else None
+
+
+@dataclass(frozen=True)
+class GroupHold:
+    """What the group planner must respect this pass (docs/design.md §4 rule 13a)."""
+
+    #: Indices whose re-creation waits, lowest first: reserved, nobody else takes them.
+    waiting: tuple[int, ...] = ()
+    #: Indices with a record whose wait is over: a new slice goes there first, with this
+    #: reason (None: the usual reason, for a slice that broke only once).
+    retry: Mapping[int, CreateReason | None] = field(default_factory=dict)
+
+
+#: No index waits (no record, or backoff not applicable).
+NO_HOLD = GroupHold()
+
+
+def hold_for(records: Mapping[int, Strike], template: str, now: datetime) -> GroupHold:
+    waiting: list[int] = []
+    retry: dict[int, CreateReason | None] = {}
+    for index in sorted(records):
+        strike = records[index]
+        running = parse_time(strike.next_try) > now
+        if strike.template != template and strike.failures > 1:
+            retry[index] = CreateReason.TEMPLATE_FIXED if running else CreateReason.BACKOFF_RETRY
+        elif running:
+            waiting.append(index)
+        else:
+            retry[index] = CreateReason.BACKOFF_RETRY if strike.failures > 1 else None
+    return GroupHold(tuple(waiting), retry)
+
+
+@dataclass(frozen=True)
+class GroupOutcome:
+    """A group's records after this pass, and what to say about them."""
+
+    records: dict[int, Strike]
+    events: tuple[PlannedEvent, ...] = ()
+    #: ``status.workerGroups[].backoff``: the indices waiting, and until when.
+    status: tuple[dict[str, Any], ...] = ()
+    #: Seconds until something here changes by time alone (a wait ends, a reset falls due).
+    wake: float | None = None
+
+
+def settle_group(
+    group: str,
+    records: Mapping[int, Strike],
+    *,
+    pods: Sequence[Mapping[str, Any]],
+    deletes: Sequence[PodDelete],
+    released: Iterable[int],
+    created: Iterable[int | None] = (),
+    num_of_hosts: int,
+    template: str,
+    now: datetime,
+    policy: BackoffPolicy,
+) -> GroupOutcome:
+    """Count the breaks this pass acts on, end the records no longer due, say what waits.
+
+    ``pods`` are the group's pods as the caches hold them (for the broken slice's template and
+    for how long a slice has been ready); ``deletes`` the group plan's deletions; ``released``
+    the waiting indices the plan no longer wants (fewer replicas); ``created`` the indices the
+    plan creates slices at. A record whose wait is over and whose index nothing holds (no pod,
+    no slice created there this pass) is no longer wanted either, and ends.
+    """
+    out = dict(records)
+    for index in released:
+        out.pop(index, None)
+    events: list[PlannedEvent] = []
+    by_name = {Pod(p).name: p for p in pods}
+    counted: set[str] = set()
+    for item in deletes:
+        at = item.replica_index
+        if at is None:
+            continue
+        if item.reason in _ENDS:
+            out.pop(at, None)
+            continue
+        key = item.replica_name or item.name
+        if item.reason not in CRASHES or key in counted:
+            continue
+        counted.add(key)
+        old = out.get(at)
+        if old is not None and old.slice == key:
+            continue  # counted already (a pass that saw it before its pods were terminating)
+        broke = _template_of(by_name.get(item.name))
+        failures = old.failures + 1 if old is not None and old.template == broke else 1
+        wait = policy.delay(failures)
+        next_try = now + timedelta(seconds=wait)
+        out[at] = Strike(failures, key, broke, micro_time(next_try))
+        if wait > 0:
+            events.append(
+                PlannedEvent(
+                    "Warning",
+                    HoldReason.SLICE_BACKOFF,
+                    f"group {group}: slice at index {at} broke {failures} times in a row; "
+                    f"next try at {rfc3339(next_try)} (in {wait:g}s)",
+                )
+            )
+    wakes: list[float] = []
+    status: list[dict[str, Any]] = []
+    held = {read_pod(p).replica_index for p in pods} | set(created)
+    for index in sorted(out):
+        strike = out[index]
+        due = parse_time(strike.next_try)
+        if index not in held and not (due > now and strike.template == template):
+            del out[index]  # its wait is over and no slice is wanted there: nothing to count
+            continue
+        if due > now and strike.template == template:
+            wakes.append((due - now).total_seconds())
+            status.append(
+                {"index": index, "failures": strike.failures, "nextTryTime": rfc3339(due)}
+            )
+            continue
+        since = _ready_since(pods, index, num_of_hosts)
+        if since is None:
+            continue
+        healthy_until = since + timedelta(seconds=policy.reset)
+        if healthy_until <= now:
+            del out[index]  # stayed ready long enough: forgiven
+        else:
+            wakes.append((healthy_until - now).total_seconds())
+    return GroupOutcome(out, tuple(events), tuple(status), min(wakes) if wakes else None)
+
+
+def _template_of(pod: Mapping[str, Any] | None) -> str:
+    if pod is None:
+        return ""
+    return Pod(pod).annotations.get(labels.POD_TEMPLATE_HASH_ANNOTATION, "")
+
+
+def _ready_since(
+    pods: Sequence[Mapping[str, Any]], index: int, num_of_hosts: int
+) -> datetime | None:
+    """When every host of the live slice at ``index`` became ready (None: it is not)."""
+    latest: datetime | None = None
+    hosts = 0
+    for obj in pods:
+        view = read_pod(obj)
+        if view.replica_index != index or not view.live:
+            continue
+        if not view.running_and_ready:
+            return None
+        hosts += 1
+        moment = _ready_time(Pod(obj))
+        if moment is None:
+            return None
+        latest = moment if latest is None or moment > latest else latest
+    return latest if hosts == num_of_hosts else None
+
+
+def _ready_time(pod: Pod) -> datetime | None:
+    for condition in pod.conditions:
+        if condition.get("type") == "Ready" and condition.get("status") == "True":
+            when = condition.get("lastTransitionTime")
+            if isinstance(when, str):
+                try:
+                    return parse_time(when)
+                except ValueError:
+                    return None
+    return None
+
+
+class ClusterBackoff:
+    """The backoff records of one RayCluster through one pass: read from its annotation, held
+    against each group's plan, settled with what the plan deletes, written back if changed."""
+
+    def __init__(
+        self,
+        cluster: RayCluster,
+        pods: Sequence[Mapping[str, Any]],
+        *,
+        now: datetime,
+        policy: BackoffPolicy,
+    ) -> None:
+        self.cluster = cluster
+        self.now = now
+        self.policy = policy
+        self.stored_text = (cluster.metadata.annotations or {}).get(ANNOTATION)
+        self.before = read_records(cluster.metadata.annotations)
+        self.after: dict[str, dict[int, Strike]] = {}
+        self.events: list[PlannedEvent] = []
+        self.status: dict[str, tuple[dict[str, Any], ...]] = {}
+        self.waiting: dict[str, int] = {}
+        self._wakes: list[float] = []
+        self._pods = pods
+        self._by_group: dict[str, list[Mapping[str, Any]]] | None = None
+
+    def _template(self, group: WorkerGroupSpec) -> str:
+        return worker_template_hash(self.cluster, group)
+
+    def hold(self, group: WorkerGroupSpec) -> GroupHold:
+        records = self.before.get(group.group_name)
+        if not records:
+            return NO_HOLD
+        return hold_for(records, self._template(group), self.now)
+
+    def keep(self, group: str) -> None:
+        """A group the pass does not act on (invalid spec): its records stay as they are."""
+        if group in self.before:
+            self.after[group] = dict(self.before[group])
+
+    def settle(
+        self,
+        group: WorkerGroupSpec,
+        *,
+        deletes: Sequence[PodDelete],
+        released: Iterable[int],
+        created: Iterable[int | None],
+        num_of_hosts: int,
+    ) -> None:
+        name = group.group_name
+        records = self.before.get(name, {})
+        if not records and not any(d.reason in CRASHES for d in deletes):
+            return
+        outcome = settle_group(
+            name,
+            records,
+            pods=self._group_pods(name),
+            deletes=deletes,
+            released=released,
+            created=created,
+            num_of_hosts=num_of_hosts,
+            template=self._template(group),
+            now=self.now,
+            policy=self.policy,
+        )
+        self.after[name] = outcome.records
+        self.events += outcome.events
+        if outcome.status:
+            self.status[name] = outcome.status
+            self.waiting[name] = len(outcome.status)
+        if outcome.wake is not None:
+            self._wakes.append(outcome.wake)
+
+    @property
+    def wake(self) -> float | None:
+        return min(self._wakes) if self._wakes else None
+
+    def annotations(self) -> dict[str, str | None]:
+        """The metadata annotations to merge-patch: empty when the stored value is right."""
+        text = render_records(self.after)
+        if text == self.stored_text:
+            return {}
+        return {ANNOTATION: text}
+
+    def _group_pods(self, group: str) -> list[Mapping[str, Any]]:
+        if self._by_group is None:
+            self._by_group = {}
+            for obj in self._pods:
+                key = Pod(obj).labels.get(labels.GROUP)
+                if key is not None:
+                    self._by_group.setdefault(key, []).append(obj)
+        return self._by_group.get(group, [])
