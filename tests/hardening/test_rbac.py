@@ -30,6 +30,7 @@ from raycluster_operator.api.models import load_cluster
 from raycluster_operator.builders import build_autoscaler_rbac
 from raycluster_operator.controller.manager import Manager
 from raycluster_operator.kube import Kind, KubeClient, KubeError
+from raycluster_operator.planning.backoff import ANNOTATION as BACKOFF_ANNOTATION
 
 DEPLOY = Path(__file__).parents[2] / "deploy"
 OPERATOR_NS = "raycluster-operator"
@@ -44,6 +45,8 @@ class RecordingClient(KubeClient):
     """The operator's client, noting every request it sends."""
 
     requests: list[tuple[str, str, str, str | None]]
+    #: Bodies of patches to a RayCluster itself (not its status).
+    cluster_patches: list[Any]
 
     def note(self, verb: str, path: str) -> None:
         match = _PATH.match(path)
@@ -55,6 +58,8 @@ class RecordingClient(KubeClient):
 
     async def _request(self, verb: str, method: str, path: str, **kwargs: Any) -> Any:
         self.note(verb, path)
+        if verb == "patch" and self.requests[-1][1] == "rayclusters":
+            self.cluster_patches.append(kwargs.get("body"))
         return await super()._request(verb, method, path, **kwargs)
 
     async def watch(
@@ -69,6 +74,7 @@ def recording_client(w: World) -> RecordingClient:
     client = RecordingClient.from_kubeconfig(w.operator_config)
     assert isinstance(client, RecordingClient)
     client.requests = []
+    client.cluster_patches = []
     return client
 
 
@@ -165,8 +171,15 @@ async def test_the_shipped_rbac_grants_exactly_what_a_full_run_uses(debug_logs: 
     }
     assert {ns for _, ns in writes} <= {"default", "team-a", OPERATOR_NS}
     assert {ns for r, ns in writes if r != "leases"} == {"default", "team-a"}
-    # The RayCluster itself is only ever written through status.
-    assert not [w_ for w_ in writes if w_[0] == "rayclusters"]
+    # The RayCluster itself is written through status, and otherwise only in its metadata: the
+    # crash-loop backoff's annotation (docs/design.md §3.6), never its spec.
+    for body in client.cluster_patches:
+        assert set(body) == {"metadata"}, body
+        assert set(body["metadata"]) == {"annotations"}, body
+        assert set(body["metadata"]["annotations"]) == {BACKOFF_ANNOTATION}, body
+    assert len(client.cluster_patches) == sum(
+        1 for w_ in client.requests if w_[1:3] == ("rayclusters", "patch")
+    )
 
     # No secret in any log line, at debug level, of any library.
     assert len(debug_logs) > 100
