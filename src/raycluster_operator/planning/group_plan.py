@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 from raycluster_operator.api.models import WorkerGroupSpec
 from raycluster_operator.api.names import replica_name
@@ -190,56 +191,14 @@ def plan_group(
         moves = _moves(found, out.items, ()) + _hold_moves((), hold.waiting, stop)
         return GroupPlan(tuple(out.items.values()), (), tally, (), moves, released=hold.waiting)
 
-    # Rule 9: no pod of the group is left behind for lack of labels.
-    for pod in found.unidentified:
-        out.pod(
-            pod,
-            DeleteReason.POD_WITHOUT_REPLICA_IDENTITY,
-            f"pod {pod.name} has no replica identity labels; it is replaced by a labelled replica",
-            trigger=pod.name,
-        )
-    replaced = -(-sum(1 for p in found.unidentified if not p.terminating) // n)
-
-    # Rule 8: a broken replica goes whole, for the fault its state names.
-    for replica in found.replicas:
-        if replica.state is SliceState.BROKEN and replica.cause is not None:
-            culprit = _culprit(replica) or _host_culprit(replica, host_faults)
-            out.replica(replica, replica.cause, replica.detail, culprit)
-            replaced += 1
-
-    # Rule 10: a named host takes its replica with it, in this same pass.
+    replaced = _unidentified(found, out, n)
+    replaced += _broken(found, out, host_faults)
     wanted = set(group.workers_to_delete)
-    if wanted:
-        for replica in found.replicas:
-            if replica.key in out.replica_keys:
-                continue
-            named = next((p.name for p in replica.pods if p.name in wanted), None)
-            if named is not None:
-                what = f"replica {replica.name}" if replica.name else f"pod {named}"
-                out.replica(
-                    replica,
-                    DeleteReason.WORKERS_TO_DELETE,
-                    f"{named} is listed in workersToDelete; deleting {what}",
-                    named,
-                )
-
+    _named(found, out, wanted)
     valid = [r for r in found.replicas if r.complete and r.key not in out.replica_keys]
     kept = _drop_duplicate_indices(valid, out)
     replaced += len(valid) - len(kept)
-    valid = kept
-
-    # Rule 12: surplus goes from the top, so the lowest indices (the oldest work) stay.
-    surplus = len(valid) - desired - surge_allowance(valid, upgrade)
-    if switches.scale_down and surplus > 0:
-        victims = sorted(valid, key=lambda r: (r.index or 0, r.age_key), reverse=True)[:surplus]
-        for replica in victims:
-            out.replica(
-                replica,
-                DeleteReason.SCALE_DOWN,
-                f"{len(valid)} replicas exist and {desired} are desired; removing replica "
-                f"index {replica.index}",
-            )
-        valid = [r for r in valid if r.key not in out.replica_keys]
+    valid = _scale_down(kept, out, desired, surge_allowance(kept, upgrade), switches)
 
     # Rule 12a: an upgrade replaces outdated slices whole, within its bounds.
     rollout = (
@@ -250,36 +209,146 @@ def plan_group(
     if rollout is not None:
         valid = [r for r in valid if r.key not in out.replica_keys]
 
-    # Rule 13 (docs/design.md §4): a new replica takes the lowest free index,
-    # free meaning no pod with it exists at all, so hostnames and TPU_NAME never name two
-    # slices at once. A slice that broke comes back at its own index, so the job restarting
-    # on it finds the same hostnames and TPU_NAME: while the old pods still hold that index,
-    # the replacement waits (seconds, normally) rather than take another. A slice removed on
-    # purpose (workersToDelete) frees its index for anyone. Healthy replicas are never moved:
-    # a gap below them stays until a new replica fills it.
-    taken = {i for i in (p.replica_index for p in pods) if i is not None}
     need = rollout.creates if rollout is not None else desired - len(valid)
-    room = max(MAX_NEW_PODS_PER_PASS // n, 1)
     awaited = _indices_awaiting_replacement(
         found.replicas, {r.index for r in valid}, wanted, switches.stuck_before
     )
     if rollout is not None:
         # Without surge the new slice takes the index of the one it replaces (rule 13).
         awaited |= {r.index for r in rollout.victims if r.index is not None}
-    # Rule 13a (planning/backoff.py): an index whose re-creation waits out a crash-loop
-    # backoff stays reserved, as many as are still wanted (lowest first); a retry goes back to
-    # its own index first.
+    pick = _pick_indices(pods, valid, need, awaited, hold, room=max(MAX_NEW_PODS_PER_PASS // n, 1))
+    made, events = _new_replicas(
+        group,
+        found,
+        pick.targets,
+        lambda position, index: (
+            hold.retry.get(index) or _create_reason(position, min(replaced, need), rollout)
+        ),
+        new_suffix,
+    )
+    moves = _moves(found, out.items, made) + _hold_moves(
+        pick.reserved, pick.released, DeleteReason.SCALE_DOWN
+    )
+    return GroupPlan(
+        tuple(out.items.values()), tuple(made), tally, tuple(events), moves, pick.released
+    )
+
+
+def _unidentified(found: GroupPods, out: _Deletions, n: int) -> int:
+    """Rule 9: no pod of the group is left behind for lack of labels. Answers how many
+    replicas' worth of live pods go (their replacements count as replacing)."""
+    for pod in found.unidentified:
+        out.pod(
+            pod,
+            DeleteReason.POD_WITHOUT_REPLICA_IDENTITY,
+            f"pod {pod.name} has no replica identity labels; it is replaced by a labelled replica",
+            trigger=pod.name,
+        )
+    return -(-sum(1 for p in found.unidentified if not p.terminating) // n)
+
+
+def _broken(found: GroupPods, out: _Deletions, host_faults: Mapping[str, HostFault] | None) -> int:
+    """Rule 8: a broken replica goes whole, for the fault its state names; answers how many."""
+    count = 0
+    for replica in found.replicas:
+        if replica.state is SliceState.BROKEN and replica.cause is not None:
+            culprit = _culprit(replica) or _host_culprit(replica, host_faults)
+            out.replica(replica, replica.cause, replica.detail, culprit)
+            count += 1
+    return count
+
+
+def _named(found: GroupPods, out: _Deletions, wanted: set[str]) -> None:
+    """Rule 10: a named host takes its replica with it, in this same pass."""
+    if not wanted:
+        return
+    for replica in found.replicas:
+        if replica.key in out.replica_keys:
+            continue
+        named = next((p.name for p in replica.pods if p.name in wanted), None)
+        if named is not None:
+            what = f"replica {replica.name}" if replica.name else f"pod {named}"
+            out.replica(
+                replica,
+                DeleteReason.WORKERS_TO_DELETE,
+                f"{named} is listed in workersToDelete; deleting {what}",
+                named,
+            )
+
+
+def _scale_down(
+    valid: list[Replica], out: _Deletions, desired: int, surge: int, switches: GroupSwitches
+) -> list[Replica]:
+    """Rule 12: surplus goes from the top, so the lowest indices (the oldest work) stay; an
+    upgrade's ``surge`` slices are not surplus (rule 12a)."""
+    surplus = len(valid) - desired - surge
+    if not switches.scale_down or surplus <= 0:
+        return valid
+    victims = sorted(valid, key=lambda r: (r.index or 0, r.age_key), reverse=True)[:surplus]
+    for replica in victims:
+        out.replica(
+            replica,
+            DeleteReason.SCALE_DOWN,
+            f"{len(valid)} replicas exist and {desired} are desired; removing replica "
+            f"index {replica.index}",
+        )
+    return [r for r in valid if r.key not in out.replica_keys]
+
+
+class _Pick(NamedTuple):
+    #: Indices to create slices at, retries first.
+    targets: list[int]
+    #: Indices held for a crash-loop backoff this pass.
+    reserved: list[int]
+    #: Held indices no longer wanted: their backoff ends.
+    released: tuple[int, ...]
+
+
+def _pick_indices(
+    pods: Sequence[PodView],
+    valid: Sequence[Replica],
+    need: int,
+    awaited: set[int],
+    hold: GroupHold,
+    *,
+    room: int,
+) -> _Pick:
+    """Rule 13 (docs/design.md §4): a new replica takes the lowest free index, free meaning
+    no pod with it exists at all, so hostnames and TPU_NAME never name two slices at once. A
+    slice that broke comes back at its own index, so the job restarting on it finds the same
+    hostnames and TPU_NAME: while the old pods still hold that index (``awaited``), the
+    replacement waits (seconds, normally) rather than take another. A slice removed on
+    purpose (workersToDelete) frees its index for anyone. Healthy replicas are never moved: a
+    gap below them stays until a new replica fills it.
+
+    Rule 13a (planning/backoff.py): an index whose re-creation waits out a crash-loop backoff
+    stays reserved, as many as are still wanted (lowest first); a retry goes back to its own
+    index first."""
+    taken = {i for i in (p.replica_index for p in pods) if i is not None}
     free = need - min(len(awaited), need)
-    held = [i for i in hold.waiting if i not in awaited and i not in {r.index for r in valid}]
+    serving = {r.index for r in valid}
+    held = [i for i in hold.waiting if i not in awaited and i not in serving]
     reserved, released = held[: max(free, 0)], tuple(held[max(free, 0) :])
     count = min(free - len(reserved), room)
     retry = [i for i in hold.retry if i not in taken][: max(count, 0)]
     targets = retry + lowest_free(taken | set(reserved) | set(retry), count - len(retry))
+    return _Pick(targets, reserved, released)
+
+
+def _new_replicas(
+    group: WorkerGroupSpec,
+    found: GroupPods,
+    targets: Sequence[int],
+    reason_for: Callable[[int, int], CreateReason],
+    new_suffix: Callable[[], str],
+) -> tuple[list[NewReplica], list[PlannedEvent]]:
+    """A replica (every host) per target index, each with a fresh replica name."""
+    n = hosts(group)
     names = {r.name for r in found.replicas if r.name is not None}
     events: list[PlannedEvent] = []
     made: list[NewReplica] = []
     for position, index in enumerate(targets):
-        reason = hold.retry.get(index) or _create_reason(position, min(replaced, need), rollout)
+        reason = reason_for(position, index)
         if n == 1:
             made.append(NewReplica(index, None, (None,), reason))
             continue
@@ -295,10 +364,7 @@ def plan_group(
             )
             break
         made.append(NewReplica(index, name, tuple(range(n)), reason))
-    moves = _moves(found, out.items, made) + _hold_moves(
-        reserved, released, DeleteReason.SCALE_DOWN
-    )
-    return GroupPlan(tuple(out.items.values()), tuple(made), tally, tuple(events), moves, released)
+    return made, events
 
 
 def _upgrade(
