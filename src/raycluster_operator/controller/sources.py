@@ -26,6 +26,13 @@ from raycluster_operator.controller.store import (
     by_owner,
     object_key,
 )
+from raycluster_operator.controller.transforms import (
+    Transform,
+    slim_named,
+    slim_pod,
+    slim_service,
+    without_managed_fields,
+)
 from raycluster_operator.kube import (
     PODS,
     RAYCLUSTERS,
@@ -88,14 +95,20 @@ class Sources:
     def __init__(self, client: KubeClient, options: SourceOptions = SourceOptions()) -> None:
         self._namespaces: list[str | None] = list(options.namespaces) or [None]
         make = functools.partial(self._informers, client, options.watch_timeout)
-        self.clusters = make(RAYCLUSTERS, self._on_cluster)
+        # Each cache keeps only what the operator reads of its kind (transforms.py).
+        self.clusters = make(RAYCLUSTERS, self._on_cluster, transform=without_managed_fields)
         self.pods = make(
-            PODS, self._on_pod, label_selector=CLUSTER, indexers={BY_CLUSTER: by_label(CLUSTER)}
+            PODS,
+            self._on_pod,
+            label_selector=CLUSTER,
+            indexers={BY_CLUSTER: by_label(CLUSTER)},
+            transform=slim_pod,
         )
         self.services = make(
             SERVICES,
             self._on_service,
             indexers={BY_OWNER: by_owner("RayCluster"), BY_NAMESPACE: by_namespace},
+            transform=slim_service,
         )
         self.rbac = {
             kind.kind: make(
@@ -103,6 +116,7 @@ class Sources:
                 functools.partial(self._on_rbac, kind.kind),
                 label_selector=CLUSTER,
                 indexers={BY_NAMESPACE: by_namespace},
+                transform=slim_named,
             )
             for kind in RBAC_KINDS
         }
@@ -123,6 +137,7 @@ class Sources:
         *,
         label_selector: str | None = None,
         indexers: dict[str, IndexFunc] | None = None,
+        transform: Transform | None = None,
     ) -> list[Informer]:
         out = []
         for ns in self._namespaces:
@@ -132,6 +147,7 @@ class Sources:
                 namespace=ns,
                 label_selector=label_selector,
                 indexers=indexers,
+                transform=transform,
                 watch_timeout=watch_timeout,
             )
             informer.add_handler(handler)
