@@ -16,7 +16,7 @@ from typing import Any
 from devkube.client import ApiClient, ApiError, resource_path
 from devkube.control_loop import ControlLoop
 from devkube.informer import Informer
-from devkube.placement import TERMINAL_PHASES, Placement, Snapshot
+from devkube.placement import TERMINAL_PHASES, Memo, Placement, Snapshot
 from kubefacts.timestamps import now_rfc3339
 
 log = logging.getLogger(__name__)
@@ -103,6 +103,7 @@ class Scheduler:
         self.nodes.subscribe(self._loop.changed)
         # Pods bound by us whose binding the pod informer has not shown yet, by uid.
         self._assumed: dict[str, str] = {}
+        self._memo = Memo()
         self.passes = 0
 
     async def start(self) -> None:
@@ -139,7 +140,7 @@ class Scheduler:
         if not pending:
             return
         pending.sort(key=_order)
-        snapshot = Snapshot(list(self.nodes.cache.values()), bound)
+        snapshot = Snapshot(list(self.nodes.cache.values()), bound, self._memo)
         decisions: list[tuple[dict[str, Any], Placement]] = []
         for i, pod in enumerate(pending):
             placement = snapshot.place(pod, pending[i + 1 :])
