@@ -91,7 +91,10 @@ class NodeLifecycleController:
         pods: Informer,
         grace: float = 10.0,
         monitor_every: float = 0.5,
+        debounce: float = 0.0,
     ) -> None:
+        """`debounce`: how long a change waits for more before the pass (a pass reads every
+        node: thousands of nodes renewing leases must not each cost one)."""
         self._client = client
         self.nodes = nodes
         self.pods = pods
@@ -99,6 +102,7 @@ class NodeLifecycleController:
             "devcluster node lifecycle",
             self.monitor,
             period=monitor_every,
+            debounce=debounce,
             failure="node lifecycle pass failed",
         )
         self.leases = Informer(client, lease_path(), self._loop.changed)

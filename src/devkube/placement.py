@@ -255,7 +255,10 @@ class _World:
         # resource -> nodes where none of it is left: a pod asking for some cannot go there.
         self.exhausted: dict[str, set[str]] = {}
         self.bound: list[_Bound] = []
-        self.anti_affine: list[_Bound] = []
+        # Existing pods' anti-affinity terms, by a label a pod must carry to match one (the
+        # terms without matchLabels apart): a newcomer looks only at those its labels name.
+        self.anti_terms: dict[tuple[str, str], list[tuple[_Bound, Obj]]] = {}
+        self.anti_terms_any: list[tuple[_Bound, Obj]] = []
         self.by_label: dict[tuple[str, str], list[_Bound]] = {}
         self._domains: dict[str, dict[str, list[str]]] = {}
         self.memo = memo or Memo()
@@ -269,8 +272,11 @@ class _World:
         self.bound.append(entry)
         for label in _labels(pod).items():
             self.by_label.setdefault(label, []).append(entry)
-        if _required_terms(pod, "podAntiAffinity"):
-            self.anti_affine.append(entry)
+        for term in _required_terms(pod, "podAntiAffinity"):
+            key = _selector_key(term)
+            (self.anti_terms_any if key is None else self.anti_terms.setdefault(key, [])).append(
+                (entry, term)
+            )
         if node in self.used:
             used = self.used[node]
             _add(used, self.memo.requests(pod))
@@ -336,12 +342,14 @@ class _World:
                 if value is not None:
                     forbidden.add((key, value))
         repelled: set[tuple[str, str]] = set()
-        for b in self.anti_affine:
-            for term in _required_terms(b.pod, "podAntiAffinity"):
-                key = str(term.get("topologyKey", ""))
-                value = self.topology_value(b.node, key)
-                if value is not None and _term_matches_pod(term, b.pod, pod):
-                    repelled.add((key, value))
+        candidates = [*self.anti_terms_any]
+        for label in _labels(pod).items():
+            candidates.extend(self.anti_terms.get(label, ()))
+        for b, term in candidates:
+            key = str(term.get("topologyKey", ""))
+            value = self.topology_value(b.node, key)
+            if value is not None and _term_matches_pod(term, b.pod, pod):
+                repelled.add((key, value))
         return _AffinityRules(tuple(required), frozenset(forbidden), frozenset(repelled))
 
     def why_not(
@@ -350,9 +358,9 @@ class _World:
         reason = _node_only(pod, node, requests)
         if reason is not None:
             return reason
-        return self._why_not_here(node, requests, rules)
+        return self.why_not_here(node, requests, rules)
 
-    def _why_not_here(
+    def why_not_here(
         self, node: Obj, requests: Mapping[str, Fraction], rules: _AffinityRules
     ) -> str | None:
         """The checks that depend on what is bound where: resources, then pod (anti-)affinity."""
@@ -375,19 +383,25 @@ class _World:
             if amount > 0:
                 skip |= self.exhausted.get(resource, set())
         shape = _shape(pod, requests)
-        out: list[str] = []
-        for name in candidates:
-            if name in skip:
-                continue
-            node = self.nodes[name]
-            version = str(_meta(node).get("resourceVersion", ""))
-            known, reason = self.memo.get(shape, name, version)
-            if not known:
-                reason = _node_only(pod, node, requests)
-                self.memo.put(shape, name, version, reason)
-            if reason is None and self._why_not_here(node, requests, rules) is None:
-                out.append(name)
-        return out
+        return [
+            name
+            for name in candidates
+            if name not in skip
+            and self.node_only(pod, name, requests, shape) is None
+            and self.why_not_here(self.nodes[name], requests, rules) is None
+        ]
+
+    def node_only(
+        self, pod: Obj, name: str, requests: Mapping[str, Fraction], shape: str
+    ) -> str | None:
+        """``_node_only``, remembered by pod shape and node version."""
+        node = self.nodes[name]
+        version = str(_meta(node).get("resourceVersion", ""))
+        known, reason = self.memo.get(shape, name, version)
+        if not known:
+            reason = _node_only(pod, node, requests)
+            self.memo.put(shape, name, version, reason)
+        return reason
 
 
 def _node_only(pod: Obj, node: Obj, requests: Mapping[str, Fraction]) -> str | None:
@@ -449,8 +463,11 @@ def _place(world: _World, pod: Obj, pending: Sequence[Obj]) -> Placement:
     feasible = world.feasible(pod, requests, rules)
     if not feasible:
         reasons: Counter[str] = Counter()
+        shape = _shape(pod, requests)
         for name in world.names:
-            reason = world.why_not(pod, world.nodes[name], requests, rules)
+            reason = world.node_only(pod, name, requests, shape)
+            if reason is None:
+                reason = world.why_not_here(world.nodes[name], requests, rules)
             if reason is not None:
                 reasons[reason] += 1
         detail = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
