@@ -13,6 +13,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+import aiohttp
+
 from devkube.client import ApiClient, ApiError, resource_path
 from devkube.control_loop import ControlLoop
 from devkube.informer import Informer
@@ -175,6 +177,14 @@ class Scheduler:
                 if error.status not in (404, 409):
                     log.warning("scheduling %s/%s failed: %s", namespace, name, error)
                     self._loop.poke()
+            except (TimeoutError, aiohttp.ClientError) as error:
+                # No answer (a saturated server): whether the binding happened is unknown, so
+                # the pod is not assumed bound any more; if it was, the watch shows it bound
+                # and the next pass leaves it alone, else the next pass places it again. Kept
+                # assumed, it would wait for ever: nothing else ever retries it.
+                self._assumed.pop(str(meta.get("uid", "")), None)
+                log.warning("scheduling %s/%s: no answer: %r", namespace, name, error)
+                self._loop.poke()
 
     async def _event(self, pod: Mapping[str, Any], kind: str, reason: str, message: str) -> None:
         """Best effort, like the real scheduler's events: `kubectl describe pod` shows them."""
