@@ -7,7 +7,7 @@ fields it never reads (the container spec's image, command and env, volumes) are
 
 from __future__ import annotations
 
-from operator_harness import World, eventually, ready, raycluster, tpu_group
+from operator_harness import World, eventually, raycluster, ready, tpu_group
 
 from raycluster_operator.planning.pods import read_pod
 
