@@ -13,6 +13,11 @@ runs as ``raycluster-operator run`` in its own process, as it is deployed. Measu
    reconciled every cluster once, and the writes that took (must be 0: nothing changed).
 
 Budgets (README): RSS < 300 MB, resync < 15 s, 0 writes at steady state and on restart.
+
+``--baseline-src DIR`` also starts, at steady state, a second operator from another source tree
+(``DIR/src``: say, ``git archive`` of an earlier commit) beside the first, waits until it has
+reconciled every cluster and resynced once, and prints both RSS figures from the same moment:
+a before/after ratio from one run, on the same cluster, under the same load.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import argparse
 import asyncio
 import logging
 import math
+import os
 import re
 import sys
 import tempfile
@@ -85,7 +91,12 @@ def quantile(
     return lower
 
 
-async def start_operator(kubeconfig: Path, port: int, resync: float) -> asyncio.subprocess.Process:
+async def start_operator(
+    kubeconfig: Path, port: int, resync: float, source: Path | None = None
+) -> asyncio.subprocess.Process:
+    env = dict(os.environ)
+    if source is not None:
+        env["PYTHONPATH"] = str(source / "src")
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -97,6 +108,7 @@ async def start_operator(kubeconfig: Path, port: int, resync: float) -> asyncio.
         "--health-addr=",
         f"--resync-period={resync}",
         stderr=asyncio.subprocess.DEVNULL,
+        env=env,
     )
     for _ in range(600):
         try:
@@ -126,7 +138,36 @@ def ready_pods(pods: Informer, verbose: bool = False) -> tuple[int, int]:
     return len(live), ready
 
 
-async def main(clusters: int, resync: float, verbose: bool = False) -> int:
+async def baseline_rss(
+    kubeconfig: Path,
+    operator: asyncio.subprocess.Process,
+    clusters: int,
+    resync: float,
+    source: Path,
+) -> None:
+    """Both operators' RSS at one moment, the baseline once it has caught up and resynced."""
+    port = free_port()
+    baseline = await start_operator(kubeconfig, port, resync, source)
+    try:
+        while True:
+            if counters(await metrics(port))["reconciles"] >= clusters:
+                break
+            await asyncio.sleep(0.5)
+        await asyncio.sleep(resync + 1)
+        text = await metrics(port)
+        ours, theirs = rss_mib(operator.pid) * 1.048576, rss_mib(baseline.pid) * 1.048576
+        print(
+            f"  RSS side by side: this tree {ours:.1f} MB, {source} {theirs:.1f} MB"
+            f" (ratio {ours / theirs:.2f}); baseline writes {writes(counters(text)):.0f}"
+        )
+    finally:
+        baseline.terminate()
+        await baseline.wait()
+
+
+async def main(
+    clusters: int, resync: float, verbose: bool = False, baseline: Path | None = None
+) -> int:
     pods = clusters * (SLICES * HOSTS + 1)
     cpu_nodes = max(1, math.ceil(clusters / HEADS_PER_CPU_NODE))
     nodes = [f"tpu:v6e:4x4:{clusters * SLICES}", f"cpu:{cpu_nodes}"]
@@ -177,6 +218,8 @@ async def main(clusters: int, resync: float, verbose: bool = False) -> int:
                 f"  operator RSS at steady state:       {rss:7.1f} MB"
                 f" (budget < {RSS_BUDGET_MB:.0f})"
             )
+            if baseline is not None:
+                await baseline_rss(kubeconfig, operator, clusters, resync, baseline)
         finally:
             await watched.stop()
             operator.terminate()
@@ -216,6 +259,9 @@ if __name__ == "__main__":
     parser.add_argument("--clusters", type=int, default=1000)
     parser.add_argument("--resync-period", type=float, default=10.0)
     parser.add_argument("-v", "--verbose", action="store_true", help="progress while converging")
+    parser.add_argument(
+        "--baseline-src", type=Path, help="a source tree whose operator's RSS to show alongside"
+    )
     args = parser.parse_args()
     logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)
-    sys.exit(asyncio.run(main(args.clusters, args.resync_period, args.verbose)))
+    sys.exit(asyncio.run(main(args.clusters, args.resync_period, args.verbose, args.baseline_src)))

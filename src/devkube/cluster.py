@@ -41,6 +41,13 @@ from devkube.tainteviction import TaintEvictionController
 
 log = logging.getLogger(__name__)
 
+#: Lease renewals per second that the kubelets of a large
+#: dev cluster spend between them at most: a 10-node cluster is unaffected (2 s renewals at the
+#: default grace), 8,000 nodes renew every 160 s under a 640 s grace.
+HEARTBEAT_WRITES_PER_SECOND = 50.0
+#: The same for node status posts, which also wake the scheduler (kube posts every 5 min).
+STATUS_WRITES_PER_SECOND = 10.0
+
 
 def _process_runtime(context: RuntimeContext) -> Runtime:
     # [process runtime integration] imported on demand: it needs Linux namespaces and root.
@@ -85,7 +92,13 @@ class DevCluster:
     ) -> None:
         """`node_grace`: seconds without a heartbeat before a node goes Ready=Unknown (kube's
         --node-monitor-grace-period, 40 s there); kubelets renew their Lease every quarter of
-        it and post node status at least every `node_status_every` seconds."""
+        it and post node status at least every `node_status_every` seconds.
+
+        Both stretch with the node count so that all heartbeats together stay within
+        `HEARTBEAT_WRITES_PER_SECOND`: one Python API server cannot take the 3,200 lease
+        renewals a second of 8,000 nodes at a 10 s grace (a real control plane spreads them
+        over several API servers), and a heartbeat that falls behind marks healthy nodes
+        NotReady and their pods with them."""
         if isinstance(runtime, str) and runtime not in RUNTIMES:
             raise ValueError(f"unknown runtime {runtime!r} (known: {', '.join(RUNTIMES)})")
         self._kubelet_delay = kubelet_delay
@@ -99,8 +112,14 @@ class DevCluster:
         self._runtime_choice = runtime
         self._termination_cap = termination_cap
         self._eviction_delay = eviction_delay
-        self._node_grace = node_grace
-        self._node_status_every = node_status_every
+        count = len(self.node_manifests)
+        self._node_grace = max(node_grace, 4 * count / HEARTBEAT_WRITES_PER_SECOND)
+        self._node_status_every = max(node_status_every, count / STATUS_WRITES_PER_SECOND)
+        # Stretched, the node lifecycle controller also looks less often (kube: every 5 s
+        # against a 40 s grace), and not once per lease renewal.
+        self._node_monitor = (
+            max(0.5, self._node_grace / 20) if self._node_grace > node_grace else 0.0
+        )
         self._pod_gc_every = pod_gc_every
         self._client: ApiClient | None = None
         self._scheduler: Scheduler | None = None
@@ -178,7 +197,12 @@ class DevCluster:
             status_every=self._node_status_every,
         )
         self._node_lifecycle = NodeLifecycleController(
-            self._client, nodes=nodes, pods=pods, grace=self._node_grace
+            self._client,
+            nodes=nodes,
+            pods=pods,
+            grace=self._node_grace,
+            monitor_every=self._node_monitor or 0.5,
+            debounce=self._node_monitor,
         )
         self._taint_eviction = TaintEvictionController(self._client, nodes=nodes, pods=pods)
         self._pod_gc = PodGarbageCollector(

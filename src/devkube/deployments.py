@@ -13,8 +13,15 @@ operator's own Deployment need:
   means 1 unavailable), old sets scaled down oldest first, their unavailable pods first;
 - a scale-only change resizes the current set; `spec.paused` stops rollouts, not status;
 - status: replicas, updatedReplicas, readyReplicas, availableReplicas, unavailableReplicas,
-  observedGeneration, conditions Available and Progressing (no progress deadline: it never
-  reports ProgressDeadlineExceeded);
+  observedGeneration, conditions Available and Progressing;
+- `spec.progressDeadlineSeconds` (600 unless set): Progressing's lastUpdateTime moves on each
+  sign of progress (more updated, ready or available pods, fewer old ones); a rollout that
+  makes none for that long turns Progressing False with reason ProgressDeadlineExceeded
+  (which `kubectl rollout status` reports as a failure) until it progresses again; a
+  complete or paused Deployment never times out;
+- `status.collisionCount`: when the name `<deployment>-<hash>` is held by a ReplicaSet that is
+  not this Deployment's with this template, the count goes up and is mixed into the hash, so
+  the next try picks another name;
 - sets beyond `revisionHistoryLimit` (default 10) that have scaled to 0 are deleted.
 """
 
@@ -24,6 +31,7 @@ import asyncio
 import copy
 import logging
 import math
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from devkube.client import ApiClient, ApiError, resource_path
@@ -43,11 +51,14 @@ from devkube.workloads import (
     template_hash,
     uid,
 )
-from kubefacts.timestamps import now_rfc3339
+from kubefacts.timestamps import parse_time, rfc3339
 
 log = logging.getLogger(__name__)
 
 PATH = resource_path(APPS, "deployments")
+#: kube-controller-manager's default when a Deployment does not set one.
+PROGRESS_DEADLINE_SECONDS = 600
+PROGRESS_DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
 
 
 def _int_or_percent(value: Any, total: int, *, round_up: bool, default: str) -> int:
@@ -87,6 +98,44 @@ def _revision(rs: Obj) -> int:
         return int((meta(rs).get("annotations") or {}).get(REVISION, "0"))
     except ValueError:
         return 0
+
+
+def collision_count(deployment: Obj) -> int | None:
+    value = (deployment.get("status") or {}).get("collisionCount")
+    return int(value) if value is not None else None
+
+
+def progress_deadline(deployment: Obj) -> int:
+    value = (deployment.get("spec") or {}).get("progressDeadlineSeconds")
+    return PROGRESS_DEADLINE_SECONDS if value is None else int(value)
+
+
+def _made_progress(current: Obj, counts: dict[str, int]) -> bool:
+    """kube-controller-manager's test: more updated, ready or available pods, or fewer old."""
+
+    def was(key: str) -> int:
+        return int(current.get(key) or 0)
+
+    old_before = was("replicas") - was("updatedReplicas")
+    old_now = counts["replicas"] - counts["updatedReplicas"]
+    return (
+        counts["updatedReplicas"] > was("updatedReplicas")
+        or old_now < old_before
+        or counts["readyReplicas"] > was("readyReplicas")
+        or counts["availableReplicas"] > was("availableReplicas")
+    )
+
+
+def _timed_out(condition: Obj | None, deadline: int, now: datetime) -> bool:
+    if condition is None or condition.get("reason") == "NewReplicaSetAvailable":
+        return False
+    if condition.get("reason") == PROGRESS_DEADLINE_EXCEEDED:
+        return True
+    try:
+        since = parse_time(str(condition.get("lastUpdateTime") or ""))
+    except ValueError:
+        return False
+    return since + timedelta(seconds=deadline) < now
 
 
 def _age_key(rs: Obj) -> tuple[str, str]:
@@ -135,6 +184,9 @@ class DeploymentController:
         # waits, so it never acts twice on the same stale view.
         self._scaled: dict[str, tuple[int, float]] = {}
         self._created: dict[str, tuple[str, float]] = {}
+        # Deployment uid -> (collisionCount written, deadline): the next name is drawn only
+        # once the cache shows the new count.
+        self._collided: dict[str, tuple[int, float]] = {}
         self._loop = PassLoop(
             "devcluster deployments", [self.deployments, replicasets, pods], self.sync
         )
@@ -165,6 +217,11 @@ class DeploymentController:
         )
 
     def _waiting(self, deployment: Obj, sets: list[Obj], now: float) -> bool:
+        collided = self._collided.get(uid(deployment))
+        if collided is not None:
+            if collided[1] > now and (collision_count(deployment) or 0) < collided[0]:
+                return True
+            del self._collided[uid(deployment)]
         created = self._created.get(uid(deployment))
         if created is not None:
             if created[1] > now and not any(meta(rs)["name"] == created[0] for rs in sets):
@@ -187,10 +244,17 @@ class DeploymentController:
         if meta(deployment).get("deletionTimestamp"):
             return
         spec = deployment.get("spec") or {}
-        pod_hash = template_hash(spec.get("template") or {})
+        template = spec.get("template") or {}
+        pod_hash = template_hash(template, collision_count(deployment))
         new = next(
             (rs for rs in sets if (meta(rs).get("labels") or {}).get(HASH_LABEL) == pod_hash), None
         )
+        if new is None:  # made under another collisionCount: the same template all the same
+            plain = template_hash(template)
+            new = next(
+                (rs for rs in sets if template_hash(_template(rs)) == plain),
+                None,
+            )
         old = sorted((rs for rs in sets if rs is not new), key=_age_key)
         created_now = False
         if not spec.get("paused") and not self._waiting(deployment, sets, now):
@@ -199,7 +263,8 @@ class DeploymentController:
             else:
                 await self._roll(deployment, new, old, pods_by_owner, now)
             await self._clean_history(deployment, old)
-        await self._write_status(deployment, new, old, created_now, pod_hash)
+        rs_name = meta(new)["name"] if new is not None else f"{meta(deployment)['name']}-{pod_hash}"
+        await self._write_status(deployment, new, old, created_now, rs_name)
 
     async def _create(
         self,
@@ -226,6 +291,9 @@ class DeploymentController:
         try:
             await self._client.create(resource_path(APPS, "replicasets", namespace), body)
         except ApiError as error:
+            if error.status == 409 and not await self._ours(deployment, body):
+                await self._collide(deployment, now)
+                return False
             if error.status != 409:
                 log.warning(
                     "deployment %s: creating its replica set: %s", meta(deployment)["name"], error
@@ -240,6 +308,33 @@ class DeploymentController:
             body["metadata"]["name"],
         )
         return True
+
+    async def _ours(self, deployment: Obj, body: Obj) -> bool:
+        """The set holding the name is this Deployment's, with this template (the cache had not
+        shown it yet): no collision."""
+        path = resource_path(APPS, "replicasets", meta(body).get("namespace"), meta(body)["name"])
+        try:
+            found = await self._client.get(path)
+        except ApiError:
+            return False
+        template = (deployment.get("spec") or {}).get("template") or {}
+        return controller_uid(found) == uid(deployment) and template_hash(
+            _template(found)
+        ) == template_hash(template)
+
+    async def _collide(self, deployment: Obj, now: float) -> None:
+        count = (collision_count(deployment) or 0) + 1
+        path = resource_path(
+            APPS, "deployments", meta(deployment).get("namespace"), meta(deployment)["name"]
+        )
+        try:
+            await self._client.patch(f"{path}/status", {"status": {"collisionCount": count}})
+        except ApiError as error:
+            log.warning("status of %s: %s", path, error)
+        else:
+            self._collided[uid(deployment)] = (count, now + EXPECTATION_TTL)
+            log.info("deployment %s: hash collision, collisionCount %d", path, count)
+        self._loop.poke()
 
     @staticmethod
     def _recreate(deployment: Obj) -> bool:
@@ -328,7 +423,7 @@ class DeploymentController:
                     log.warning("%s: %s", path, error)
 
     async def _write_status(
-        self, deployment: Obj, new: Obj | None, old: list[Obj], created_now: bool, pod_hash: str
+        self, deployment: Obj, new: Obj | None, old: list[Obj], created_now: bool, rs_name: str
     ) -> None:
         replicas = replicas_of(deployment)
         everything = [rs for rs in [new, *old] if rs is not None]
@@ -343,7 +438,8 @@ class DeploymentController:
         }
         counts["unavailableReplicas"] = max(0, replicas - counts["availableReplicas"])
         current = deployment.get("status") or {}
-        now = now_rfc3339()
+        moment = datetime.now(UTC)
+        now = rfc3339(moment)
         conditions = list(current.get("conditions") or [])
         if counts["availableReplicas"] >= replicas - unavailable:
             conditions = set_condition(
@@ -363,27 +459,21 @@ class DeploymentController:
                 "Deployment does not have minimum availability.",
                 now,
             )
-        rs_name = f"{meta(deployment)['name']}-{pod_hash}"
         complete = (
             new is not None
             and counts["updatedReplicas"] == replicas
             and counts["replicas"] == replicas
             and counts["availableReplicas"] == replicas
         )
-        if created_now:
-            progressing = ("NewReplicaSetCreated", f'Created new replica set "{rs_name}"')
-        elif complete:
-            progressing = (
-                "NewReplicaSetAvailable",
-                f'ReplicaSet "{rs_name}" has successfully progressed.',
-            )
-        else:
-            progressing = ("ReplicaSetUpdated", f'ReplicaSet "{rs_name}" is progressing.')
-        if (deployment.get("spec") or {}).get("paused"):
-            progressing = ("DeploymentPaused", "Deployment is paused")
-            conditions = set_condition(conditions, "Progressing", "Unknown", *progressing, now)
-        else:
-            conditions = set_condition(conditions, "Progressing", "True", *progressing, now)
+        conditions = _progressing(
+            deployment,
+            conditions,
+            counts,
+            now=moment,
+            created_now=created_now,
+            complete=complete,
+            rs_name=rs_name,
+        )
         conditions.sort(key=lambda c: 0 if c.get("type") == "Available" else 1)
         status: dict[str, Any] = {k: (v or None) for k, v in counts.items()}
         status["observedGeneration"] = meta(deployment).get("generation", 1)
@@ -404,6 +494,49 @@ class DeploymentController:
         except ApiError as error:
             if error.status != 404:
                 log.warning("status of %s: %s", path, error)
+
+
+def _template(rs: Obj) -> Obj:
+    template: Obj = (rs.get("spec") or {}).get("template") or {}
+    return template
+
+
+def _progressing(
+    deployment: Obj,
+    conditions: list[dict[str, Any]],
+    counts: dict[str, int],
+    *,
+    now: datetime,
+    created_now: bool,
+    complete: bool,
+    rs_name: str,
+) -> list[dict[str, Any]]:
+    """The conditions with Progressing as kube-controller-manager's rollout status sets it."""
+    stamp = rfc3339(now)
+    current = deployment.get("status") or {}
+    condition = next((c for c in conditions if c.get("type") == "Progressing"), None)
+    if (deployment.get("spec") or {}).get("paused"):
+        paused = ("DeploymentPaused", "Deployment is paused")
+        return set_condition(conditions, "Progressing", "Unknown", *paused, stamp)
+    if created_now:
+        created = ("NewReplicaSetCreated", f'Created new replica set "{rs_name}"')
+        return set_condition(conditions, "Progressing", "True", *created, stamp)
+    if complete:
+        done = ("NewReplicaSetAvailable", f'ReplicaSet "{rs_name}" has successfully progressed.')
+        return set_condition(conditions, "Progressing", "True", *done, stamp)
+    updated = ("ReplicaSetUpdated", f'ReplicaSet "{rs_name}" is progressing.')
+    if condition is None or _made_progress(current, counts):
+        # Progress moves lastUpdateTime even when the reason stays: the deadline counts from it.
+        out = set_condition(conditions, "Progressing", "True", *updated, stamp)
+        out[-1]["lastUpdateTime"] = stamp
+        return out
+    if _timed_out(condition, progress_deadline(deployment), now):
+        timed_out = (
+            PROGRESS_DEADLINE_EXCEEDED,
+            f'ReplicaSet "{rs_name}" has timed out progressing.',
+        )
+        return set_condition(conditions, "Progressing", "False", *timed_out, stamp)
+    return conditions
 
 
 def _same_conditions(a: list[Any], b: list[Any]) -> bool:

@@ -91,7 +91,10 @@ class NodeLifecycleController:
         pods: Informer,
         grace: float = 10.0,
         monitor_every: float = 0.5,
+        debounce: float = 0.0,
     ) -> None:
+        """`debounce`: how long a change waits for more before the pass (a pass reads every
+        node: thousands of nodes renewing leases must not each cost one)."""
         self._client = client
         self.nodes = nodes
         self.pods = pods
@@ -99,6 +102,7 @@ class NodeLifecycleController:
             "devcluster node lifecycle",
             self.monitor,
             period=monitor_every,
+            debounce=debounce,
             failure="node lifecycle pass failed",
         )
         self.leases = Informer(client, lease_path(), self._loop.changed)
@@ -138,6 +142,7 @@ class NodeLifecycleController:
         for gone in [n for n in self._heard if n not in names]:
             del self._heard[gone]
         work = []
+        not_ready: set[str] = set()
         for node in nodes:
             name = str(_meta(node).get("name"))
             beat = self._heartbeat(node)
@@ -152,7 +157,9 @@ class NodeLifecycleController:
             if taints is not None:
                 work.append(self._taint(node, taints))
             if ready is not None and ready.get("status") != "True":
-                work.append(self._mark_pods_not_ready(name))
+                not_ready.add(name)
+        if not_ready:
+            work.append(self._mark_pods_not_ready(not_ready))
         await asyncio.gather(*work)
 
     async def _mark_unknown(self, node: Mapping[str, Any], *, never: bool) -> None:
@@ -209,10 +216,12 @@ class NodeLifecycleController:
             if error.status not in (404, 409):  # 409: changed meanwhile, next pass
                 log.warning("node %s: tainting: %s", name, error)
 
-    async def _mark_pods_not_ready(self, node: str) -> None:
+    async def _mark_pods_not_ready(self, nodes: set[str]) -> None:
+        """One look at every pod for all the not-Ready nodes of a pass (not one per node:
+        thousands of nodes times thousands of pods)."""
         for pod in list(self.pods.cache.values()):
             spec, status = pod.get("spec") or {}, pod.get("status") or {}
-            if spec.get("nodeName") != node or status.get("phase") in TERMINAL_PHASES:
+            if spec.get("nodeName") not in nodes or status.get("phase") in TERMINAL_PHASES:
                 continue
             conditions = [dict(c) for c in status.get("conditions") or []]
             changed = False

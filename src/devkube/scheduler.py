@@ -13,10 +13,12 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+import aiohttp
+
 from devkube.client import ApiClient, ApiError, resource_path
 from devkube.control_loop import ControlLoop
 from devkube.informer import Informer
-from devkube.placement import TERMINAL_PHASES, Placement, Snapshot
+from devkube.placement import TERMINAL_PHASES, Memo, Placement, Snapshot
 from kubefacts.timestamps import now_rfc3339
 
 log = logging.getLogger(__name__)
@@ -103,6 +105,7 @@ class Scheduler:
         self.nodes.subscribe(self._loop.changed)
         # Pods bound by us whose binding the pod informer has not shown yet, by uid.
         self._assumed: dict[str, str] = {}
+        self._memo = Memo()
         self.passes = 0
 
     async def start(self) -> None:
@@ -139,7 +142,7 @@ class Scheduler:
         if not pending:
             return
         pending.sort(key=_order)
-        snapshot = Snapshot(list(self.nodes.cache.values()), bound)
+        snapshot = Snapshot(list(self.nodes.cache.values()), bound, self._memo)
         decisions: list[tuple[dict[str, Any], Placement]] = []
         for i, pod in enumerate(pending):
             placement = snapshot.place(pod, pending[i + 1 :])
@@ -174,6 +177,14 @@ class Scheduler:
                 if error.status not in (404, 409):
                     log.warning("scheduling %s/%s failed: %s", namespace, name, error)
                     self._loop.poke()
+            except (TimeoutError, aiohttp.ClientError) as error:
+                # No answer (a saturated server): whether the binding happened is unknown, so
+                # the pod is not assumed bound any more; if it was, the watch shows it bound
+                # and the next pass leaves it alone, else the next pass places it again. Kept
+                # assumed, it would wait for ever: nothing else ever retries it.
+                self._assumed.pop(str(meta.get("uid", "")), None)
+                log.warning("scheduling %s/%s: no answer: %r", namespace, name, error)
+                self._loop.poke()
 
     async def _event(self, pod: Mapping[str, Any], kind: str, reason: str, message: str) -> None:
         """Best effort, like the real scheduler's events: `kubectl describe pod` shows them."""

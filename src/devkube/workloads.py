@@ -83,17 +83,21 @@ def _pruned(value: Any) -> Any:
     return value
 
 
-def template_hash(template: Obj) -> str:
+def template_hash(template: Obj, collision_count: int | None = None) -> str:
     """A stable short name for a pod template: equal templates give equal hashes, so an
     unchanged Deployment finds its ReplicaSet again (a rollback finds the old one); the
-    alphabet keeps it a valid label value."""
+    alphabet keeps it a valid label value. A Deployment's ``status.collisionCount`` is mixed
+    in when set, so a name taken by a foreign ReplicaSet is avoided on the next try."""
     clean = copy.deepcopy(dict(template))
     labels = dict((clean.get("metadata") or {}).get("labels") or {})
     labels.pop(HASH_LABEL, None)
     clean.setdefault("metadata", {})
     clean["metadata"] = {**clean["metadata"], "labels": labels}
     clean = _pruned(clean)
-    digest = hashlib.sha256(json.dumps(clean, sort_keys=True).encode()).digest()
+    text = json.dumps(clean, sort_keys=True)
+    if collision_count is not None:
+        text += f"#{collision_count}"
+    digest = hashlib.sha256(text.encode()).digest()
     number = int.from_bytes(digest[:8], "big")
     chars = []
     for _ in range(10):

@@ -73,3 +73,58 @@ def test_quantities_scale_by_their_suffix(number: int, suffix: str) -> None:
         "Gi": 2**30,
     }[suffix]
     assert parse_quantity(f"{number}{suffix}") == number * scale
+
+
+def slice_pod(i: int, cluster: str, index: int, resource: str, amount: int) -> dict[str, Any]:
+    """A multi-host pod as the operator builds it: required affinity to its own slice and
+    anti-affinity to the group's other slices, by node pool."""
+    pod = make_pod(i, resource, amount, None)
+    labels = {"ray.io/cluster": cluster, "ray.io/group": "g", "slice": str(index)}
+    pod["metadata"]["labels"] = labels
+    pod["metadata"]["uid"] = f"uid-{i}"
+    same = {"matchLabels": labels}
+    others = {
+        "matchLabels": {"ray.io/cluster": cluster, "ray.io/group": "g"},
+        "matchExpressions": [
+            {"key": "slice", "operator": "Exists"},
+            {"key": "slice", "operator": "NotIn", "values": [str(index)]},
+        ],
+    }
+    required = "requiredDuringSchedulingIgnoredDuringExecution"
+    pod["spec"]["affinity"] = {
+        "podAffinity": {required: [{"labelSelector": same, "topologyKey": NODEPOOL_LABEL}]},
+        "podAntiAffinity": {required: [{"labelSelector": others, "topologyKey": NODEPOOL_LABEL}]},
+    }
+    return pod
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b"]),
+            st.integers(min_value=0, max_value=2),
+            st.sampled_from(["cpu", "google.com/tpu", "nvidia.com/gpu"]),
+            st.integers(min_value=1, max_value=4),
+        ),
+        max_size=30,
+    )
+)
+def test_the_indexed_search_finds_exactly_the_nodes_a_check_of_every_node_accepts(
+    specs: list[Any],
+) -> None:
+    from devkube.placement import _World
+
+    world = _World(NODES, [])
+    for i, (cluster, index, resource, amount) in enumerate(specs):
+        pod = slice_pod(i, cluster, index, resource, amount)
+        requests = pod_requests(pod)
+        rules = world.affinity_rules(pod)
+        plain = [
+            name
+            for name in world.names
+            if world.why_not(pod, world.nodes[name], requests, rules) is None
+        ]
+        assert world.feasible(pod, requests, rules) == plain
+        if plain:
+            world.add(pod, plain[0])

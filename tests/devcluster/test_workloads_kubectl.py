@@ -86,6 +86,10 @@ async def test_apply_rollout_status_get_and_ownership(
     assert wide[0].split()[5:] == ["CONTAINERS", "IMAGES", "SELECTOR"]
     assert wide[1].split()[5:] == ["main", "nginx:1.27", "app=web"]
 
+    shown_yaml = yaml.safe_load((await kubectl("get", "deploy", "web", "-o", "yaml")).stdout)
+    defaulted = shown_yaml["spec"]
+    assert (defaulted["progressDeadlineSeconds"], defaulted["revisionHistoryLimit"]) == (600, 10)
+    assert "collisionCount" not in shown_yaml["status"]  # no collision, no count
     deployment = json.loads((await kubectl("get", "deploy", "web", "-o", "json")).stdout)
     status = deployment["status"]
     assert status["observedGeneration"] == deployment["metadata"]["generation"]
@@ -161,6 +165,43 @@ async def test_scale_up_and_down_with_kubectl_scale(dev_cluster: DevCluster, kub
         ).stdout
     )
     assert scale["spec"]["replicas"] == 1 and scale["status"]["replicas"] == 1
+    # status.selector is the label selector string an autoscaler lists pods with.
+    assert scale["status"]["selector"] == "app=web"
+    (rs,) = await items(dev_cluster, RS_PATH)
+    rs_scale = json.loads(
+        (await kubectl("get", "--raw", f"{RS_PATH}/{rs['metadata']['name']}/scale")).stdout
+    )
+    pod_hash = rs["metadata"]["labels"]["pod-template-hash"]
+    assert rs_scale["status"]["selector"] == f"app=web,pod-template-hash={pod_hash}"
+
+
+async def test_scale_status_selector_prints_set_based_requirements_sorted_by_key(
+    dev_cluster: DevCluster, kubectl: Any
+) -> None:
+    manifest = yaml.safe_load(DEPLOYMENT)
+    selector = {
+        "matchLabels": {"tier": "front", "app": "web"},
+        "matchExpressions": [
+            {"key": "env", "operator": "In", "values": ["prod", "dev"]},
+            {"key": "zz", "operator": "DoesNotExist"},
+            {"key": "canary", "operator": "Exists"},
+        ],
+    }
+    manifest["spec"]["selector"] = selector
+    manifest["spec"]["template"]["metadata"]["labels"] = {
+        "app": "web",
+        "tier": "front",
+        "env": "dev",
+        "canary": "yes",
+    }
+    applied = await kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest))
+    assert applied.returncode == 0, applied.stderr
+    scale = json.loads(
+        (
+            await kubectl("get", "--raw", "/apis/apps/v1/namespaces/default/deployments/web/scale")
+        ).stdout
+    )
+    assert scale["status"]["selector"] == "app=web,canary,env in (dev,prod),tier=front,!zz"
 
 
 async def test_rolling_update_keeps_within_surge_and_unavailability(
@@ -272,3 +313,72 @@ async def test_get_lease_shows_its_holder(dev_cluster: DevCluster, kubectl: Any)
     shown = (await kubectl("get", "lease", "leader")).stdout.splitlines()
     assert shown[0].split() == ["NAME", "HOLDER", "AGE"]
     assert shown[1].split()[:2] == ["leader", "pod-a"]
+
+
+async def test_a_rollout_that_cannot_progress_exceeds_its_deadline(
+    dev_cluster: DevCluster, kubectl: Any
+) -> None:
+    from waiting import eventually
+
+    manifest = yaml.safe_load(DEPLOYMENT)
+    manifest["spec"]["progressDeadlineSeconds"] = 2
+    # No node has this label: the pods stay Pending, the rollout makes no progress.
+    manifest["spec"]["template"]["spec"]["nodeSelector"] = {"example.com/nowhere": "x"}
+    await kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest))
+    done = await kubectl("rollout", "status", "deploy/web", "--timeout=60s")
+    assert done.returncode != 0
+    assert 'deployment "web" exceeded its progress deadline' in done.stderr
+
+    shown = yaml.safe_load((await kubectl("get", "deploy", "web", "-o", "yaml")).stdout)
+    assert shown["spec"]["progressDeadlineSeconds"] == 2
+    progressing = next(c for c in shown["status"]["conditions"] if c["type"] == "Progressing")
+    assert (progressing["status"], progressing["reason"]) == ("False", "ProgressDeadlineExceeded")
+    assert progressing["message"].endswith("has timed out progressing.")
+
+    # Fixed, it progresses again and completes.
+    del manifest["spec"]["template"]["spec"]["nodeSelector"]
+    await kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest))
+    done = await kubectl("rollout", "status", "deploy/web", "--timeout=60s")
+    assert done.returncode == 0, done.stderr
+
+    async def completed() -> None:
+        got = json.loads((await kubectl("get", "deploy", "web", "-o", "json")).stdout)
+        cond = next(c for c in got["status"]["conditions"] if c["type"] == "Progressing")
+        assert (cond["status"], cond["reason"]) == ("True", "NewReplicaSetAvailable")
+
+    await eventually(completed)
+
+
+async def test_a_replicaset_name_taken_by_another_bumps_the_collision_count(
+    dev_cluster: DevCluster, kubectl: Any
+) -> None:
+    from devkube.workloads import template_hash
+
+    manifest = yaml.safe_load(DEPLOYMENT)
+    manifest["spec"]["paused"] = True  # no ReplicaSet yet: first take its name
+    await kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest))
+    stored = json.loads((await kubectl("get", "deploy", "web", "-o", "json")).stdout)
+    taken = f"web-{template_hash(stored['spec']['template'])}"
+    squatter = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": taken},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": {"app": "other"}},
+            "template": {
+                "metadata": {"labels": {"app": "other"}},
+                "spec": {"containers": [{"name": "main", "image": "redis"}]},
+            },
+        },
+    }
+    await kubectl("apply", "-f", "-", input=yaml.safe_dump(squatter))
+    assert (await kubectl("rollout", "resume", "deploy/web")).returncode == 0
+    done = await kubectl("rollout", "status", "deploy/web", "--timeout=60s")
+    assert done.returncode == 0, done.stderr
+
+    shown = yaml.safe_load((await kubectl("get", "deploy", "web", "-o", "yaml")).stdout)
+    assert shown["status"]["collisionCount"] == 1
+    sets = {rs["metadata"]["name"]: rs for rs in await items(dev_cluster, RS_PATH)}
+    assert set(sets) == {taken, f"web-{template_hash(stored['spec']['template'], 1)}"}
+    assert "ownerReferences" not in sets[taken]["metadata"]  # the squatter is left alone

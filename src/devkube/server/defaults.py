@@ -34,6 +34,19 @@ class ClusterIPs:
         obj["status"] = {"loadBalancer": {}}
 
 
+def deployment(obj: Obj) -> None:
+    """apps/v1 Deployment defaults, as ``kubectl get deploy -o yaml`` shows them (the strategy
+    only when none is given: a Recreate one carries no rollingUpdate)."""
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("replicas", 1)
+    spec.setdefault("progressDeadlineSeconds", 600)
+    spec.setdefault("revisionHistoryLimit", 10)
+    spec.setdefault(
+        "strategy",
+        {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}},
+    )
+
+
 def mutable_pod_spec(spec: dict[str, Any]) -> dict[str, Any]:
     """The pod spec with the fields a pod update may change blanked out."""
     frozen: dict[str, Any] = json.loads(json.dumps(spec))

@@ -293,6 +293,8 @@ class Objects:
                 obj["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = obj[
                     "metadata"
                 ]["name"]
+        elif rt.builtin and rt.group == "apps" and rt.plural == "deployments":
+            defaults.deployment(obj)
         elif rt.storage_key == CRD_KEY:
             crds.default_crd(obj)
             found = crds.problems(obj)
@@ -365,6 +367,8 @@ class Objects:
                 else:
                     meta.pop(key, None)
             meta.pop("managedFields", None)
+            if rt.builtin and rt.group == "apps" and rt.plural == "deployments":
+                defaults.deployment(obj)  # the API server defaults on every write
             if rt.status_subresource:
                 if "status" in old:
                     obj["status"] = copy.deepcopy(old["status"])

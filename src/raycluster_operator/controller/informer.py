@@ -4,7 +4,9 @@ The loop is the one every controller needs and gets subtly wrong: resume a dropp
 the last version seen (bookmarks advance it while nothing changes), list again when the server
 says that version is gone (410), back off on errors, and hand every change to the handlers
 so they can enqueue the cluster it concerns. A re-list is diffed against the cache, so a
-change missed while disconnected still produces an event.
+change missed while disconnected still produces an event. Every object passes through the
+informer's transform before it is stored or handed on (docs/design.md §7): the cache holds
+only what the operator reads.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Callable
 
 from raycluster_operator.api.objects import Obj, Resource
 from raycluster_operator.controller.store import IndexFunc, Store, object_key
+from raycluster_operator.controller.transforms import Transform
 from raycluster_operator.kube import Gone, Kind, KubeClient, KubeError
 
 log = logging.getLogger(__name__)
@@ -33,6 +36,7 @@ class Informer:
         namespace: str | None = None,
         label_selector: str | None = None,
         indexers: dict[str, IndexFunc] | None = None,
+        transform: Transform | None = None,
         watch_timeout: int = 300,
         backoff_base: float = 0.2,
         backoff_max: float = 30.0,
@@ -42,6 +46,7 @@ class Informer:
         self.namespace = namespace
         self.label_selector = label_selector
         self.store = Store(indexers)
+        self.transform = transform
         self.synced = asyncio.Event()
         self.resource_version = ""
         self.watch_timeout = watch_timeout
@@ -66,7 +71,10 @@ class Informer:
 
     async def relist(self) -> None:
         listing = await self.client.list(
-            self.kind, self.namespace, label_selector=self.label_selector
+            self.kind,
+            self.namespace,
+            label_selector=self.label_selector,
+            transform=self.transform,
         )
         self.relists += 1
         for change in self.store.replace(listing.items):
@@ -81,6 +89,8 @@ class Informer:
             if version:
                 self.resource_version = str(version)
             return
+        if self.transform is not None and etype in ("ADDED", "MODIFIED", "DELETED"):
+            obj = self.transform(obj)
         if etype == "DELETED":
             old = self.store.remove(object_key(obj))
             self._dispatch("DELETED", old or obj, None)

@@ -28,6 +28,14 @@ from raycluster_operator.controller.store import (
     by_owner,
     object_key,
 )
+from raycluster_operator.controller.transforms import (
+    Transform,
+    slim_named,
+    slim_node,
+    slim_pod,
+    slim_service,
+    without_managed_fields,
+)
 from raycluster_operator.kube import (
     NODES,
     PODS,
@@ -101,23 +109,28 @@ class Sources:
     ) -> None:
         self._namespaces: list[str | None] = list(options.namespaces) or [None]
         make = functools.partial(self._informers, client, options.watch_timeout)
-        self.clusters = make(RAYCLUSTERS, self._on_cluster)
+        # Each cache keeps only what the operator reads of its kind (transforms.py).
+        self.clusters = make(RAYCLUSTERS, self._on_cluster, transform=without_managed_fields)
         self.pods = make(
             PODS,
             self._on_pod,
             label_selector=CLUSTER,
             indexers={BY_CLUSTER: by_label(CLUSTER), BY_NODE: _by_node},
+            transform=slim_pod,
         )
         # Host loss: Nodes are cluster-scoped, one informer whatever the namespaces.
         self.nodes: list[Informer] = []
         if watch_nodes:
-            node_informer = Informer(client, NODES, watch_timeout=options.watch_timeout)
+            node_informer = Informer(
+                client, NODES, watch_timeout=options.watch_timeout, transform=slim_node
+            )
             node_informer.add_handler(self._on_node)
             self.nodes = [node_informer]
         self.services = make(
             SERVICES,
             self._on_service,
             indexers={BY_OWNER: by_owner("RayCluster"), BY_NAMESPACE: by_namespace},
+            transform=slim_service,
         )
         self.rbac = {
             kind.kind: make(
@@ -125,6 +138,7 @@ class Sources:
                 functools.partial(self._on_rbac, kind.kind),
                 label_selector=CLUSTER,
                 indexers={BY_NAMESPACE: by_namespace},
+                transform=slim_named,
             )
             for kind in RBAC_KINDS
         }
@@ -146,6 +160,7 @@ class Sources:
         *,
         label_selector: str | None = None,
         indexers: dict[str, IndexFunc] | None = None,
+        transform: Transform | None = None,
     ) -> list[Informer]:
         out = []
         for ns in self._namespaces:
@@ -155,6 +170,7 @@ class Sources:
                 namespace=ns,
                 label_selector=label_selector,
                 indexers=indexers,
+                transform=transform,
                 watch_timeout=watch_timeout,
             )
             informer.add_handler(handler)

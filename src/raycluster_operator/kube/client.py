@@ -153,8 +153,13 @@ class KubeClient:
         label_selector: str | None = None,
         field_selector: str | None = None,
         page_size: int = 500,
+        transform: Callable[[Obj], Obj] | None = None,
     ) -> ListResult:
-        """All pages of a collection, and the resourceVersion to watch from."""
+        """All pages of a collection, and the resourceVersion to watch from.
+
+        ``transform`` is applied to each item page by page, so a caller that keeps only part
+        of each object (an informer's cache) never holds every whole object at once.
+        """
         params: dict[str, str] = {"limit": str(page_size)}
         if label_selector:
             params["labelSelector"] = label_selector
@@ -166,7 +171,9 @@ class KubeClient:
                 "list", "GET", kind.collection_path(namespace), params=params
             )
             listing = ObjectList(page)
-            items.extend(listing.items)
+            page_items = listing.items
+            items.extend(page_items if transform is None else map(transform, page_items))
+            del page, page_items
             token = listing.continue_token
             if not token:
                 return ListResult(items, listing.resource_version)
