@@ -92,8 +92,13 @@ def quantile(
 
 
 async def start_operator(
-    kubeconfig: Path, port: int, resync: float, source: Path | None = None
+    kubeconfig: Path,
+    port: int,
+    resync: float,
+    source: Path | None = None,
+    log: Path | None = None,
 ) -> asyncio.subprocess.Process:
+    """``log``: where the operator's log goes (every write it makes is a line there)."""
     env = dict(os.environ)
     if source is not None:
         env["PYTHONPATH"] = str(source / "src")
@@ -107,7 +112,7 @@ async def start_operator(
         f"--metrics-addr=127.0.0.1:{port}",
         "--health-addr=",
         f"--resync-period={resync}",
-        stderr=asyncio.subprocess.DEVNULL,
+        stderr=log.open("ab") if log is not None else asyncio.subprocess.DEVNULL,
         env=env,
     )
     for _ in range(600):
@@ -177,7 +182,9 @@ async def main(
         workdir = Path(tempfile.mkdtemp(prefix="scale-"))
         kubeconfig = cluster.write_kubeconfig(workdir / "kubeconfig")
         port = free_port()
-        operator = await start_operator(kubeconfig, port, resync)
+        oplog = workdir / "operator.log"
+        print(f"  operator log (every write is a line): {oplog}")
+        operator = await start_operator(kubeconfig, port, resync, log=oplog)
         watched = Informer(cluster.client, "/api/v1/pods")
         watched.start()
         try:
@@ -204,6 +211,7 @@ async def main(
             await asyncio.sleep(max(3.0, resync))  # the last status patches land
             text = await metrics(port)
             before, hist_before = counters(text), buckets(text)
+            window = time.strftime("%H:%M:%S")
             await asyncio.sleep(3 * resync + 1)
             text = await metrics(port)
             after, hist_after = counters(text), buckets(text)
@@ -212,7 +220,10 @@ async def main(
             p50 = quantile(hist_before, hist_after, 0.5) * 1000
             p99 = quantile(hist_before, hist_after, 0.99) * 1000
             rss = rss_mib(operator.pid) * 1.048576  # MiB -> MB
-            print(f"  steady state: {rounds:.0f} reconciles, API writes: {steady_writes:.0f}")
+            print(
+                f"  steady state ({window} to {time.strftime('%H:%M:%S')}): {rounds:.0f} "
+                f"reconciles, API writes: {steady_writes:.0f}"
+            )
             print(f"  reconcile latency p50 / p99:        {p50:7.1f} / {p99:.1f} ms")
             print(
                 f"  operator RSS at steady state:       {rss:7.1f} MB"
@@ -227,7 +238,7 @@ async def main(
 
         # Restart: a fresh operator relists everything and reconciles each cluster once.
         start = time.perf_counter()
-        operator = await start_operator(kubeconfig, port, resync)
+        operator = await start_operator(kubeconfig, port, resync, log=oplog)
         try:
             while True:
                 now = counters(await metrics(port))

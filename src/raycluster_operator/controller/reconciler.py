@@ -339,6 +339,7 @@ class Reconciler:
         ns, name = split_key(key)
         try:
             stored = await self.client.patch_status(RAYCLUSTERS, ns, name, patch)
+            log.info("wrote status of %s (%s)", key, ", ".join(sorted(patch)))
             self.crd.learn(desired, stored)
             # What the server kept (after its pruning) stands in until the cache catches up.
             kept = stored.get("status") if isinstance(stored, dict) else None
