@@ -199,15 +199,17 @@ async def scrape(port: int) -> dict[str, float]:
     return out
 
 
-async def run_operator(
-    cluster: DevCluster, prefix: str
-) -> tuple[asyncio.subprocess.Process, int, dict[str, float]]:
-    """``raycluster-operator run`` in its own process against ``cluster`` (resync 0.2 s), once
-    its metrics answer: the process, its metrics port and the first scrape."""
-    workdir = Path(tempfile.mkdtemp(prefix=prefix))
-    kubeconfig = cluster.write_kubeconfig(workdir / "kubeconfig")
-    metrics_port = free_port()
-    operator = await asyncio.create_subprocess_exec(
+async def spawn_operator(
+    kubeconfig: Path,
+    metrics_port: int,
+    *,
+    resync: float,
+    env: dict[str, str] | None = None,
+    log: Path | None = None,
+) -> asyncio.subprocess.Process:
+    """``raycluster-operator run`` in its own process, as a deployment runs it but without
+    leader election: metrics on ``metrics_port``, its log to ``log`` (else discarded)."""
+    return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "raycluster_operator",
@@ -216,9 +218,21 @@ async def run_operator(
         "--no-leader-elect",
         f"--metrics-addr=127.0.0.1:{metrics_port}",
         "--health-addr=",
-        "--resync-period=0.2",
-        stderr=asyncio.subprocess.DEVNULL,
+        f"--resync-period={resync}",
+        stderr=log.open("ab") if log is not None else asyncio.subprocess.DEVNULL,
+        env=env,
     )
+
+
+async def run_operator(
+    cluster: DevCluster, prefix: str
+) -> tuple[asyncio.subprocess.Process, int, dict[str, float]]:
+    """``raycluster-operator run`` in its own process against ``cluster`` (resync 0.2 s), once
+    its metrics answer: the process, its metrics port and the first scrape."""
+    workdir = Path(tempfile.mkdtemp(prefix=prefix))
+    kubeconfig = cluster.write_kubeconfig(workdir / "kubeconfig")
+    metrics_port = free_port()
+    operator = await spawn_operator(kubeconfig, metrics_port, resync=0.2)
     for _ in range(200):
         try:
             return operator, metrics_port, await scrape(metrics_port)

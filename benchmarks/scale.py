@@ -35,7 +35,7 @@ from pathlib import Path
 
 import aiohttp
 
-from convergence import free_port, raycluster, rss_mib, writes
+from convergence import free_port, raycluster, rss_mib, spawn_operator, writes
 from devkube import DevCluster
 from devkube.informer import Informer
 from raycluster_operator.api.crd import crd_manifest
@@ -102,19 +102,7 @@ async def start_operator(
     env = dict(os.environ)
     if source is not None:
         env["PYTHONPATH"] = str(source / "src")
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "raycluster_operator",
-        "run",
-        f"--kubeconfig={kubeconfig}",
-        "--no-leader-elect",
-        f"--metrics-addr=127.0.0.1:{port}",
-        "--health-addr=",
-        f"--resync-period={resync}",
-        stderr=log.open("ab") if log is not None else asyncio.subprocess.DEVNULL,
-        env=env,
-    )
+    process = await spawn_operator(kubeconfig, port, resync=resync, env=env, log=log)
     for _ in range(600):
         try:
             await metrics(port)

@@ -498,14 +498,23 @@ def _prefer_whole_gang(pod: Obj, feasible: list[str], world: _World, pending: Se
         if value is not None:
             per_domain[value] += 1
     # Counting feasible nodes is exact for one pod per host (TPU/GPU hosts) and a fair
-    # approximation otherwise. A known gang takes the smallest domain that holds it; a lone
-    # first pod (its siblings not created yet) takes the roomiest, so they can follow it.
+    # approximation otherwise. A known gang takes the smallest untouched domain that holds
+    # it; a lone first pod (its siblings not created yet) takes the roomiest, so they can
+    # follow it.
     if gang == 1:
         # per_domain keeps first-seen (name) order, and max() keeps the first of equals.
         roomiest = max(per_domain, key=per_domain.__getitem__, default=None)
         return next((n for n in feasible if world.topology_value(n, key) == roomiest), feasible[0])
-    roomy = [(count, value) for value, count in per_domain.items() if count >= gang]
+    # The pods of a gang reach the scheduler in any order and pass, so `gang` may count only
+    # some of them: a domain another gang has started in would then look big enough and two
+    # half gangs could each hold half of it for ever. An untouched domain (every node still
+    # feasible) is taken first; among equals the smallest that holds the gang.
+    roomy = [
+        (count < len(world.domain(key, frozenset({value}))), count, value)
+        for value, count in per_domain.items()
+        if count >= gang
+    ]
     if not roomy:
         return feasible[0]
-    _, chosen = min(roomy)
+    _, _, chosen = min(roomy)
     return next(n for n in feasible if world.topology_value(n, key) == chosen)

@@ -263,6 +263,18 @@ def test_gang_prefers_a_domain_that_holds_every_pending_host() -> None:
     assert {pool_of(node) for node in placed.values()} == {"tpu-v6e-4x4-1"}
 
 
+def test_a_gang_seen_in_part_takes_an_untouched_pool_not_half_of_a_started_one() -> None:
+    """Seen at 9,000 pods: slice A's first two hosts were bound in pool 0 while its last two
+    were not yet visible; slice B, seen two hosts at a time, took the other half of pool 0,
+    and both slices waited for ever. A gang that has not started goes to a pool nobody uses."""
+    started = [
+        {**tpu_pod(f"a-{h}", "a"), "spec": {**tpu_pod(f"a-{h}", "a")["spec"], "nodeName": node}}
+        for h, node in enumerate(["tpu-v6e-4x4-0-h0", "tpu-v6e-4x4-0-h3"])
+    ]
+    placed = schedule_all([tpu_pod(f"b-{h}", "b") for h in range(2)], bound=started)
+    assert {pool_of(node) for node in placed.values()} == {"tpu-v6e-4x4-1"}
+
+
 def test_accelerator_nodes_only_take_pods_that_ask_for_the_accelerator() -> None:
     plain = {"metadata": {"name": "head"}, "spec": {"containers": [{}]}}
     only_tpu = [n for n in NODES if "google.com/tpu" in n["status"]["allocatable"]]
