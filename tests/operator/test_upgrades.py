@@ -168,8 +168,10 @@ async def test_rolling_update_with_surge_never_drops_below_three_ready_slices(
     async with sampling(world, "surge", 4) as samples:
         await patch_image(kubectl, "surge", NEW)
         await finished(kubectl, "surge", before)
+    # With maxUnavailable 0 an old slice may go only once a surge slice is Ready: had one gone
+    # first, the samples would show 2 ready. (The moment with 4 ready lasts one pass, less than
+    # a sampling period on a loaded machine, so it is not asserted.)
     assert min(samples.ready_slices) >= 3, samples.ready_slices
-    assert max(samples.ready_slices) == 4  # the surge slice was Ready before an old one went
     assert not samples.mixed
 
     # A finished rollout writes nothing, over several resyncs.
