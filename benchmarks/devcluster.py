@@ -23,9 +23,9 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-from devkube.client import ApiClient, WatchEvent, resource_path
 from devkube.cluster import DevCluster
-from devkube.informer import Informer
+from devkube.machinery.client import ApiClient, WatchEvent, resource_path
+from devkube.machinery.informer import Informer
 from devkube.server import ApiServer
 
 CREATES_PER_S_BUDGET = 500.0

@@ -37,7 +37,7 @@ import aiohttp
 
 from convergence import free_port, raycluster, rss_mib, spawn_operator, writes
 from devkube import DevCluster
-from devkube.informer import Informer
+from devkube.machinery.informer import Informer
 from raycluster_operator.api.crd import crd_manifest
 
 RSS_BUDGET_MB = 300.0

@@ -23,21 +23,21 @@ from typing import Any
 
 import yaml
 
-from devkube.client import ApiClient, ApiError, resource_path
-from devkube.deployments import DeploymentController
-from devkube.discovery import Discovery
-from devkube.gc import GarbageCollector
-from devkube.informer import Informer
-from devkube.kubelet import Kubelet
-from devkube.nodelifecycle import NodeLifecycleController
+from devkube.controllers.deployments import DeploymentController
+from devkube.controllers.gc import GarbageCollector
+from devkube.controllers.nodelifecycle import NodeLifecycleController
+from devkube.controllers.podgc import PodGarbageCollector
+from devkube.controllers.replicasets import ReplicaSetController
+from devkube.controllers.tainteviction import TaintEvictionController
+from devkube.kubelet.agent import Kubelet
+from devkube.kubelet.runtime import Runtime, RuntimeContext, simulated_runtime
+from devkube.kubelet.streams import stream_backend
+from devkube.machinery.client import ApiClient, ApiError, resource_path
+from devkube.machinery.discovery import Discovery
+from devkube.machinery.informer import Informer
 from devkube.nodes import build_nodes, parse_spec
-from devkube.podgc import PodGarbageCollector
-from devkube.replicasets import ReplicaSetController
-from devkube.runtime import Runtime, RuntimeContext, simulated_runtime
-from devkube.scheduler import Scheduler
+from devkube.scheduler.binder import Scheduler
 from devkube.server import ApiServer, Faults
-from devkube.streams import stream_backend
-from devkube.tainteviction import TaintEvictionController
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from devkube import DevCluster
-from devkube.client import ApiClient, ApiError, WatchEvent
+from devkube.machinery.client import ApiClient, ApiError, WatchEvent
 
 CM = "/api/v1/namespaces/default/configmaps"
 

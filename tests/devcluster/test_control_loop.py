@@ -1,5 +1,5 @@
-"""The loop every dev-cluster controller runs (devkube.control_loop), on its own: a poke makes
-a pass, the period makes one without a poke, a failed pass is logged and the loop goes on
+"""The loop every dev-cluster controller runs (devkube.machinery.control_loop), on its own: a
+poke makes a pass, the period makes one without a poke, a failed pass is logged and the loop goes on
 (retried when asked), and stop ends the named task. The controllers built on it are proven
 through the API by test_gc, test_node_lifecycle, test_scheduler_loop and test_workloads_*."""
 
@@ -9,7 +9,7 @@ import asyncio
 
 import pytest
 
-from devkube.control_loop import ControlLoop
+from devkube.machinery.control_loop import ControlLoop
 from waiting import eventually
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from devkube.podstatus import (
+from devkube.kubelet.podstatus import (
     ContainerRecord,
     PodRecord,
     pod_phase,

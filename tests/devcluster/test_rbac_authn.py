@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from devkube import DevCluster
-from devkube.client import ApiClient, ApiError
+from devkube.machinery.client import ApiClient, ApiError
 from kubectl_as import Run, as_service_account, ok, refused, runner, user_of
 
 # kubectl's words for a 401 (the parenthesis depends on the request that got it).

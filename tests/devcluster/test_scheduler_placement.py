@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from devkube.nodes import NODEPOOL_LABEL, build_nodes, parse_spec
-from devkube.placement import Snapshot, place, pod_requests
+from devkube.scheduler.placement import Snapshot, place, pod_requests
 
 NODES = build_nodes(parse_spec(["tpu:v6e:4x4:2", "cpu:2"]))
 

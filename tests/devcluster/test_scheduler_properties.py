@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from devkube.nodes import NODEPOOL_LABEL, build_nodes, parse_spec
-from devkube.placement import Snapshot, pod_requests
+from devkube.scheduler.placement import Snapshot, pod_requests
 from kubefacts.quantities import parse_quantity
 
 NODES = build_nodes(parse_spec(["tpu:v6e:4x4:2", "gpu:gb200:4", "cpu:2"]))
@@ -113,7 +113,7 @@ def slice_pod(i: int, cluster: str, index: int, resource: str, amount: int) -> d
 def test_the_indexed_search_finds_exactly_the_nodes_a_check_of_every_node_accepts(
     specs: list[Any],
 ) -> None:
-    from devkube.placement import _World
+    from devkube.scheduler.placement import _World
 
     world = _World(NODES, [])
     for i, (cluster, index, resource, amount) in enumerate(specs):

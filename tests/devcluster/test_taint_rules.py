@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from devkube.nodelifecycle import retainted, wanted_taints
-from devkube.placement import toleration_matches
+from devkube.controllers.nodelifecycle import retainted, wanted_taints
+from devkube.controllers.tainteviction import tolerated_for
+from devkube.scheduler.placement import toleration_matches
 from devkube.server.tolerations import default_toleration_seconds
-from devkube.tainteviction import tolerated_for
 
 UNREACHABLE = {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}
 NOT_READY = {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}

@@ -352,7 +352,7 @@ async def test_a_rollout_that_cannot_progress_exceeds_its_deadline(
 async def test_a_replicaset_name_taken_by_another_bumps_the_collision_count(
     dev_cluster: DevCluster, kubectl: Any
 ) -> None:
-    from devkube.workloads import template_hash
+    from devkube.controllers.workloads import template_hash
 
     manifest = yaml.safe_load(DEPLOYMENT)
     manifest["spec"]["paused"] = True  # no ReplicaSet yet: first take its name

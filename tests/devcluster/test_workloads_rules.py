@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from devkube.deployments import new_replicaset, rolling_limits
-from devkube.workloads import HASH_LABEL, template_hash
+from devkube.controllers.deployments import new_replicaset, rolling_limits
+from devkube.controllers.workloads import HASH_LABEL, template_hash
 
 TEMPLATE: dict[str, Any] = {
     "metadata": {"labels": {"app": "web"}},

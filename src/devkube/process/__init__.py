@@ -7,8 +7,9 @@ environment plus the container's, this interpreter's bin directory first on PATH
 a mount, PID and UTS namespace (`unshare`, root only) whose PID 1 is `podinit.py`, so deleting
 the pod kills every process it started; a loopback pod IP (nodes get 127.1.<n>.0/24 ranges);
 an /etc/hosts standing in for cluster DNS (services, headless pod names); /etc/hostname; a token
-of the pod's own ServiceAccount (TokenRequest, bound to the pod; see `devkube.podtokens`), the
-CA and the namespace at /var/run/secrets/kubernetes.io/serviceaccount;
+of the pod's own ServiceAccount (TokenRequest, bound to the pod; see
+`devkube.kubelet.podtokens`), the CA and the namespace at
+/var/run/secrets/kubernetes.io/serviceaccount;
 KUBERNETES_SERVICE_* pointing at the dev API server; a private /tmp; probes; logs for
 `kubectl logs`. It runs commands and knows nothing of what they are.
 

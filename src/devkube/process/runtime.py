@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from devkube.podtokens import pod_token, wants_token
+from devkube.kubelet.podtokens import pod_token, wants_token
 from devkube.process.container import START_ERROR, Backoff, ContainerEvents, ContainerRunner
 from devkube.process.hosts import hosts_file, pod_record
 from devkube.process.network import ClusterNetwork
@@ -26,9 +26,9 @@ from devkube.process.pod import PodSettings, ProcessPod
 from devkube.process.sandbox import process_runtime_available
 
 if TYPE_CHECKING:
-    from devkube.client import ApiClient, WatchEvent
-    from devkube.informer import Informer
-    from devkube.runtime import RuntimeContext
+    from devkube.kubelet.runtime import RuntimeContext
+    from devkube.machinery.client import ApiClient, WatchEvent
+    from devkube.machinery.informer import Informer
     from devkube.server import Connection, ExecIO, ExecRequest
     from devkube.server.logs import LogRequest
 
@@ -152,7 +152,7 @@ class ProcessRuntime:
         """Use this API server: pods get its address, token and CA, and the runtime watches
         its pods and services to keep every pod's /etc/hosts current (from the first pod on,
         when an event loop runs)."""
-        from devkube.client import ApiClient
+        from devkube.machinery.client import ApiClient
 
         self._client = ApiClient(api_url, token, ca_pem)
         # Inside a pod's network namespace the host is the bridge's gateway address.
@@ -168,7 +168,7 @@ class ProcessRuntime:
     def _watch_cluster(self) -> None:
         if self._client is None or self._informers:
             return
-        from devkube.informer import Informer
+        from devkube.machinery.informer import Informer
 
         pods = Informer(self._client, "/api/v1/pods", self._on_world_event)
         services = Informer(self._client, "/api/v1/services", self._on_world_event)
@@ -272,7 +272,7 @@ class ProcessRuntime:
         """Fetch the ConfigMaps, Secrets and node allocatable the pod's env refers to."""
         if self._client is None:
             return None, {}
-        from devkube.client import ApiError, resource_path
+        from devkube.machinery.client import ApiError, resource_path
 
         namespace, _ = _key(pod)
         spec = pod.get("spec") or {}

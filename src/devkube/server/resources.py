@@ -135,7 +135,8 @@ BUILTIN: tuple[ResourceType, ...] = (
     _grouped("rbac.authorization.k8s.io", "rolebindings", "RoleBinding"),
     _grouped("rbac.authorization.k8s.io", "clusterroles", "ClusterRole", False),
     _grouped("rbac.authorization.k8s.io", "clusterrolebindings", "ClusterRoleBinding", False),
-    # Deployments and ReplicaSets have controllers (devkube.deployments, devkube.replicasets);
+    # Deployments and ReplicaSets have controllers (devkube.controllers.deployments and
+    # devkube.controllers.replicasets);
     # StatefulSets and DaemonSets are stored only, so manifests that carry them apply cleanly.
     _apps("deployments", "Deployment", "deploy", "status", "scale"),
     _apps("statefulsets", "StatefulSet", "sts", "status", "scale"),

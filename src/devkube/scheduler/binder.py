@@ -15,10 +15,10 @@ from typing import Any
 
 import aiohttp
 
-from devkube.client import ApiClient, ApiError, resource_path
-from devkube.control_loop import ControlLoop
-from devkube.informer import Informer
-from devkube.placement import TERMINAL_PHASES, Memo, Placement, Snapshot
+from devkube.machinery.client import ApiClient, ApiError, resource_path
+from devkube.machinery.control_loop import ControlLoop
+from devkube.machinery.informer import Informer
+from devkube.scheduler.placement import TERMINAL_PHASES, Memo, Placement, Snapshot
 from kubefacts.timestamps import now_rfc3339
 
 log = logging.getLogger(__name__)

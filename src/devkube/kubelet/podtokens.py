@@ -14,7 +14,7 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from devkube.client import ApiClient, ApiError, resource_path
+from devkube.machinery.client import ApiClient, ApiError, resource_path
 
 KUBELET_EXPIRATION = 3607
 

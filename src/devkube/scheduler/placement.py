@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from devkube.selectors import (
+from devkube.machinery.selectors import (
     label_selector_matches,
     node_selector_term_matches,
 )

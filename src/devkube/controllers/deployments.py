@@ -34,9 +34,7 @@ import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from devkube.client import ApiClient, ApiError, resource_path
-from devkube.informer import Informer
-from devkube.workloads import (
+from devkube.controllers.workloads import (
     APPS,
     EXPECTATION_TTL,
     HASH_LABEL,
@@ -51,6 +49,8 @@ from devkube.workloads import (
     template_hash,
     uid,
 )
+from devkube.machinery.client import ApiClient, ApiError, resource_path
+from devkube.machinery.informer import Informer
 from kubefacts.timestamps import parse_time, rfc3339
 
 log = logging.getLogger(__name__)

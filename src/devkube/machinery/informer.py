@@ -8,7 +8,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from devkube.client import ApiClient, WatchEvent
+from devkube.machinery.client import ApiClient, WatchEvent
 
 log = logging.getLogger(__name__)
 

@@ -32,18 +32,18 @@ import logging
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from devkube.client import ApiClient, ApiError, WatchEvent, resource_path
-from devkube.containerlogs import ContainerLogs
-from devkube.heartbeat import Heartbeats
-from devkube.informer import Informer
-from devkube.placement import TERMINAL_PHASES
-from devkube.podstatus import (
+from devkube.kubelet.containerlogs import ContainerLogs
+from devkube.kubelet.heartbeat import Heartbeats
+from devkube.kubelet.podstatus import (
     ContainerRecord,
     PodRecord,
     qos_class,
     render_status,
 )
-from devkube.runtime import Runtime
+from devkube.kubelet.runtime import Runtime
+from devkube.machinery.client import ApiClient, ApiError, WatchEvent, resource_path
+from devkube.machinery.informer import Informer
+from devkube.scheduler.placement import TERMINAL_PHASES
 from devkube.server import LogRequest
 from kubefacts.timestamps import now_rfc3339
 

@@ -14,7 +14,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
-from devkube.client import WatchEvent
+from devkube.machinery.client import WatchEvent
 
 log = logging.getLogger(__name__)
 

@@ -18,10 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from devkube.client import ApiClient, ApiError, resource_path
-from devkube.informer import Informer
-from devkube.selectors import label_selector_matches
-from devkube.workloads import (
+from devkube.controllers.workloads import (
     APPS,
     EXPECTATION_TTL,
     Obj,
@@ -34,6 +31,9 @@ from devkube.workloads import (
     replicas_of,
     uid,
 )
+from devkube.machinery.client import ApiClient, ApiError, resource_path
+from devkube.machinery.informer import Informer
+from devkube.machinery.selectors import label_selector_matches
 
 log = logging.getLogger(__name__)
 

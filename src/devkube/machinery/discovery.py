@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from devkube.client import ApiClient, ApiError, resource_path
+from devkube.machinery.client import ApiClient, ApiError, resource_path
 
 
 @dataclass(frozen=True)

@@ -18,11 +18,11 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from devkube.client import ApiClient, ApiError, resource_path
-from devkube.control_loop import ControlLoop
-from devkube.heartbeat import ready_condition_of
-from devkube.informer import Informer
-from devkube.placement import TERMINAL_PHASES
+from devkube.kubelet.heartbeat import ready_condition_of
+from devkube.machinery.client import ApiClient, ApiError, resource_path
+from devkube.machinery.control_loop import ControlLoop
+from devkube.machinery.informer import Informer
+from devkube.scheduler.placement import TERMINAL_PHASES
 from kubefacts.timestamps import now_rfc3339
 
 log = logging.getLogger(__name__)

@@ -19,10 +19,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from devkube.client import ApiClient, ApiError, WatchEvent
-from devkube.control_loop import ControlLoop
-from devkube.discovery import Discovery, ResourceInfo
-from devkube.informer import Informer
+from devkube.machinery.client import ApiClient, ApiError, WatchEvent
+from devkube.machinery.control_loop import ControlLoop
+from devkube.machinery.discovery import Discovery, ResourceInfo
+from devkube.machinery.informer import Informer
 
 log = logging.getLogger(__name__)
 

@@ -19,10 +19,10 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from devkube.client import ApiClient, ApiError, resource_path
-from devkube.control_loop import ControlLoop
-from devkube.informer import Informer
-from devkube.placement import toleration_matches
+from devkube.machinery.client import ApiClient, ApiError, resource_path
+from devkube.machinery.control_loop import ControlLoop
+from devkube.machinery.informer import Informer
+from devkube.scheduler.placement import toleration_matches
 from kubefacts.timestamps import now_rfc3339
 
 log = logging.getLogger(__name__)

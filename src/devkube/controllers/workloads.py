@@ -14,8 +14,8 @@ import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from devkube.control_loop import ControlLoop
-from devkube.informer import Informer
+from devkube.machinery.control_loop import ControlLoop
+from devkube.machinery.informer import Informer
 from kubefacts.names import SUFFIX_ALPHABET
 
 Obj = Mapping[str, Any]

@@ -18,9 +18,9 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from devkube.client import ApiClient, ApiError, resource_path
-from devkube.control_loop import ControlLoop
-from devkube.informer import Informer
+from devkube.machinery.client import ApiClient, ApiError, resource_path
+from devkube.machinery.control_loop import ControlLoop
+from devkube.machinery.informer import Informer
 from devkube.nodes import PRESSURE_CONDITIONS
 from kubefacts.timestamps import micro_time, rfc3339
 
