@@ -156,6 +156,15 @@ BUILTIN_KINDS = {
     "apps/v1/StatefulSet": "io.k8s.api.apps.v1.StatefulSet",
     "apps/v1/ReplicaSet": "io.k8s.api.apps.v1.ReplicaSet",
     "apps/v1/DaemonSet": "io.k8s.api.apps.v1.DaemonSet",
+    "batch/v1/Job": "io.k8s.api.batch.v1.Job",
+    "policy/v1/PodDisruptionBudget": "io.k8s.api.policy.v1.PodDisruptionBudget",
+    "policy/v1/Eviction": "io.k8s.api.policy.v1.Eviction",
+    "v1/ResourceQuota": "io.k8s.api.core.v1.ResourceQuota",
+    "v1/LimitRange": "io.k8s.api.core.v1.LimitRange",
+    "resource.k8s.io/v1/DeviceClass": "io.k8s.api.resource.v1.DeviceClass",
+    "resource.k8s.io/v1/ResourceClaim": "io.k8s.api.resource.v1.ResourceClaim",
+    "resource.k8s.io/v1/ResourceClaimTemplate": "io.k8s.api.resource.v1.ResourceClaimTemplate",
+    "resource.k8s.io/v1/ResourceSlice": "io.k8s.api.resource.v1.ResourceSlice",
 }
 #: Types whose Go decoding is custom: any JSON scalar of the right kind is accepted here.
 _OPAQUE = {
