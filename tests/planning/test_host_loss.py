@@ -1,4 +1,5 @@
-"""Host-loss failover in the pure planner (planning/host_loss.py, docs/design.md §4 rule 8):
+"""Host-loss failover in the pure planner (planning/host_loss.py, docs/design.md §4 rules 8a
+and 8b):
 node facts and readiness history in, slice deletions (grace 0 on a lost node), the slice's
 state, its Event and the timed requeue out."""
 
