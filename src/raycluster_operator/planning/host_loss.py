@@ -32,14 +32,13 @@ from raycluster_operator.api import labels
 from raycluster_operator.api.models import RayCluster
 from raycluster_operator.api.objects import Pod, Resource
 from raycluster_operator.planning.actions import PodDelete
+from raycluster_operator.planning.context import Cached
 from raycluster_operator.planning.feature import Feature
 from raycluster_operator.planning.pods import parse_index
 from raycluster_operator.planning.reasons import DeleteReason
 from raycluster_operator.planning.replicas import GroupPods, Replica
 from raycluster_operator.planning.slice_state import SERVING, SliceState
 from raycluster_operator.planning.turn import ClusterTurn, GroupTurn
-
-Obj = Mapping[str, Any]
 
 #: Taints the node lifecycle controller puts on a node that stopped reporting or is not Ready.
 LOST_TAINTS = frozenset({"node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready"})
@@ -71,7 +70,7 @@ class HostCheck:
 NO_CHECK = HostCheck()
 
 
-def node_loss(node: Obj) -> str | None:
+def node_loss(node: Cached) -> str | None:
     """Why a node's pods are lost ("node N is NotReady (reason)"), or None when it is not."""
     view = Resource(node)
     spec: Mapping[str, Any] = node.get("spec") or {}
@@ -88,7 +87,7 @@ def node_loss(node: Obj) -> str | None:
 
 
 def check_hosts(
-    pods: Iterable[Obj], nodes: Mapping[str, Obj], *, now: datetime, unready_timeout: float
+    pods: Iterable[Cached], nodes: Mapping[str, Cached], *, now: datetime, unready_timeout: float
 ) -> HostCheck:
     """Read every pod of the cluster against its node and its Ready condition."""
     if unready_timeout <= 0:
@@ -199,7 +198,7 @@ def host_fault(replica: Replica, faults: Mapping[str, HostFault]) -> HostFault |
 
 
 def terminating_on_lost_nodes(
-    planned: Iterable[str], pods: Iterable[Obj], check: HostCheck
+    planned: Iterable[str], pods: Iterable[Cached], check: HostCheck
 ) -> list[PodDelete]:
     """Rule 8b for pods already terminating on a lost node: deleted again with grace 0 (what
     ``kubectl delete --force`` sends), since their kubelet cannot finish a graceful deletion
@@ -268,7 +267,7 @@ class HostLoss(Feature):
         turn.deletes += terminating_on_lost_nodes(planned, turn.context.state.pods, check)
 
 
-def _owned(obj: Obj, cluster: RayCluster) -> bool:
+def _owned(obj: Cached, cluster: RayCluster) -> bool:
     """A pod of ``cluster`` (its label and namespace), read from the raw pod."""
     meta = obj.get("metadata") or {}
     return (meta.get("labels") or {}).get(labels.CLUSTER) == cluster.metadata.name and meta.get(
