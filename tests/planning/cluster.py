@@ -61,6 +61,7 @@ def plan_for(
     new_suffix: Callable[[], str],
     nodes: Mapping[str, Mapping[str, Any]] | None = None,
     backoff: BackoffPolicy | None = None,
+    objects: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
     **options: Any,
 ) -> ClusterPlan:
     """``plan_cluster`` over a context made of these parts. Host loss is off unless a timeout
@@ -72,7 +73,9 @@ def plan_for(
             slice_backoff_max=backoff.max,
             slice_backoff_reset=backoff.reset,
         )
-    state = ClusterState(dump_cluster(spec), pods, services, nodes=nodes or {})
+    state = ClusterState(
+        dump_cluster(spec), pods, services, nodes=nodes or {}, objects=objects or {}
+    )
     return plan_cluster(spec, PlanContext(state, now, new_suffix, PlanOptions(**options)))
 
 

@@ -23,7 +23,7 @@ Events, the status entries and when to look again out.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -33,7 +33,7 @@ from raycluster_operator.api import labels
 from raycluster_operator.api.models import WorkerGroupSpec
 from raycluster_operator.api.objects import Pod
 from raycluster_operator.builders.template_hash import worker_template_hash
-from raycluster_operator.planning.actions import PlannedEvent, PodDelete
+from raycluster_operator.planning.actions import PlannedEvent
 from raycluster_operator.planning.backoff_policy import DEFAULT_POLICY, BackoffPolicy
 from raycluster_operator.planning.feature import Feature
 from raycluster_operator.planning.pods import read_pod
@@ -175,28 +175,27 @@ class GroupOutcome:
 
 
 def settle_group(
-    group: str,
     records: Mapping[int, Strike],
-    *,
+    plan: GroupPlan,
     pods: Sequence[Mapping[str, Any]],
-    deletes: Sequence[PodDelete],
-    released: Iterable[int],
-    created: Iterable[int | None] = (),
-    num_of_hosts: int,
+    *,
     template: str,
     now: datetime,
     policy: BackoffPolicy,
 ) -> GroupOutcome:
     """Count the breaks this pass acts on, end the records no longer due, say what waits.
 
-    ``pods`` are the group's pods as the caches hold them (for the broken slice's template and
-    for how long a slice has been ready); ``deletes`` the group plan's deletions; ``released``
-    the waiting indices the plan no longer wants (fewer replicas); ``created`` the indices the
-    plan creates slices at. A record whose wait is over and whose index nothing holds (no pod,
+    ``plan`` is the group's plan: its deletions, the waiting indices it no longer wants
+    (``released``: fewer replicas) and the indices it creates slices at. ``pods`` are the
+    group's pods as the caches hold them (for the broken slice's template and for how long a
+    slice has been ready). A record whose wait is over and whose index nothing holds (no pod,
     no slice created there this pass) is no longer wanted either, and ends.
     """
+    group, num_of_hosts = plan.tally.group, plan.tally.num_of_hosts
+    deletes = plan.deletes
+    created = [r.index for r in plan.replicas]
     out = dict(records)
-    for index in released:
+    for index in plan.released:
         out.pop(index, None)
     events: list[PlannedEvent] = []
     by_name = {Pod(p).name: p for p in pods}
@@ -348,13 +347,9 @@ class Backoff(Feature):
         if not records and not any(d.reason in CRASHES for d in plan.deletes):
             return
         outcome = settle_group(
-            name,
             records,
-            pods=self._group_pods(name),
-            deletes=plan.deletes,
-            released=plan.released,
-            created=[r.index for r in plan.replicas],
-            num_of_hosts=plan.tally.num_of_hosts,
+            plan,
+            self._group_pods(name),
             template=self._template(group),
             now=self.now,
             policy=self.policy,
