@@ -142,7 +142,7 @@ def test_requests_default_to_limits_and_init_containers_take_the_max() -> None:
         }
     }
     requests = pod_requests(pod)
-    assert requests["cpu"] == 3
+    assert requests["cpu"] == 3000  # millicores, as kube-scheduler counts cpu
     assert requests["memory"] == 2**30
 
 

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from devkube.nodes import NODEPOOL_LABEL, build_nodes, parse_spec
 from devkube.scheduler.placement import Snapshot, pod_requests
+from devkube.scheduler.placement import amount as in_scheduler_units
 from kubefacts.quantities import parse_quantity
 
 NODES = build_nodes(parse_spec(["tpu:v6e:4x4:2", "gpu:gb200:4", "cpu:2"]))
@@ -39,7 +40,7 @@ def make_pod(i: int, resource: str, amount: int, pool: str | None) -> dict[str, 
 def test_placement_never_overcommits_and_honours_selectors(specs: list[Any]) -> None:
     snapshot = Snapshot(NODES, [])
     by_name = {n["metadata"]["name"]: n for n in NODES}
-    used: dict[str, dict[str, Fraction]] = {name: {} for name in by_name}
+    used: dict[str, dict[str, int]] = {name: {} for name in by_name}
     for i, (resource, amount, pool) in enumerate(specs):
         pod = make_pod(i, resource, amount, pool)
         placement = snapshot.place(pod)
@@ -51,10 +52,11 @@ def test_placement_never_overcommits_and_honours_selectors(specs: list[Any]) -> 
             assert node["metadata"]["labels"][NODEPOOL_LABEL] == pool
         snapshot.assume(pod, placement.node)
         for name, value in pod_requests(pod).items():
-            used[placement.node][name] = used[placement.node].get(name, Fraction(0)) + value
+            used[placement.node][name] = used[placement.node].get(name, 0) + value
     for name, node in by_name.items():
-        for resource, amount in used[name].items():
-            assert amount <= parse_quantity(node["status"]["allocatable"].get(resource, 0))
+        for resource, total in used[name].items():
+            have = node["status"]["allocatable"].get(resource, "0")
+            assert total <= in_scheduler_units(resource, str(have))
 
 
 @given(

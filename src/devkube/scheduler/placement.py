@@ -8,21 +8,24 @@ topology domain that can hold every pending pod of that group, so a slice does n
 pool it cannot finish in.
 
 It is indexed for thousands of nodes and pods (the scale benchmark's 8,000 TPU hosts): node
-allocatable is parsed once per pass, bound pods are indexed by label for the affinity terms,
-a pod whose required affinity pins a topology domain is checked only against that domain's
-nodes, nodes with a requested resource used up are skipped without a check, and the node-only
-checks (unschedulable, taints, node selector/affinity) are remembered per pod shape and node
-version across passes (``Memo``). The answer is the same as checking every node:
+allocatable is parsed once per node version into integers in kube-scheduler's units
+(millicores for cpu, whole units otherwise), bound pods are indexed by label for the affinity
+terms, a pod whose required affinity pins a topology domain is checked only against that
+domain's nodes, nodes with a requested resource used up are skipped without a check, and the
+node-only checks (unschedulable, taints, node selector/affinity) are asked once per pod shape
+and pass, and remembered per pod shape and node version across passes (``Memo``). The answer
+is the same as checking every node:
 when no node is found, every node is checked again the plain way for the reasons.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 from devkube.machinery.selectors import (
@@ -53,31 +56,44 @@ def _labels(obj: Obj) -> Mapping[str, str]:
     return labels
 
 
-def pod_requests(pod: Obj) -> dict[str, Fraction]:
-    """Effective requests: per container, requests default to limits; init containers run one
-    at a time, so the pod needs the larger of their maximum and the containers' sum."""
+@lru_cache(maxsize=4096)
+def amount(resource: str, quantity: str) -> int:
+    """A quantity in kube-scheduler's units: millicores for cpu, whole units (rounded up) for
+    everything else, as its ``Resource`` counts them (``MilliValue``/``Value``). Integers, not
+    fractions: a scheduling pass compares thousands of them per pod."""
+    exact = parse_quantity(quantity)
+    return math.ceil(exact * 1000) if resource == "cpu" else math.ceil(exact)
+
+
+def _amounts(resources: Mapping[str, Any]) -> dict[str, int]:
+    return {str(k): amount(str(k), str(v)) for k, v in resources.items()}
+
+
+def pod_requests(pod: Obj) -> dict[str, int]:
+    """Effective requests (in ``amount``'s units): per container, requests default to limits;
+    init containers run one at a time, so the pod needs the larger of their maximum and the
+    containers' sum."""
     spec = pod.get("spec") or {}
 
-    def container_requests(container: Obj) -> dict[str, Fraction]:
+    def container_requests(container: Obj) -> dict[str, int]:
         resources = container.get("resources") or {}
-        merged = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
-        return {name: parse_quantity(value) for name, value in merged.items()}
+        return _amounts({**(resources.get("limits") or {}), **(resources.get("requests") or {})})
 
-    result: dict[str, Fraction] = {}
+    result: dict[str, int] = {}
     for container in spec.get("containers") or []:
         _add(result, container_requests(container))
     for container in spec.get("initContainers") or []:
         for name, value in container_requests(container).items():
-            result[name] = max(result.get(name, Fraction(0)), value)
-    for name, value in (spec.get("overhead") or {}).items():
-        result[name] = result.get(name, Fraction(0)) + parse_quantity(value)
-    result["pods"] = Fraction(1)
-    return result
+            result[name] = max(result.get(name, 0), value)
+    _add(result, _amounts(spec.get("overhead") or {}))
+    result["pods"] = 1
+    # In name order and without zeros: `fits` walks them for every node it checks.
+    return {name: wanted for name, wanted in sorted(result.items()) if wanted > 0}
 
 
-def _add(total: dict[str, Fraction], more: Mapping[str, Fraction]) -> None:
+def _add(total: dict[str, int], more: Mapping[str, int]) -> None:
     for name, value in more.items():
-        total[name] = total.get(name, Fraction(0)) + value
+        total[name] = total.get(name, 0) + value
 
 
 def node_is_ready(node: Obj) -> bool:
@@ -85,7 +101,7 @@ def node_is_ready(node: Obj) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
-def untolerated_taint(pod: Obj, node: Obj, requests: Mapping[str, Fraction]) -> Obj | None:
+def untolerated_taint(pod: Obj, node: Obj, requests: Mapping[str, int]) -> Obj | None:
     """The first NoSchedule/NoExecute taint of the node the pod does not tolerate, if any."""
     tolerations = list((pod.get("spec") or {}).get("tolerations") or [])
     # ExtendedResourceToleration: asking for an extended resource tolerates its taint.
@@ -188,10 +204,11 @@ class Memo:
 
     def __init__(self, limit: int = 200_000) -> None:
         self._verdicts: dict[tuple[str, str], tuple[str, str | None]] = {}
-        self._requests: dict[str, dict[str, Fraction]] = {}
+        self._requests: dict[str, dict[str, int]] = {}
+        self._allocatable: dict[tuple[str, str], dict[str, int]] = {}
         self._limit = limit
 
-    def requests(self, pod: Obj) -> dict[str, Fraction]:
+    def requests(self, pod: Obj) -> dict[str, int]:
         uid = str(_meta(pod).get("uid") or "")
         if not uid:
             return pod_requests(pod)
@@ -200,6 +217,18 @@ class Memo:
             if len(self._requests) >= self._limit:
                 self._requests.clear()
             found = self._requests[uid] = pod_requests(pod)
+        return found
+
+    def allocatable(self, node: Obj) -> dict[str, int]:
+        """The node's allocatable, parsed once per node version (not once per pass)."""
+        meta = _meta(node)
+        key = (str(meta.get("name")), str(meta.get("resourceVersion", "")))
+        found = self._allocatable.get(key)
+        if found is None:
+            if len(self._allocatable) >= self._limit:
+                self._allocatable.clear()
+            allocatable = (node.get("status") or {}).get("allocatable") or {}
+            found = self._allocatable[key] = _amounts(allocatable)
         return found
 
     def get(self, shape: str, node: str, version: str) -> tuple[bool, str | None]:
@@ -214,7 +243,7 @@ class Memo:
         self._verdicts[(shape, node)] = (version, reason)
 
 
-def _shape(pod: Obj, requests: Mapping[str, Fraction]) -> str:
+def _shape(pod: Obj, requests: Mapping[str, int]) -> str:
     """What the node-only checks read of a pod."""
     spec = pod.get("spec") or {}
     return json.dumps(
@@ -244,14 +273,9 @@ class _World:
     ) -> None:
         self.nodes = {str(_meta(n).get("name")): n for n in nodes}
         self.names = sorted(self.nodes)
-        self.allocatable = {
-            name: {
-                str(k): parse_quantity(v)
-                for k, v in ((n.get("status") or {}).get("allocatable") or {}).items()
-            }
-            for name, n in self.nodes.items()
-        }
-        self.used: dict[str, dict[str, Fraction]] = {name: {} for name in self.nodes}
+        self.memo = memo or Memo()
+        self.allocatable = {name: self.memo.allocatable(n) for name, n in self.nodes.items()}
+        self.used: dict[str, dict[str, int]] = {name: {} for name in self.nodes}
         # resource -> nodes where none of it is left: a pod asking for some cannot go there.
         self.exhausted: dict[str, set[str]] = {}
         self.bound: list[_Bound] = []
@@ -261,7 +285,7 @@ class _World:
         self.anti_terms_any: list[tuple[_Bound, Obj]] = []
         self.by_label: dict[tuple[str, str], list[_Bound]] = {}
         self._domains: dict[str, dict[str, list[str]]] = {}
-        self.memo = memo or Memo()
+        self._passing: dict[str, tuple[list[str], set[str]]] = {}
         for pod in bound:
             self.add(pod, str((pod.get("spec") or {}).get("nodeName") or ""))
 
@@ -282,7 +306,7 @@ class _World:
             _add(used, self.memo.requests(pod))
             have = self.allocatable[node]
             for resource, amount in used.items():
-                if amount >= have.get(resource, Fraction(0)):
+                if amount >= have.get(resource, 0):
                     self.exhausted.setdefault(resource, set()).add(node)
 
     def matching(self, term: Obj, owner: Obj) -> Iterable[_Bound]:
@@ -309,15 +333,13 @@ class _World:
             return index.get(next(iter(values)), [])
         return sorted(n for v in values for n in index.get(v, ()))
 
-    def fits(self, requests: Mapping[str, Fraction], node: Obj) -> str | None:
+    def fits(self, requests: Mapping[str, int], node: Obj) -> str | None:
         """None when the requests fit the node's allocatable, else the first short resource."""
         name = str(_meta(node).get("name"))
         have = self.allocatable[name]
         used = self.used[name]
-        for resource, amount in sorted(requests.items()):
-            if amount <= 0:
-                continue
-            if used.get(resource, Fraction(0)) + amount > have.get(resource, Fraction(0)):
+        for resource, wanted in requests.items():  # pod_requests: sorted, no zeros
+            if used.get(resource, 0) + wanted > have.get(resource, 0):
                 return resource
         return None
 
@@ -353,7 +375,7 @@ class _World:
         return _AffinityRules(tuple(required), frozenset(forbidden), frozenset(repelled))
 
     def why_not(
-        self, pod: Obj, node: Obj, requests: Mapping[str, Fraction], rules: _AffinityRules
+        self, pod: Obj, node: Obj, requests: Mapping[str, int], rules: _AffinityRules
     ) -> str | None:
         reason = _node_only(pod, node, requests)
         if reason is not None:
@@ -361,7 +383,7 @@ class _World:
         return self.why_not_here(node, requests, rules)
 
     def why_not_here(
-        self, node: Obj, requests: Mapping[str, Fraction], rules: _AffinityRules
+        self, node: Obj, requests: Mapping[str, int], rules: _AffinityRules
     ) -> str | None:
         """The checks that depend on what is bound where: resources, then pod (anti-)affinity."""
         short = self.fits(requests, node)
@@ -369,31 +391,36 @@ class _World:
             return "Too many pods" if short == "pods" else f"Insufficient {short}"
         return rules.why_not(_labels(node))
 
-    def feasible(
-        self, pod: Obj, requests: Mapping[str, Fraction], rules: _AffinityRules
-    ) -> list[str]:
+    def feasible(self, pod: Obj, requests: Mapping[str, int], rules: _AffinityRules) -> list[str]:
         """The nodes `why_not` accepts, sorted, found the short way (module docstring)."""
-        candidates: Sequence[str] = self.names
+        passing, passing_set = self.passing(pod, requests)
+        candidates: Sequence[str] = passing
         for key, allowed in rules.required:
             if allowed is not None:
-                candidates = self.domain(key, allowed)
+                candidates = [n for n in self.domain(key, allowed) if n in passing_set]
                 break
         skip: set[str] = set()
-        for resource, amount in requests.items():
-            if amount > 0:
+        for resource, wanted in requests.items():
+            if wanted > 0:
                 skip |= self.exhausted.get(resource, set())
-        shape = _shape(pod, requests)
         return [
             name
             for name in candidates
-            if name not in skip
-            and self.node_only(pod, name, requests, shape) is None
-            and self.why_not_here(self.nodes[name], requests, rules) is None
+            if name not in skip and self.why_not_here(self.nodes[name], requests, rules) is None
         ]
 
-    def node_only(
-        self, pod: Obj, name: str, requests: Mapping[str, Fraction], shape: str
-    ) -> str | None:
+    def passing(self, pod: Obj, requests: Mapping[str, int]) -> tuple[list[str], set[str]]:
+        """The nodes whose node-only checks the pod's shape passes, in name order: asked of
+        every node once per shape and pass (nodes do not change within a pass), so a pass of
+        a thousand heads looks at the 8,000 TPU hosts they cannot use once, not per head."""
+        shape = _shape(pod, requests)
+        found = self._passing.get(shape)
+        if found is None:
+            names = [n for n in self.names if self.node_only(pod, n, requests, shape) is None]
+            found = self._passing[shape] = (names, set(names))
+        return found
+
+    def node_only(self, pod: Obj, name: str, requests: Mapping[str, int], shape: str) -> str | None:
         """``_node_only``, remembered by pod shape and node version."""
         node = self.nodes[name]
         version = str(_meta(node).get("resourceVersion", ""))
@@ -404,7 +431,7 @@ class _World:
         return reason
 
 
-def _node_only(pod: Obj, node: Obj, requests: Mapping[str, Fraction]) -> str | None:
+def _node_only(pod: Obj, node: Obj, requests: Mapping[str, int]) -> str | None:
     """The checks that depend on the node alone (and the pod's shape)."""
     # As kube-scheduler: no check of the Ready condition itself; the node lifecycle
     # controller's not-ready/unreachable taints keep pods off a node that is not Ready.

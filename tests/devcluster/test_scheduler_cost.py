@@ -1,0 +1,81 @@
+"""The scheduler's cost, counted (not timed): what one pass asks of each node.
+
+A pass over many pods of one shape (a thousand Ray heads, the slices' hosts) must ask the
+node-only questions (taints, selectors, node affinity) once per node and shape, not once per
+pod and node: with 8,000 TPU hosts a thousand heads would otherwise cost 8 million checks
+(issue: cost that grows with the work, not faster). Quantities are integers in the scheduler's
+units, parsed once per node version, not once per pass.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from devkube.nodes import build_nodes, parse_spec
+from devkube.scheduler import placement
+from devkube.scheduler.placement import Memo, Snapshot
+
+
+def head(i: int) -> dict[str, Any]:
+    return {
+        "metadata": {"name": f"head-{i}", "namespace": "default", "uid": f"u{i}"},
+        "spec": {"containers": [{"name": "ray-head", "resources": {"requests": {"cpu": "100m"}}}]},
+    }
+
+
+class CountingMemo(Memo):
+    """Counts the node-only verdicts looked up (remembered or not)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[str] = []
+
+    def get(self, shape: str, node: str, version: str) -> tuple[bool, str | None]:
+        self.asked.append(node)
+        return super().get(shape, node, version)
+
+
+@pytest.mark.parametrize("tpu_pools", [4, 16])
+def test_node_only_checks_are_once_per_node_and_shape_per_pass(tpu_pools: int) -> None:
+    nodes = build_nodes(parse_spec([f"tpu:v6e:4x4:{tpu_pools}", "cpu:2"]))
+    memo = CountingMemo()
+    snapshot = Snapshot(nodes, [], memo)
+    heads = 50
+    for i in range(heads):
+        found = snapshot.place(head(i))
+        assert found.node is not None and found.node.startswith("cpu")
+        snapshot.assume(head(i), found.node)
+    # One question per node for the one shape, however many heads (not heads x nodes).
+    assert sorted(memo.asked) == sorted(n["metadata"]["name"] for n in nodes)
+    # The next pass asks again (nodes may have changed), once per node, answered from memory.
+    Snapshot(nodes, [], memo).place(head(heads))
+    assert len(memo.asked) == 2 * len(nodes)
+
+
+def test_allocatable_is_parsed_once_per_node_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    nodes = build_nodes(parse_spec(["tpu:v6e:4x4:2", "cpu:1"]))
+    memo = Memo()
+    parsed: list[str] = []
+    plain = placement._amounts
+
+    def counted(resources: Any) -> dict[str, int]:
+        parsed.append("x")
+        return plain(resources)
+
+    monkeypatch.setattr(placement, "_amounts", counted)
+    for _ in range(5):
+        Snapshot(nodes, [], memo)
+    assert len(parsed) == len(nodes)
+    changed = {**nodes[0], "metadata": {**nodes[0]["metadata"], "resourceVersion": "99"}}
+    Snapshot([changed, *nodes[1:]], [], memo)
+    assert len(parsed) == len(nodes) + 1
+
+
+def test_quantities_are_the_schedulers_integers() -> None:
+    assert placement.amount("cpu", "100m") == 100
+    assert placement.amount("cpu", "1.5") == 1500
+    assert placement.amount("memory", "1Gi") == 2**30
+    assert placement.amount("memory", "1.5") == 2  # whole units, rounded up, as Value()
+    assert placement.amount("google.com/tpu", "4") == 4
