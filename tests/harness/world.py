@@ -13,7 +13,7 @@ from typing import Any, ClassVar, TypeVar
 
 from devkube import DevCluster
 from raycluster_operator.api.crd import crd_manifest
-from raycluster_operator.cli.dev import operator_kubeconfig
+from raycluster_operator.devcluster.attach import operator_kubeconfig
 from raycluster_operator.kube import PODS, KubeClient
 
 from .cluster import start_dev_cluster, stop_dev_cluster

@@ -41,8 +41,8 @@ from harness.pods import HOST_INDEX, REPLICA_INDEX, REPLICA_NAME, is_running, is
 from raycluster_operator.api.crd import crd_manifest
 from raycluster_operator.api.models import load_cluster
 from raycluster_operator.builders.autoscaler import service_account_name
-from raycluster_operator.cli.dev import operator_kubeconfig
 from raycluster_operator.controller.manager import Manager
+from raycluster_operator.devcluster.attach import operator_kubeconfig
 
 T = TypeVar("T")
 
