@@ -27,13 +27,13 @@ from typing import Any
 import aiohttp
 import pytest
 import yaml
-from hardening_world import World, cpu_group, eventually, labels, raycluster, world
 
 from devkube.server import structural
 from raycluster_operator.api.crd import crd_manifest
 from raycluster_operator.api.validation import parse_cluster
 from raycluster_operator.kube import EVENTS, PODS, RAYCLUSTERS, KubeError
 from raycluster_operator.planning import plan_cluster
+from tests.harness.hardening_world import World, cpu_group, eventually, labels, raycluster, world
 
 CORPUS = Path(__file__).parent / "corpus"
 FILES = sorted(CORPUS.glob("*.yaml"))

@@ -1,11 +1,12 @@
-"""Fixtures of the operator tests; the helpers live in operator_harness.py."""
+"""Fixtures of the operator tests; the world lives in tests/harness/operator_world.py."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
 import pytest
-from operator_harness import World, running_world
+
+from tests.harness.operator_world import World, running_world
 
 
 @pytest.fixture

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from operator_harness import World, cpu_group, eventually, raycluster
 
 from raycluster_operator.kube import ROLE_BINDINGS, ROLES, SERVICE_ACCOUNTS, Kind, NotFound
+from tests.harness.operator_world import World, cpu_group, eventually, raycluster
 
 KINDS = [SERVICE_ACCOUNTS, ROLES, ROLE_BINDINGS]
 

@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 from kuberay_crd import KUBERAY_STATUS_FIELDS, kuberay_crd
-from operator_harness import NODES, World, eventually, ready, replica_names
 
-from harness.examples import example, load_example
-from harness.kubectl import KubectlEnv
-from harness.world import open_world
+from tests.harness.examples import example, load_example
+from tests.harness.kubectl import KubectlEnv
+from tests.harness.operator_world import NODES, World, eventually, ready, replica_names
+from tests.harness.world import open_world
 
 EXAMPLE = example("tpu-v6e-4x4")
 

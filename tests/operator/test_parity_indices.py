@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from operator_harness import World, cpu_group, eventually, raycluster
 from parity_kubectl import Kubectl
+
+from tests.harness.operator_world import World, cpu_group, eventually, raycluster
 
 INDEX = "ray.io/worker-group-replica-index"
 NAME = "ray.io/worker-group-replica-name"

@@ -12,8 +12,9 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from operator_harness import World, cpu_group, eventually, raycluster
 from parity_kubectl import Kubectl
+
+from tests.harness.operator_world import World, cpu_group, eventually, raycluster
 
 FINALIZER = "example.com/hold"
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from operator_harness import (
+from raycluster_operator.kube import EVENTS, PODS, Kind
+from tests.harness.operator_world import (
     World,
     cpu_group,
     eventually,
@@ -15,8 +16,6 @@ from operator_harness import (
     slices,
     tpu_group,
 )
-
-from raycluster_operator.kube import EVENTS, PODS, Kind
 
 NODES = Kind("", "v1", "Node", "nodes", namespaced=False)
 FOUR = [0, 1, 2, 3]

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from operator_harness import World, cpu_group, eventually, labels_of, raycluster
-
 from raycluster_operator.api.crd import crd_manifest
+from tests.harness.operator_world import World, cpu_group, eventually, labels_of, raycluster
 
 
 async def test_namespace_scope_and_managed_by_are_respected(world: World) -> None:

@@ -12,17 +12,18 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from harness import manifests as m
-from harness.cluster import stop_dev_cluster
-from harness.operator import FAST, FAST_LEASE, RunningOperator, operator_options
-from harness.pods import is_ready as ready
-from harness.pods import labels as labels_of
-from harness.pods import of_type, replica_names
-from harness.pods import slice_hosts as slices
-from harness.waiting import eventually, holds
-from harness.world import DevWorld, open_world
 from raycluster_operator.controller.manager import ManagerOptions
 from raycluster_operator.kube import RAYCLUSTERS
+
+from . import manifests as m
+from .cluster import stop_dev_cluster
+from .operator import FAST, FAST_LEASE, RunningOperator, operator_options
+from .pods import is_ready as ready
+from .pods import labels as labels_of
+from .pods import of_type, replica_names
+from .pods import slice_hosts as slices
+from .waiting import eventually, holds
+from .world import DevWorld, open_world
 
 __all__ = [
     "FAST_LEASE",
