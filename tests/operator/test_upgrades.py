@@ -175,7 +175,7 @@ async def test_rolling_update_with_surge_never_drops_below_three_ready_slices(
     # A finished rollout writes nothing, over several resyncs.
     async def quiet() -> None:
         writes = op.writes
-        await asyncio.sleep(1.5)
+        await world.reconciled("surge", passes=3)
         assert op.writes == writes
 
     await eventually(quiet, within=30)
@@ -220,7 +220,7 @@ async def test_none_recreates_nothing_and_scales_up_with_the_new_template(
     await kubectl.apply(raycluster("keep", [cpu_group("g", replicas=2, hosts=4)]))
     before = await settled(kubectl, "keep", 2, 4)
     await patch_image(kubectl, "keep", NEW)
-    await asyncio.sleep(1.5)
+    await world.reconciled("keep")
     same = await settled(kubectl, "keep", 2, 4)
     assert {p["metadata"]["uid"] for p in same} == {p["metadata"]["uid"] for p in before}
     await kubectl.patch_json(
