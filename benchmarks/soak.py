@@ -26,11 +26,10 @@ from pathlib import Path
 
 from raycluster_operator.kube import RAYCLUSTERS
 
-# The hardening harness and the test helpers it shares (waiting, pod_facts).
-sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
-sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "hardening"))
+# The hardening world of the test harness (tests/harness/hardening_world.py).
+sys.path.insert(0, str(Path(__file__).parents[1]))
 
-from hardening_world import (
+from tests.harness.hardening_world import (
     GROUP,
     INDEX,
     World,

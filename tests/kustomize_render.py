@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from kubectl_bin import kubectl_binary
+from tests.harness.kubectl import kubectl_binary
 
 
 def kustomize(directory: Path) -> list[dict[str, Any]]:

@@ -11,7 +11,9 @@ from click.testing import CliRunner
 
 from devkube.process import sandbox
 from raycluster_operator.cli import main
-from raycluster_operator.cli.dev import pod_table, ray_state, resolve_runtime
+from raycluster_operator.devcluster.foreground import resolve_runtime
+from raycluster_operator.devcluster.live_view import ray_state
+from raycluster_operator.devcluster.pod_table import pod_table
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "tpu-v5p-2x2x2-local.yaml"
 

@@ -83,7 +83,7 @@ def test_the_dev_overlay_runs_the_local_operator_on_the_pod_ip() -> None:
 
 
 def test_dev_deployed_applies_what_the_dev_overlay_renders() -> None:
-    from raycluster_operator.cli.dev import deployed_manifests
+    from raycluster_operator.devcluster.attach import deployed_manifests
 
     rendered, built = keyed(kustomize("overlays/dev")), keyed(deployed_manifests())
     assert sorted(rendered) == sorted(built)

@@ -147,12 +147,10 @@ class DevCluster:
 
         from devkube.process.network import ClusterNetwork
 
-        network, why = ClusterNetwork.plan()
-        if network is not None:
-            try:
-                network.setup()
-            except subprocess.CalledProcessError as error:
-                network, why = None, f"creating the pod bridge failed: {error.stderr.strip()}"
+        try:
+            network, why = ClusterNetwork.claim()
+        except subprocess.CalledProcessError as error:
+            network, why = None, f"creating the pod bridge failed: {error.stderr.strip()}"
         if network is None:
             self.shared_network_reason = why
             log.warning(

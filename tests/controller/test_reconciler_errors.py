@@ -12,7 +12,7 @@ from raycluster_operator.controller.events import EventRecorder
 from raycluster_operator.controller.reconciler import ReconcileError, TerminalError
 from raycluster_operator.kube import RAYCLUSTERS, Forbidden, Invalid, ServerError
 from raycluster_operator.planning import PlanOptions
-from waiting import eventually
+from tests.harness.waiting import eventually
 
 
 def new_world() -> World:

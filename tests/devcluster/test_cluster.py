@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from devkube import DevCluster
-from harness.manifests import crd
+from tests.harness.manifests import crd
 
 CRD = crd("widgets", "Widget")
 

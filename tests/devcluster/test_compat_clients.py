@@ -20,8 +20,8 @@ from lightkube.resources.core_v1 import ConfigMap, Pod
 from lightkube.types import OnErrorAction, OnErrorResult, PatchType
 
 from devkube.server import ApiServer
-from devkube_testing import ThreadedServer, write_ca
-from harness.manifests import crd
+from tests.harness.cluster import ThreadedServer, write_ca
+from tests.harness.manifests import crd
 
 # ---------------------------------------------------------------- the official client (sync)
 

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from devkube.server import ApiServer, LogRequest
-from harness.kubectl import KubectlEnv
+from tests.harness.kubectl import KubectlEnv
 
 CRD = """
 apiVersion: apiextensions.k8s.io/v1

@@ -19,8 +19,8 @@ import aiohttp
 import pytest
 
 from devkube.server import ApiServer
-from devkube_testing import client_ssl_context, write_ca
-from harness.manifests import crd
+from tests.harness.cluster import client_ssl_context, write_ca
+from tests.harness.manifests import crd
 
 pytest.importorskip("ray.autoscaler._private.kuberay.node_provider")
 

@@ -10,7 +10,7 @@ import asyncio
 import pytest
 
 from devkube.machinery.control_loop import ControlLoop
-from waiting import eventually
+from tests.harness.waiting import eventually
 
 
 def running(name: str) -> list[asyncio.Task[object]]:

@@ -13,7 +13,7 @@ from typing import Any
 from click.testing import CliRunner
 
 from raycluster_operator.cli import main
-from raycluster_operator.cli.dev import pod_table
+from raycluster_operator.devcluster.pod_table import pod_table
 
 KUBECTL = str(Path(sys.executable).parent / "kubectl")
 

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from raycluster_operator.cli.live_view import host_rows, slice_state
+from raycluster_operator.devcluster.live_view import host_rows, slice_state
 
 ROOT = Path(__file__).resolve().parents[2]
 

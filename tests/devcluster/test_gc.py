@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from devkube import DevCluster
-from harness import manifests
+from tests.harness import manifests
 
 CM = "/api/v1/namespaces/default/configmaps"
 PODS = "/api/v1/namespaces/default/pods"

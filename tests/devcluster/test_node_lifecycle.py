@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from devkube import DevCluster
+from tests.harness.cluster import running_cluster
 
 # The shared fixtures' types (tests/conftest.py), named here: conftest is not importable by name
 # when several test directories run together.
@@ -29,7 +30,7 @@ NOT_READY = "node.kubernetes.io/not-ready"
 @pytest.fixture
 async def dev_cluster() -> AsyncIterator[DevCluster]:
     """Three plain nodes, a short grace period."""
-    async with DevCluster(nodes=["cpu:3"], node_grace=GRACE) as cluster:
+    async with running_cluster(nodes=["cpu:3"], node_grace=GRACE) as cluster:
         yield cluster
 
 

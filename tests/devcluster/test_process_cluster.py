@@ -10,6 +10,7 @@ import pytest
 
 from devkube import DevCluster
 from devkube.process import process_runtime_available
+from tests.harness.cluster import running_cluster
 
 AVAILABLE, WHY = process_runtime_available()
 pytestmark = pytest.mark.skipif(not AVAILABLE, reason=WHY)
@@ -69,7 +70,7 @@ def python_pod(name: str, code: str, **extra: Any) -> dict[str, Any]:
 @pytest.fixture
 async def dev_cluster() -> AsyncIterator[DevCluster]:
     """Overrides the shared fixture, so `kubectl` talks to this cluster."""
-    async with DevCluster(runtime="process") as cluster:
+    async with running_cluster(runtime="process") as cluster:
         yield cluster
 
 

@@ -24,9 +24,10 @@ import yaml
 
 from devkube import DevCluster
 from devkube.process import process_runtime_available
-from harness import manifests as m
-from harness.examples import DEPLOY
-from waiting import eventually
+from tests.harness import manifests as m
+from tests.harness.cluster import running_cluster
+from tests.harness.examples import DEPLOY
+from tests.harness.waiting import eventually
 
 AVAILABLE, WHY = process_runtime_available()
 pytestmark = pytest.mark.skipif(not AVAILABLE, reason=WHY)
@@ -66,7 +67,7 @@ def ready(pod: dict[str, Any]) -> bool:
 @pytest.fixture
 async def dev_cluster() -> Any:
     """The shared `kubectl` fixture drives this cluster (it overrides conftest's)."""
-    async with DevCluster(
+    async with running_cluster(
         nodes=["tpu:v5p:2x2x2:2", "cpu:2"], runtime="process", kubelet_delay=0.05
     ) as running:
         yield running

@@ -16,6 +16,7 @@ from test_process_cluster import python_pod, status_of
 from devkube import DevCluster
 from devkube.process import process_runtime_available
 from devkube.process.network import PREFIX, netns_available
+from tests.harness.cluster import running_cluster
 
 AVAILABLE, WHY = process_runtime_available()
 NETNS, NETNS_WHY = netns_available() if AVAILABLE else (False, WHY)
@@ -54,7 +55,7 @@ def _ip_quiet(*args: str) -> None:
 
 @pytest.fixture
 async def dev_cluster() -> AsyncIterator[DevCluster]:
-    async with DevCluster(runtime="process") as cluster:
+    async with running_cluster(runtime="process") as cluster:
         yield cluster
 
 
@@ -112,7 +113,7 @@ async def test_everything_is_removed_at_stop_and_stale_leftovers_at_start() -> N
     _ip("link", "add", stale_link, "type", "bridge")
     _ip("netns", "add", stale_ns)
     try:
-        async with DevCluster(runtime="process") as cluster:
+        async with running_cluster(runtime="process") as cluster:
             assert stale_link not in _ip("-o", "link")
             assert stale_ns not in _ip("netns", "list")
             network = cluster._network
@@ -122,7 +123,7 @@ async def test_everything_is_removed_at_stop_and_stale_leftovers_at_start() -> N
             async def running() -> None:
                 assert (await status_of(cluster, "p")).get("phase") == "Running"
 
-            from waiting import eventually
+            from tests.harness.waiting import eventually
 
             await eventually(running, within=60)
             assert f"{PREFIX}{network.tag}-" in _ip("netns", "list")
@@ -145,7 +146,7 @@ async def test_on_the_shared_network_a_port_clash_is_refused_not_crash_looped(
 
     ports = {"ports": [{"name": "metrics", "containerPort": 8080}]}
     sleeper = "import time; time.sleep(600)"
-    async with DevCluster(runtime=ProcessRuntime(state_dir=tmp_path)) as cluster:
+    async with running_cluster(runtime=ProcessRuntime(state_dir=tmp_path)) as cluster:
         await cluster.client.create(PODS, python_pod("first", sleeper, container=ports))
 
         async def first_running() -> None:

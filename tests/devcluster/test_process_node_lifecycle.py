@@ -11,6 +11,7 @@ import pytest
 
 from devkube import DevCluster
 from devkube.process import process_runtime_available
+from tests.harness.cluster import running_cluster
 
 # The shared fixtures' types (tests/conftest.py), named here: conftest is not importable by name
 # when several test directories run together.
@@ -27,7 +28,7 @@ KUBELET = "dev.raycluster-operator.io/kubelet"
 
 @pytest.fixture
 async def dev_cluster() -> AsyncIterator[DevCluster]:
-    async with DevCluster(runtime="process", nodes=["cpu:2"], node_grace=2.0) as cluster:
+    async with running_cluster(runtime="process", nodes=["cpu:2"], node_grace=2.0) as cluster:
         yield cluster
 
 

@@ -14,7 +14,8 @@ import yaml
 
 from devkube import DevCluster
 from devkube.process import process_runtime_available
-from kubectl_as import Run, ok, refused, runner
+from tests.harness.cluster import running_cluster
+from tests.harness.kubectl import Run, ok, refused, runner
 
 AVAILABLE, WHY = process_runtime_available()
 pytestmark = pytest.mark.skipif(not AVAILABLE, reason=WHY)
@@ -30,7 +31,7 @@ time.sleep(3600)
 @pytest.fixture
 async def dev_cluster() -> AsyncIterator[DevCluster]:
     """Overrides the shared fixture, so `kubectl` talks to this cluster."""
-    async with DevCluster(runtime="process", nodes=["cpu:1"]) as cluster:
+    async with running_cluster(runtime="process", nodes=["cpu:1"]) as cluster:
         yield cluster
 
 

@@ -10,7 +10,7 @@ import yaml
 
 from devkube import DevCluster
 from devkube.machinery.client import ApiClient, ApiError
-from kubectl_as import Run, as_service_account, ok, refused, runner, user_of
+from tests.harness.kubectl import Run, as_service_account, ok, refused, runner, user_of
 
 # kubectl's words for a 401 (the parenthesis depends on the request that got it).
 UNAUTHORIZED = "error: You must be logged in to the server ("

@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 
 from devkube import DevCluster
-from kubectl_as import Run, as_service_account, ok, refused, user_of
+from tests.harness.kubectl import Run, as_service_account, ok, refused, user_of
 
 BOB = user_of("default", "bob")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from devkube import DevCluster
-from kubectl_as import Run, as_service_account, ok, refused, user_of
+from tests.harness.kubectl import Run, as_service_account, ok, refused, user_of
 
 GROUPS = '["system:serviceaccounts" "system:serviceaccounts:default" "system:authenticated"]'
 

@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 
 from devkube.server import ApiServer
-from devkube_testing import client_ssl_context
+from tests.harness.cluster import client_ssl_context
 
 
 class Http:

@@ -10,8 +10,8 @@ import aiohttp
 import pytest
 
 from devkube.server import ApiServer
-from devkube_testing import client_ssl_context
-from harness.manifests import crd
+from tests.harness.cluster import client_ssl_context
+from tests.harness.manifests import crd
 
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 WIDGETS = "/apis/example.com/v1/namespaces/default/widgets"

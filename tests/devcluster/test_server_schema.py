@@ -17,8 +17,8 @@ import yaml
 from test_compat_kubectl import Kubectl
 
 from devkube.server import ApiServer, structural
-from harness.manifests import crd
 from raycluster_operator.api.crd import crd_manifest
+from tests.harness.manifests import crd
 
 RAYCLUSTER = """
 apiVersion: ray.io/v1

@@ -8,7 +8,7 @@ import aiohttp
 import pytest
 
 from devkube.server import ApiServer
-from devkube_testing import client_ssl_context
+from tests.harness.cluster import client_ssl_context
 
 
 async def test_certificate_covers_extra_sans_and_nothing_else() -> None:

@@ -14,7 +14,7 @@ import pytest
 from devkube.server import ApiServer
 from devkube.server.selectors import Selection
 from devkube.server.store import Watcher
-from devkube_testing import client_ssl_context
+from tests.harness.cluster import client_ssl_context
 
 CMS = "/api/v1/namespaces/default/configmaps"
 

@@ -20,7 +20,8 @@ from test_process_cluster import SERVER, python_pod, status_of
 
 from devkube import DevCluster
 from devkube.process import process_runtime_available
-from kubectl_bin import kubectl_binary
+from tests.harness.cluster import running_cluster
+from tests.harness.kubectl import kubectl_binary
 
 AVAILABLE, WHY = process_runtime_available()
 pytestmark = pytest.mark.skipif(not AVAILABLE, reason=WHY)
@@ -34,7 +35,7 @@ SERVICES = "/api/v1/namespaces/default/services"
 @pytest.fixture
 async def dev_cluster() -> AsyncIterator[DevCluster]:
     """Overrides the shared fixture, so `kubectl` talks to this cluster."""
-    async with DevCluster(runtime="process") as cluster:
+    async with running_cluster(runtime="process") as cluster:
         yield cluster
 
 

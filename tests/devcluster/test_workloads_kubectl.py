@@ -136,13 +136,13 @@ async def test_apply_rollout_status_get_and_ownership(
         assert await items(dev_cluster, RS_PATH) == []
         assert await items(dev_cluster, PODS_PATH) == []
 
-    from waiting import eventually
+    from tests.harness.waiting import eventually
 
     await eventually(all_gone)
 
 
 async def test_scale_up_and_down_with_kubectl_scale(dev_cluster: DevCluster, kubectl: Any) -> None:
-    from waiting import eventually
+    from tests.harness.waiting import eventually
 
     await kubectl("apply", "-f", "-", input=DEPLOYMENT)
     assert (await kubectl("rollout", "status", "deploy/web", "--timeout=60s")).returncode == 0
@@ -264,7 +264,7 @@ async def test_recreate_never_runs_old_and_new_pods_together(
 async def test_a_replicaset_adopts_a_matching_orphan_and_scales(
     dev_cluster: DevCluster, kubectl: Any
 ) -> None:
-    from waiting import eventually
+    from tests.harness.waiting import eventually
 
     orphan = {
         "apiVersion": "v1",
@@ -318,7 +318,7 @@ async def test_get_lease_shows_its_holder(dev_cluster: DevCluster, kubectl: Any)
 async def test_a_rollout_that_cannot_progress_exceeds_its_deadline(
     dev_cluster: DevCluster, kubectl: Any
 ) -> None:
-    from waiting import eventually
+    from tests.harness.waiting import eventually
 
     manifest = yaml.safe_load(DEPLOYMENT)
     manifest["spec"]["progressDeadlineSeconds"] = 2

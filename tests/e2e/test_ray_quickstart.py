@@ -22,8 +22,8 @@ import pytest
 import pytest_asyncio
 import yaml
 
-from .ray_world import RayWorld, eventually, raycluster, start_world
-from .ray_world import stop_world as _stop
+from tests.harness.ray_world import RayWorld, eventually, raycluster, start_world
+from tests.harness.ray_world import stop_world as _stop
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -15,8 +15,15 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from .ray_world import RESULT_MARK, RayWorld, eventually, labels_of, raycluster, start_world
-from .ray_world import stop_world as _stop
+from tests.harness.ray_world import (
+    RESULT_MARK,
+    RayWorld,
+    eventually,
+    labels_of,
+    raycluster,
+    start_world,
+)
+from tests.harness.ray_world import stop_world as _stop
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -8,8 +8,17 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from hardening_world import GROUP, HOST, INDEX, World, cpu_group, eventually, labels, raycluster
-from hardening_world import tpu_group as tpu
+from tests.harness.hardening_world import (
+    GROUP,
+    HOST,
+    INDEX,
+    World,
+    cpu_group,
+    eventually,
+    labels,
+    raycluster,
+)
+from tests.harness.hardening_world import tpu_group as tpu
 
 NODES = ["tpu:v6e:4x4:5", "cpu:8"]
 Hook = Callable[[str], Awaitable[None]]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hardening_world import Checker
+from tests.harness.hardening_world import Checker
 
 
 def pod(name: str, index: int, replica: str, *, host: int = 0, deleting: bool = False) -> Any:

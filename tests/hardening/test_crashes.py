@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import random
 
-from hardening_world import RunningOperator, World, world
 from scenario import NODES, lifecycle
+
+from tests.harness.hardening_world import RunningOperator, World, world
 
 KILLS_PER_STEP = 4
 SEED = 20261129

@@ -8,8 +8,9 @@ same run.
 
 from __future__ import annotations
 
-from hardening_world import world
 from scenario import NODES, lifecycle
+
+from tests.harness.hardening_world import world
 
 #: (verb, resource, code, retry_after): the writes the operator makes.
 WRITE_FAULTS = [

@@ -23,7 +23,6 @@ from typing import Any
 import pytest
 import trustme
 import yaml
-from hardening_world import World, cpu_group, eventually, raycluster, world
 from scenario import NODES, lifecycle
 
 from raycluster_operator.api.models import load_cluster
@@ -31,6 +30,7 @@ from raycluster_operator.builders import build_autoscaler_rbac
 from raycluster_operator.controller.manager import Manager
 from raycluster_operator.kube import Kind, KubeClient, KubeError
 from raycluster_operator.planning.backoff import ANNOTATION as BACKOFF_ANNOTATION
+from tests.harness.hardening_world import World, cpu_group, eventually, raycluster, world
 
 DEPLOY = Path(__file__).parents[2] / "deploy"
 OPERATOR_NS = "raycluster-operator"
@@ -128,7 +128,7 @@ def debug_logs() -> Any:
 async def test_the_shipped_rbac_grants_exactly_what_a_full_run_uses(debug_logs: Any) -> None:
     async with world(NODES) as w:
         client = recording_client(w)
-        from hardening_world import fast_options
+        from tests.harness.hardening_world import fast_options
 
         # The Lease in the operator's own namespace, the only one deploy/ grants leases in.
         options = fast_options(

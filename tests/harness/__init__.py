@@ -11,6 +11,8 @@ own tests) is built from these pieces and extends them in a few lines.
   groups and CRDs. ``examples``: the repository's examples and deploy/.
 Fault injection is the dev cluster's own (``world.cluster.faults``) plus
 `RunningOperator.crash` and, in the process runtime, killing a pod's process (tests/e2e).
-The old module paths (waiting, kubectl_bin, kubectl_as, pod_facts, devkube_testing,
-operator_harness, hardening_world, e2e.ray_world) re-export from here.
+- the worlds, each `DevWorld` with its timings, nodes and helpers: ``operator_world``
+  (tests/operator), ``hardening_world`` (a checker of invariants; tests/hardening and the soak
+  benchmark), ``ray_world`` (real Ray on the process runtime; tests/e2e).
+Import it as ``tests.harness...`` (pytest puts the repository root on the path).
 """

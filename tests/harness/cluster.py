@@ -4,10 +4,11 @@ clients that live outside its event loop (a loop thread, a CA, a kubeconfig on d
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import ssl
 import threading
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -40,6 +41,27 @@ async def start_dev_cluster(
         await stop_dev_cluster(cluster)
         raise
     return cluster
+
+
+@contextlib.asynccontextmanager
+async def running_cluster(
+    nodes: Sequence[str] | None = None,
+    *,
+    runtime: Any = "simulated",
+    kubelet_delay: float = FAST_KUBELET,
+    crds: Sequence[Mapping[str, Any]] = (),
+    patience: float = 5.0,
+    **options: Any,
+) -> AsyncIterator[DevCluster]:
+    """`start_dev_cluster` ... `stop_dev_cluster` as a block: the way a test (or a fixture)
+    that needs a cluster of its own starts one."""
+    cluster = await start_dev_cluster(
+        nodes, runtime=runtime, kubelet_delay=kubelet_delay, crds=crds, **options
+    )
+    try:
+        yield cluster
+    finally:
+        await stop_dev_cluster(cluster, patience)
 
 
 async def stop_dev_cluster(cluster: DevCluster, patience: float = 5.0) -> None:

@@ -13,11 +13,13 @@ from typing import Any, ClassVar, TypeVar
 
 from devkube import DevCluster
 from raycluster_operator.api.crd import crd_manifest
-from raycluster_operator.cli.dev import operator_kubeconfig
-from raycluster_operator.kube import PODS, KubeClient
+from raycluster_operator.devcluster.attach import operator_kubeconfig
+from raycluster_operator.kube import PODS, RAYCLUSTERS, KubeClient, NotFound
 
+from .barrier import reconciled
 from .cluster import start_dev_cluster, stop_dev_cluster
 from .operator import RunningOperator, launch_operator, operator_options
+from .waiting import eventually
 
 Obj = dict[str, Any]
 W = TypeVar("W", bound="DevWorld")
@@ -57,12 +59,41 @@ class DevWorld:
             await op.synced(self.sync_within, interval=self.sync_interval)
         return op
 
+    async def reconciled(
+        self,
+        cluster: str,
+        ns: str = "default",
+        *,
+        operator: RunningOperator | None = None,
+        passes: int = 1,
+        within: float = 60.0,
+    ) -> None:
+        """The barrier (barrier.py): the operator (the last one started and still running,
+        unless named) has seen the RayCluster as it stands now and finished a pass since. What
+        a test asserts did not happen after this had its chance to happen."""
+        op = operator or next(o for o in reversed(self.operators) if not o.task.done())
+        await reconciled(op, self.kube, cluster, ns, passes=passes, within=within)
+
     async def pods(self, cluster: str, ns: str = "default", *, live: bool = True) -> list[Obj]:
         listing = await self.kube.list(PODS, ns, label_selector=f"ray.io/cluster={cluster}")
         items: list[Obj] = listing.items
         if live:
             items = [p for p in items if not p["metadata"].get("deletionTimestamp")]
         return items
+
+    async def clean(self, *, within: float = 60.0) -> None:
+        """Every RayCluster deleted and its pods gone (a shared world between two tests)."""
+        listing = await self.kube.list(RAYCLUSTERS)
+        for obj in listing.items:
+            meta = obj["metadata"]
+            with contextlib.suppress(NotFound):
+                await self.kube.delete(RAYCLUSTERS, meta["namespace"], meta["name"])
+
+        async def gone() -> None:
+            assert not (await self.kube.list(RAYCLUSTERS)).items
+            assert not (await self.kube.list(PODS, label_selector="ray.io/cluster")).items
+
+        await eventually(gone, within)
 
     async def opened(self) -> None:
         """Runs once the cluster is up (a world starts its watchers here)."""

@@ -6,8 +6,8 @@ from typing import Any
 import pytest
 
 from devkube.server import ApiServer
-from harness.manifests import crd
 from raycluster_operator.kube import KubeClient
+from tests.harness.manifests import crd
 
 #: Enough of a RayCluster CRD for the adapter's tests: any fields, a status subresource.
 RAYCLUSTER_CRD = crd("rayclusters", "RayCluster", group="ray.io", listKind="RayClusterList")

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from harness.kubectl import KubectlEnv
+from tests.harness.kubectl import KubectlEnv
 
 
 class Kubectl(KubectlEnv):

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
-from operator_harness import World, cpu_group, eventually, raycluster
 
 from raycluster_operator.kube import ROLE_BINDINGS, ROLES, SERVICE_ACCOUNTS, Kind, NotFound
+from tests.harness.operator_world import World, cpu_group, eventually, raycluster
 
 KINDS = [SERVICE_ACCOUNTS, ROLES, ROLE_BINDINGS]
 
@@ -42,9 +40,9 @@ async def test_a_deleted_autoscaler_object_is_recreated_by_the_running_operator(
     await eventually(recreated, within=10)
 
     # Healed and converged: the extra watches cost no writes from here on.
-    await asyncio.sleep(0.5)
+    await world.reconciled("auto")
     writes = op.writes
-    await asyncio.sleep(1.0)
+    await world.reconciled("auto", passes=3)
     assert op.writes == writes
 
 
@@ -53,9 +51,9 @@ async def test_a_converged_autoscaling_cluster_causes_no_writes(world: World) ->
     await world.apply(raycluster("calm", [cpu_group("cpu", replicas=1)], autoscaling=True))
     await eventually(lambda: _exists(world, ROLE_BINDINGS, "calm"))
     await eventually(lambda: _ready(world, "calm"))
-    await asyncio.sleep(0.5)
+    await world.reconciled("calm")
     writes, reconciles = op.writes, op.manager.reconciles
-    await asyncio.sleep(1.0)
+    await world.reconciled("calm", passes=10)  # and the resyncs' passes between
     assert op.manager.reconciles - reconciles >= 10
     assert op.writes == writes
 

@@ -7,10 +7,9 @@ fields it never reads (the container spec's image, command and env, volumes) are
 
 from __future__ import annotations
 
-from operator_harness import World, eventually, raycluster, ready, tpu_group
-
 from raycluster_operator.api.labels import POD_TEMPLATE_HASH_ANNOTATION as HASH
 from raycluster_operator.planning.pods import read_pod
+from tests.harness.operator_world import World, eventually, raycluster, ready, tpu_group
 
 
 async def test_cached_pods_read_as_served_and_keep_nothing_else(world: World) -> None:

@@ -11,9 +11,9 @@ from pathlib import Path
 import aiohttp
 import click
 import pytest
-from operator_harness import World, cpu_group, eventually, raycluster
 
 from raycluster_operator.cli.run import parse_feature_gates
+from tests.harness.operator_world import World, cpu_group, eventually, raycluster
 
 
 def free_port() -> int:

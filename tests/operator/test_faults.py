@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import asyncio
 
-from operator_harness import World, eventually, raycluster, ready, replica_names, slices, tpu_group
+from tests.harness.operator_world import (
+    World,
+    eventually,
+    raycluster,
+    ready,
+    replica_names,
+    slices,
+    tpu_group,
+)
 
 FOUR = [0, 1, 2, 3]
 

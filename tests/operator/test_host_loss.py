@@ -22,7 +22,9 @@ from typing import Any
 
 import pytest
 import yaml
-from operator_harness import (
+
+from tests.harness.kubectl import Run, ok, runner
+from tests.harness.operator_world import (
     World,
     eventually,
     raycluster,
@@ -31,9 +33,6 @@ from operator_harness import (
     slices,
     tpu_group,
 )
-
-from kubectl_as import Run, ok
-from kubectl_bin import runner
 
 FOUR = [0, 1, 2, 3]
 NODE_GRACE = 2.0

@@ -10,7 +10,6 @@ KubeRay's schema prunes is reported with a Warning Event.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,11 +17,11 @@ from typing import Any
 
 import pytest
 from kuberay_crd import KUBERAY_STATUS_FIELDS, kuberay_crd
-from operator_harness import NODES, World, eventually, ready, replica_names
 
-from harness.examples import example, load_example
-from harness.kubectl import KubectlEnv
-from harness.world import open_world
+from tests.harness.examples import example, load_example
+from tests.harness.kubectl import KubectlEnv
+from tests.harness.operator_world import NODES, World, eventually, ready, replica_names
+from tests.harness.world import open_world
 
 EXAMPLE = example("tpu-v6e-4x4")
 
@@ -88,14 +87,14 @@ async def test_converges_and_writes_nothing_at_steady_state(
 
     async def settled() -> str:
         before = await _version(world, "tpu-v6e")
-        await asyncio.sleep(1.0)
+        await world.reconciled("tpu-v6e")
         assert await _version(world, "tpu-v6e") == before
         return before
 
     await eventually(settled, within=30)
     # Steady state: several resyncs and no write at all.
     before, writes = await _version(world, "tpu-v6e"), op.writes
-    await asyncio.sleep(3.0)
+    await world.reconciled("tpu-v6e", passes=3)
     assert await _version(world, "tpu-v6e") == before
     assert op.writes == writes
     # A metadata change is one write (ours, by kubectl) and the operator adds none.
@@ -103,7 +102,7 @@ async def test_converges_and_writes_nothing_at_steady_state(
     assert rc == 0, err
     annotated = await _version(world, "tpu-v6e")
     assert annotated != before
-    await asyncio.sleep(3.0)
+    await world.reconciled("tpu-v6e", passes=3)
     assert await _version(world, "tpu-v6e") == annotated
     assert op.writes == writes
 

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from operator_harness import World, cpu_group, eventually, raycluster, replica_names, slices
+from tests.harness.operator_world import (
+    World,
+    cpu_group,
+    eventually,
+    raycluster,
+    replica_names,
+    slices,
+)
 
 
 async def test_multi_host_scale_workers_to_delete_scale_up_and_heal(world: World) -> None:

@@ -9,7 +9,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
-from operator_harness import (
+
+from tests.harness.operator_world import (
     World,
     eventually,
     raycluster,

@@ -8,8 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from operator_harness import World, eventually, raycluster, tpu_group
 from parity_kubectl import Kubectl
+
+from tests.harness.operator_world import World, eventually, raycluster, tpu_group
 
 
 def lbl(pod: dict[str, Any], key: str) -> str:

@@ -9,13 +9,13 @@ Replays KubeRay's multi-host scenario (raycluster_controller_test.go, "multi-hos
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
 import pytest
-from operator_harness import World, cpu_group, eventually, raycluster
 from parity_kubectl import Kubectl
+
+from tests.harness.operator_world import World, cpu_group, eventually, raycluster
 
 INDEX = "ray.io/worker-group-replica-index"
 NAME = "ray.io/worker-group-replica-name"
@@ -62,7 +62,7 @@ async def test_a_healthy_slice_keeps_its_index_for_life(
     after = await wait_for(kubectl, "idx", {1, 2}, 4)
     # Slices 1 and 2 are the same slices, same pods: nothing is rebuilt to compact to 0..1.
     assert after == {1: first[1], 2: first[2]}
-    await asyncio.sleep(1.5)
+    await world.reconciled("idx")
     assert await slices(kubectl, "idx") == after
 
     # A new slice takes the lowest free index, 0.
@@ -96,7 +96,7 @@ async def test_a_healthy_slice_keeps_its_index_for_life(
             "idx",
             [{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 2}],
         )
-        await asyncio.sleep(1.5)
+        await world.reconciled("idx")
         assert set(await slices(kubectl, "idx")) == {0, 1, 2}
         return
 

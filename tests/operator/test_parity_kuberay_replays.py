@@ -14,8 +14,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from operator_harness import World, cpu_group, eventually, raycluster
 from parity_kubectl import Kubectl
+
+from tests.harness.operator_world import World, cpu_group, eventually, raycluster
 
 
 def group_pods(pods: list[dict[str, Any]], group: str) -> list[dict[str, Any]]:

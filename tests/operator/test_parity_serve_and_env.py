@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from operator_harness import World, cpu_group, eventually, raycluster, running_world
 from parity_kubectl import Kubectl
+
+from tests.harness.operator_world import World, cpu_group, eventually, raycluster, running_world
 
 
 def env_of(container: dict[str, Any]) -> dict[str, Any]:

@@ -8,12 +8,12 @@ Replays KubeRay's own suspend test (raycluster_controller_test.go: after a rever
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
-from operator_harness import World, cpu_group, eventually, raycluster
 from parity_kubectl import Kubectl
+
+from tests.harness.operator_world import World, cpu_group, eventually, raycluster
 
 FINALIZER = "example.com/hold"
 
@@ -71,7 +71,7 @@ async def test_resume_mid_termination_waits_for_every_pod_and_never_two_heads(
 
     # Resume while every pod is still held: nothing is created, Suspending stays True.
     await kubectl.patch_merge("raycluster", "sus", {"spec": {"suspend": False}})
-    await asyncio.sleep(1.5)
+    await world.reconciled("sus")
     pods = await kubectl.pods("sus")
     assert sorted(p["metadata"]["name"] for p in pods) == sorted(held)
     assert (await kubectl.conditions("sus"))["RayClusterSuspending"] == "True"
@@ -79,7 +79,7 @@ async def test_resume_mid_termination_waits_for_every_pod_and_never_two_heads(
     # An operator restart in the middle continues the suspension from the status.
     await op.stop()
     await world.start_operator()
-    await asyncio.sleep(1.5)
+    await world.reconciled("sus")
     pods = await kubectl.pods("sus")
     assert sorted(p["metadata"]["name"] for p in pods) == sorted(held)
     assert (await kubectl.conditions("sus"))["RayClusterSuspending"] == "True"
@@ -92,7 +92,7 @@ async def test_resume_mid_termination_waits_for_every_pod_and_never_two_heads(
         assert [p["metadata"]["name"] for p in pods] == [old_head]
 
     await eventually(only_the_old_head_left, within=30)
-    await asyncio.sleep(1.0)
+    await world.reconciled("sus")
     assert [p["metadata"]["name"] for p in await kubectl.pods("sus")] == [old_head]
 
     await release(kubectl, [old_head])
@@ -145,7 +145,7 @@ async def test_suspend_completes_to_suspended_and_a_group_suspend_is_one_way(
         "gs",
         [{"op": "replace", "path": "/spec/workerGroupSpecs/0/suspend", "value": False}],
     )
-    await asyncio.sleep(1.5)
+    await world.reconciled("gs")
     a_now = [
         p for p in await kubectl.pods("gs") if p["metadata"]["labels"].get("ray.io/group") == "a"
     ]
@@ -191,7 +191,7 @@ async def test_a_deleted_head_is_replaced_only_after_its_pod_is_gone(
     old = await eventually(head, within=30)
     await kubectl.patch_merge("pod", old, {"metadata": {"finalizers": [FINALIZER]}})
     await kubectl("delete", "pod", old, "--wait=false")
-    await asyncio.sleep(1.5)
+    await world.reconciled("hd")
     # The old head terminates but is held: no second head meanwhile.
     assert [p["metadata"]["name"] for p in await kubectl.pods("hd") if node_type(p) == "head"] == [
         old

@@ -21,7 +21,14 @@ from typing import Any
 
 import pytest
 import yaml
-from operator_harness import (
+
+from kustomize_render import kustomize
+from raycluster_operator.api.models import load_cluster
+from raycluster_operator.builders import build_autoscaler_rbac
+from raycluster_operator.controller.manager import Manager
+from raycluster_operator.kube import Kind, KubeClient, NotFound
+from tests.harness.kubectl import Run, ok, refused, runner
+from tests.harness.operator_world import (
     RunningOperator,
     World,
     cpu_group,
@@ -30,13 +37,6 @@ from operator_harness import (
     raycluster,
     ready,
 )
-
-from kubectl_as import Run, ok, refused, runner
-from kustomize_render import kustomize
-from raycluster_operator.api.models import load_cluster
-from raycluster_operator.builders import build_autoscaler_rbac
-from raycluster_operator.controller.manager import Manager
-from raycluster_operator.kube import Kind, KubeClient, NotFound
 
 DEPLOY = Path(__file__).parents[2] / "deploy"
 NS = "raycluster-operator"

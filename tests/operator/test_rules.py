@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from operator_harness import (
+import pytest
+
+from raycluster_operator.kube import EVENTS, PODS, Kind
+from tests.harness.operator_world import (
+    SharedWorld,
     World,
     cpu_group,
     eventually,
@@ -16,7 +20,9 @@ from operator_harness import (
     tpu_group,
 )
 
-from raycluster_operator.kube import EVENTS, PODS, Kind
+# One cluster and operator for the module (shared_world); the test that needs pods in place
+# before its operator starts takes a private world.
+pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 NODES = Kind("", "v1", "Node", "nodes", namespaced=False)
 FOUR = [0, 1, 2, 3]
@@ -31,7 +37,10 @@ async def events_of(world: World, reason: str) -> list[dict[str, Any]]:
     return [e for e in listing.items if e.get("reason") == reason]
 
 
-async def test_a_failed_host_replaces_its_whole_slice_under_the_same_index(world: World) -> None:
+async def test_a_failed_host_replaces_its_whole_slice_under_the_same_index(
+    shared_world: SharedWorld,
+) -> None:
+    world = shared_world
     await world.start_operator()
     group = tpu_group("tpu", replicas=2)
     group["template"]["spec"]["restartPolicy"] = "Never"
@@ -58,8 +67,9 @@ async def test_a_failed_host_replaces_its_whole_slice_under_the_same_index(world
 
 
 async def test_workers_to_delete_naming_one_host_removes_its_slice_in_one_pass(
-    world: World,
+    shared_world: SharedWorld,
 ) -> None:
+    world = shared_world
     await world.start_operator()
     group = cpu_group("g", replicas=3, hosts=4, minReplicas=0, maxReplicas=4)
     await world.apply(raycluster("wtd", [group], autoscaling=True))
@@ -98,7 +108,8 @@ async def _assert_slices(world: World, cluster: str, expected: dict[int, list[in
     assert slices(await world.workers(cluster)) == expected
 
 
-async def test_scale_down_removes_the_highest_indices(world: World) -> None:
+async def test_scale_down_removes_the_highest_indices(shared_world: SharedWorld) -> None:
+    world = shared_world
     await world.start_operator()
     group = cpu_group("g", replicas=4, hosts=2)
     await world.apply(raycluster("down", [group]))
@@ -107,7 +118,8 @@ async def test_scale_down_removes_the_highest_indices(world: World) -> None:
     await eventually(lambda: _assert_slices(world, "down", {0: [0, 1], 1: [0, 1]}))
 
 
-async def test_changing_num_of_hosts_rebuilds_every_slice(world: World) -> None:
+async def test_changing_num_of_hosts_rebuilds_every_slice(shared_world: SharedWorld) -> None:
+    world = shared_world
     await world.start_operator()
     group = cpu_group("g", replicas=2, hosts=2)
     await world.apply(raycluster("shape", [group]))
@@ -123,6 +135,7 @@ async def test_changing_num_of_hosts_rebuilds_every_slice(world: World) -> None:
     await eventually(rebuilt)
 
 
+@pytest.mark.asyncio(loop_scope="function")  # its own world: the strays come before the operator
 async def test_unlabelled_pods_of_a_multi_host_group_are_replaced_and_removed(
     world: World,
 ) -> None:
@@ -167,7 +180,10 @@ async def test_unlabelled_pods_of_a_multi_host_group_are_replaced_and_removed(
     await eventually(lambda: _assert_event(world, "PodWithoutReplicaIdentity"))
 
 
-async def test_an_invalid_group_is_reported_while_the_rest_keeps_working(world: World) -> None:
+async def test_an_invalid_group_is_reported_while_the_rest_keeps_working(
+    shared_world: SharedWorld,
+) -> None:
+    world = shared_world
     await world.start_operator()
     bad = tpu_group("bad", replicas=1)
     bad["numOfHosts"] = 3  # a v6e 4x4 slice has 4 hosts
@@ -190,8 +206,9 @@ async def test_an_invalid_group_is_reported_while_the_rest_keeps_working(world: 
 
 
 async def test_tpu_pods_carry_identity_env_and_each_slice_shares_one_node_pool(
-    world: World,
+    shared_world: SharedWorld,
 ) -> None:
+    world = shared_world
     await world.start_operator()
     await world.apply(raycluster("tpu", [tpu_group("tpu-v6e", replicas=2)]))
 

@@ -5,7 +5,16 @@ from __future__ import annotations
 import asyncio
 
 import aiohttp
-from operator_harness import World, eventually, raycluster, ready, replica_names, slices, tpu_group
+
+from tests.harness.operator_world import (
+    World,
+    eventually,
+    raycluster,
+    ready,
+    replica_names,
+    slices,
+    tpu_group,
+)
 
 FOUR = [0, 1, 2, 3]
 
@@ -23,12 +32,12 @@ async def test_a_converged_cluster_causes_no_writes_over_many_resyncs(world: Wor
     op = await world.start_operator(resync_period=0.05)
     await world.apply(raycluster("steady", [tpu_group("tpu", replicas=2)]))
     await eventually(lambda: converged(world, "steady", 2))
-    await asyncio.sleep(0.5)  # let the last status write land in the cache
+    await world.reconciled("steady")  # the last status write is in the cache, and seen
     writes = op.writes
     version = (await world.get_cluster("steady"))["metadata"]["resourceVersion"]
     reconciles = op.manager.reconciles
-    await asyncio.sleep(1.5)
-    assert op.manager.reconciles - reconciles >= 20  # many resyncs really happened
+    await world.reconciled("steady", passes=20)  # many passes really happened
+    assert op.manager.reconciles - reconciles >= 20
     assert op.writes == writes
     assert (await world.get_cluster("steady"))["metadata"]["resourceVersion"] == version
 

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
-
-from operator_harness import World, cpu_group, eventually, labels_of, raycluster
-
 from raycluster_operator.api.crd import crd_manifest
+from tests.harness.operator_world import World, cpu_group, eventually, labels_of, raycluster
 
 
 async def test_namespace_scope_and_managed_by_are_respected(world: World) -> None:
@@ -23,7 +20,7 @@ async def test_namespace_scope_and_managed_by_are_respected(world: World) -> Non
         assert len(await world.workers("mine")) == 1
 
     await eventually(mine_runs)
-    await asyncio.sleep(0.5)
+    await world.reconciled("foreign")
     assert await world.pods("foreign") == []
     assert "status" not in await world.get_cluster("foreign")
     assert await world.pods("outside", "elsewhere") == []
@@ -61,7 +58,7 @@ async def test_an_unreadable_cluster_gets_one_warning_and_no_further_writes(worl
 
     await eventually(warned)
     writes = op.writes
-    await asyncio.sleep(0.5)
+    await world.reconciled("broken", passes=3)
     assert op.writes == writes
     assert await world.pods("broken") == []
 

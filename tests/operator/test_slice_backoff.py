@@ -16,10 +16,17 @@ from pathlib import Path
 from typing import Any
 
 from kuberay_crd import kuberay_crd
-from operator_harness import World, cpu_group, eventually, raycluster, ready, running_world
 from parity_kubectl import Kubectl
 
 from kubefacts.timestamps import parse_time
+from tests.harness.operator_world import (
+    World,
+    cpu_group,
+    eventually,
+    raycluster,
+    ready,
+    running_world,
+)
 
 ANNOTATION = "raycluster-operator.io/slice-backoff"
 REPLICA_NAME = "ray.io/worker-group-replica-name"

@@ -12,7 +12,10 @@ from typing import Any
 
 import yaml
 from kuberay_crd import kuberay_crd
-from operator_harness import (
+from parity_kubectl import Kubectl
+
+from tests.harness.kubectl import run_kubectl
+from tests.harness.operator_world import (
     NODES,
     World,
     cpu_group,
@@ -20,13 +23,8 @@ from operator_harness import (
     labels_of,
     raycluster,
     ready,
-    stop_dev_cluster,
+    running_world,
 )
-from parity_kubectl import Kubectl
-
-from devkube import DevCluster
-from kubectl_bin import run_kubectl
-from raycluster_operator.kube import KubeClient
 
 HASH = "ray.io/pod-template-hash"
 OLD = "rayproject/ray:2.60.0"
@@ -177,7 +175,7 @@ async def test_rolling_update_with_surge_never_drops_below_three_ready_slices(
     # A finished rollout writes nothing, over several resyncs.
     async def quiet() -> None:
         writes = op.writes
-        await asyncio.sleep(1.5)
+        await world.reconciled("surge", passes=3)
         assert op.writes == writes
 
     await eventually(quiet, within=30)
@@ -222,7 +220,7 @@ async def test_none_recreates_nothing_and_scales_up_with_the_new_template(
     await kubectl.apply(raycluster("keep", [cpu_group("g", replicas=2, hosts=4)]))
     before = await settled(kubectl, "keep", 2, 4)
     await patch_image(kubectl, "keep", NEW)
-    await asyncio.sleep(1.5)
+    await world.reconciled("keep")
     same = await settled(kubectl, "keep", 2, 4)
     assert {p["metadata"]["uid"] for p in same} == {p["metadata"]["uid"] for p in before}
     await kubectl.patch_json(
@@ -267,13 +265,8 @@ async def test_under_kuberays_crd_recreate_works_and_rolling_update_is_refused(
 ) -> None:
     """docs/design.md §3.7: None and Recreate are KubeRay's and must work under its CRD;
     RollingUpdate is ours, so KubeRay's enum refuses it."""
-    cluster = DevCluster(nodes=NODES, kubelet_delay=0.05)
-    await cluster.start()
-    await cluster.apply(kuberay_crd())
-    kube = KubeClient.from_kubeconfig(cluster.kubeconfig_dict())
-    world = World(cluster, kube)
-    try:
-        kubectl = Kubectl(cluster, tmp_path)
+    async with running_world(NODES, crd=kuberay_crd()) as world:
+        kubectl = Kubectl(world.cluster, tmp_path)
         await world.start_operator()
         obj = raycluster("kr", [cpu_group("g", replicas=1, hosts=4)])
         obj["spec"]["upgradeStrategy"] = {"type": "RollingUpdate"}
@@ -295,8 +288,3 @@ async def test_under_kuberays_crd_recreate_works_and_rolling_update_is_refused(
             assert not before & {p["metadata"]["uid"] for p in pods}
 
         await eventually(recreated, within=60)
-    finally:
-        for op in world.operators:
-            await op.stop()
-        await kube.close()
-        await stop_dev_cluster(cluster)

@@ -33,16 +33,23 @@ import pytest
 import requests
 
 from devkube.cluster import DevCluster
-from harness import manifests as m
-from harness.cluster import LoopThread, free_port, start_dev_cluster, stop_dev_cluster
-from harness.manifests import TPU_ACCELERATOR, TPU_TOPOLOGY
-from harness.operator import launch_operator, operator_options
-from harness.pods import HOST_INDEX, REPLICA_INDEX, REPLICA_NAME, is_running, is_terminating, labels
 from raycluster_operator.api.crd import crd_manifest
 from raycluster_operator.api.models import load_cluster
 from raycluster_operator.builders.autoscaler import service_account_name
-from raycluster_operator.cli.dev import operator_kubeconfig
 from raycluster_operator.controller.manager import Manager
+from raycluster_operator.devcluster.attach import operator_kubeconfig
+from tests.harness import manifests as m
+from tests.harness.cluster import LoopThread, free_port, start_dev_cluster, stop_dev_cluster
+from tests.harness.manifests import TPU_ACCELERATOR, TPU_TOPOLOGY
+from tests.harness.operator import launch_operator, operator_options
+from tests.harness.pods import (
+    HOST_INDEX,
+    REPLICA_INDEX,
+    REPLICA_NAME,
+    is_running,
+    is_terminating,
+    labels,
+)
 
 T = TypeVar("T")
 

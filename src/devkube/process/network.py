@@ -17,6 +17,7 @@ to the shared loopback network.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import ipaddress
 import itertools
@@ -25,15 +26,20 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 log = logging.getLogger(__name__)
 
 PREFIX = "devk"
-# Benchmarking addresses (RFC 2544): reserved, routed nowhere.
-SUBNETS = ("198.18.0.0/16", "198.19.0.0/16")
+# Benchmarking addresses (RFC 2544): reserved, routed nowhere. Cut into /18s (the gateway's /24
+# and 63 node /24s each), so that eight dev clusters of the process runtime run side by side on
+# one machine (parallel test workers, several checkouts).
+SUBNETS = tuple(str(net) for net in ipaddress.IPv4Network("198.18.0.0/15").subnets(new_prefix=18))
+#: Held while a cluster picks a free range and puts its bridge address up, so that two dev
+#: clusters starting at once (test workers) never take the same range.
+LOCK = "/run/devkube-network.lock"
 _NAME = re.compile(rf"^{PREFIX}([0-9a-f]{{6}})")
 # Tells apart the clusters one process makes one after the other (tests do).
 _SEQUENCE = itertools.count()
@@ -87,6 +93,22 @@ def sweep_stale() -> list[str]:
     return removed
 
 
+@contextlib.contextmanager
+def _locked(path: str) -> Iterator[None]:
+    """An exclusive flock on ``path`` (no lock where the file cannot be made)."""
+    try:
+        handle = open(path, "a")  # noqa: SIM115 (held for the block)
+    except OSError:
+        yield
+        return
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 @functools.cache
 def netns_available() -> tuple[bool, str]:
     """Whether pods can get their own network namespace here, and why not when not."""
@@ -113,6 +135,16 @@ class ClusterNetwork:
     up: bool = False
 
     @classmethod
+    def claim(cls) -> tuple[ClusterNetwork | None, str]:
+        """`plan` and `setup` under a machine-wide lock: a network that is up, or None and
+        why. Raises like `setup` when the machine refuses the bridge."""
+        with _locked(LOCK):
+            network, why = cls.plan()
+            if network is not None:
+                network.setup()
+            return network, why
+
+    @classmethod
     def plan(cls) -> tuple[ClusterNetwork | None, str]:
         """A network to set up, or None and the reason pods share the host's network."""
         ok, why = netns_available()
@@ -125,7 +157,7 @@ class ClusterNetwork:
                 return cls(ipaddress.IPv4Network(subnet)), ""
         return (
             None,
-            "both pod ranges (198.18.0.0/16, 198.19.0.0/16) are in use by other dev clusters",
+            f"all {len(SUBNETS)} pod ranges of 198.18.0.0/15 are in use by other dev clusters",
         )
 
     @property
@@ -144,6 +176,10 @@ class ClusterNetwork:
     def nodes(self, nodes: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         """Each node a /24 of the pod range and the gateway as its address (a pod's hostIP)."""
         out = []
+        nodes = list(nodes)
+        room = self.subnet.num_addresses // 256 - 1  # the first /24 is the gateway's
+        if len(nodes) > room:
+            raise ValueError(f"{len(nodes)} nodes: the process runtime's pod range holds {room}")
         for index, node in enumerate(nodes):
             copy = {**node, "spec": {**(node.get("spec") or {}), "podCIDR": self.node_cidr(index)}}
             status = dict(node.get("status") or {})

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -74,6 +75,11 @@ class Controller:
         self.reconciler: Reconciler | None = None
         #: Passes run, across terms.
         self.reconciles = 0
+        #: Passes of each key begun and ended, across terms (passes of one key never overlap:
+        #: the queue hands a key to one worker at a time). A pass numbered past what had begun
+        #: when a change was in the caches has seen it (the tests' barrier, tests/harness).
+        self.passes_begun: Counter[str] = Counter()
+        self.passes_ended: Counter[str] = Counter()
         metrics.track_queue(lambda: len(self.queue) if self.queue is not None else 0)
         sources.subscribe(self._changed)
 
@@ -132,9 +138,11 @@ class Controller:
             except ShutDown:
                 return
             started = time.monotonic()
+            self.passes_begun[key] += 1
             try:
                 await self._pass(queue, reconciler, key)
             finally:
+                self.passes_ended[key] += 1
                 self.reconciles += 1
                 self.metrics.reconcile_seconds.observe(time.monotonic() - started)
                 queue.done(key)

@@ -20,16 +20,17 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from harness import manifests as m
-from harness.operator import FAST, FAST_LEASE, RunningOperator, operator_options
-from harness.pods import CLUSTER, GROUP, is_ready, labels
-from harness.pods import HOST_INDEX as HOST
-from harness.pods import REPLICA_INDEX as INDEX
-from harness.pods import REPLICA_NAME as NAME
-from harness.waiting import eventually
-from harness.world import DevWorld, open_world
 from raycluster_operator.controller.manager import ManagerOptions
 from raycluster_operator.kube import PODS, RAYCLUSTERS, Gone, KubeClient, KubeError
+
+from . import manifests as m
+from .operator import FAST, FAST_LEASE, RunningOperator, operator_options
+from .pods import CLUSTER, GROUP, is_ready, labels
+from .pods import HOST_INDEX as HOST
+from .pods import REPLICA_INDEX as INDEX
+from .pods import REPLICA_NAME as NAME
+from .waiting import eventually
+from .world import DevWorld, open_world
 
 __all__ = ["FAST_LEASE", "RunningOperator", "eventually", "is_ready"]
 

@@ -17,6 +17,16 @@ from rich.table import Table
 from rich.text import Text
 
 RayColumn = Callable[[Mapping[str, Any], str], str]
+#: What `ray start` prints once the node is up (head and workers alike).
+RAY_STARTED = b"Ray runtime started"
+
+
+def ray_state(log: bytes | None, phase: str) -> str:
+    """The RAY column: whether the pod's `ray start` is up, from its first container's output
+    (None: the pod runs nowhere here, so there is nothing to tell)."""
+    if log is None or phase not in ("Pending", "Running"):
+        return ""
+    return "up" if RAY_STARTED in log else "starting"
 
 
 @dataclass(frozen=True)

@@ -12,22 +12,24 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from harness import manifests as m
-from harness.cluster import stop_dev_cluster
-from harness.operator import FAST, FAST_LEASE, RunningOperator, operator_options
-from harness.pods import is_ready as ready
-from harness.pods import labels as labels_of
-from harness.pods import of_type, replica_names
-from harness.pods import slice_hosts as slices
-from harness.waiting import eventually, holds
-from harness.world import DevWorld, open_world
 from raycluster_operator.controller.manager import ManagerOptions
 from raycluster_operator.kube import RAYCLUSTERS
+
+from . import manifests as m
+from .cluster import stop_dev_cluster
+from .operator import FAST, FAST_LEASE, RunningOperator, operator_options
+from .pods import is_ready as ready
+from .pods import labels as labels_of
+from .pods import of_type, replica_names
+from .pods import slice_hosts as slices
+from .waiting import eventually, holds
+from .world import DevWorld, open_world
 
 __all__ = [
     "FAST_LEASE",
     "NODES",
     "RunningOperator",
+    "SharedWorld",
     "World",
     "cpu_group",
     "eventually",
@@ -81,13 +83,35 @@ class World(DevWorld):
         return of_type(await self.pods(cluster), "worker", group)
 
 
+@dataclass
+class SharedWorld(World):
+    """One cluster and one operator (this world's defaults) for every test of a module, each
+    test with RayClusters of its own names, every RayCluster and pod deleted after each
+    (``clean``). ``start_operator()`` hands out the running operator; a test that needs other
+    operator options, faults, crashes or restarts of its own takes the private ``world``."""
+
+    async def start_operator(self, *, wait: bool = True, **overrides: Any) -> RunningOperator:
+        if overrides:
+            raise AssertionError(
+                f"operator options {sorted(overrides)} need a private world: use `world`"
+            )
+        running = [op for op in self.operators if not op.task.done()]
+        if running:
+            return running[-1]
+        return await super().start_operator(wait=wait)
+
+
 @contextlib.asynccontextmanager
 async def running_world(
-    nodes: list[str] = NODES, *, crd: Obj | None = None, **cluster_options: Any
+    nodes: list[str] = NODES,
+    *,
+    crd: Obj | None = None,
+    world_class: type[World] = World,
+    **cluster_options: Any,
 ) -> AsyncIterator[World]:
     """A started dev cluster (fast kubelets, the RayCluster CRD applied: ours, or ``crd``) and
     a World on it; on the way out the world's operators are stopped, then the cluster."""
-    async with open_world(World, nodes, crd=crd, **cluster_options) as world:
+    async with open_world(world_class, nodes, crd=crd, **cluster_options) as world:
         yield world
 
 

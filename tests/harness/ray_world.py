@@ -19,12 +19,13 @@ from typing import Any, ClassVar
 
 from devkube.process.pod import ProcessPod
 from devkube.process.runtime import ProcessRuntime
-from harness import manifests as m
-from harness import waiting
-from harness.pods import labels as labels_of
-from harness.pods import of_type
-from harness.world import DevWorld
 from raycluster_operator.controller.manager import Manager
+
+from . import manifests as m
+from . import waiting
+from .pods import labels as labels_of
+from .pods import of_type
+from .world import DevWorld
 
 __all__ = ["labels_of"]
 

@@ -1,0 +1,116 @@
+"""`raycluster-operator dev`'s dev cluster in the foreground, until SIGINT or SIGTERM.
+
+Order matters to scripts: the kubeconfig is written only once the cluster is up, the CRD is
+installed, every document is applied and the operator is attached (or deployed), so "wait
+until the kubeconfig file exists" is a complete readiness check.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from raycluster_operator.api.objects import Resource
+from raycluster_operator.devcluster.attach import (
+    DEFAULT_PLANNING,
+    hint,
+    install_crd,
+    operator_attached,
+    operator_deployed,
+)
+from raycluster_operator.devcluster.watch import watch_pods
+from raycluster_operator.planning import PlanOptions
+
+log = logging.getLogger("raycluster_operator.dev")
+
+AUTO = "auto"
+
+
+def node_spec_help() -> str:
+    """The dev cluster's node-spec grammar, for `--nodes`' help."""
+    from devkube import SPEC_HELP
+
+    return SPEC_HELP
+
+
+def node_spec_problem(nodes: Sequence[str]) -> str | None:
+    """Why ``nodes`` is not a valid node list, or None."""
+    from devkube import NodeSpecError, parse_spec
+
+    try:
+        parse_spec(nodes)
+    except NodeSpecError as error:
+        return str(error)
+    return None
+
+
+def runtimes() -> tuple[str, ...]:
+    """The kubelet runtimes a dev cluster knows, `auto` first."""
+    from devkube import RUNTIMES
+
+    return (AUTO, *RUNTIMES)
+
+
+def resolve_runtime(requested: str) -> tuple[str, str]:
+    """The runtime to use and why: `auto` is the process runtime where this machine can run
+    pods as processes (Linux, root, unshare), else the simulated one."""
+    if requested != AUTO:
+        return requested, "as asked"
+    from devkube import process_runtime_available
+
+    ok, why = process_runtime_available()
+    if ok:
+        return "process", "pods run as real local processes; a RayCluster is a real Ray cluster"
+    return "simulated", f"pods are simulated, no Ray runs: {why}"
+
+
+async def serve(
+    *,
+    port: int,
+    kubeconfig: Path,
+    nodes: Sequence[str],
+    documents: Sequence[Mapping[str, Any]],
+    operator: bool,
+    runtime: str,
+    kubelet_delay: float,
+    watch: bool,
+    deployed: bool = False,
+    planning: PlanOptions = DEFAULT_PLANNING,
+) -> int:
+    """Runs the dev cluster until a signal; the exit code (1: it failed, said in the log)."""
+    from devkube import DevCluster
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        async with DevCluster(
+            port=port, nodes=list(nodes), runtime=runtime, kubelet_delay=kubelet_delay
+        ) as cluster:
+            await install_crd(cluster)
+            for doc in documents:
+                applied = Resource(await cluster.apply(doc))
+                log.info("applied %s %s", applied.kind, applied.name)
+            attach = operator_deployed if deployed else operator_attached
+            async with attach(cluster, enabled=operator, planning=planning):
+                path = cluster.write_kubeconfig(kubeconfig)
+                log.info("dev cluster ready at %s", cluster.url)
+                hint(f"export KUBECONFIG={path.resolve()}")
+                view = watch_pods(cluster, str(path.resolve()))
+                table = asyncio.create_task(view) if watch else None
+                await stop.wait()
+                if table is not None:
+                    table.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await table
+            log.info("stopping")
+    except Exception as error:
+        log.error("dev cluster failed: %s", error)
+        return 1
+    return 0
