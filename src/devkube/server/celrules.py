@@ -91,12 +91,16 @@ class Compiled:
     errors: list[Cause]
 
 
-def _cel_type(schema: Mapping[str, Any]) -> Any:
-    t = schema.get("type")
+def _type_key(schema: Mapping[str, Any]) -> str:
+    """The CEL type ``self`` has at a schema node (int-or-string and free-form nodes: dyn)."""
     if schema.get("x-kubernetes-int-or-string") or schema.get(
         "x-kubernetes-preserve-unknown-fields"
     ):
-        return cel.Type.DYN
+        return "dyn"
+    return str(schema.get("type") or "dyn")
+
+
+def _cel_type(key: str) -> Any:
     return {
         "string": cel.Type.STRING,
         "integer": cel.Type.INT,
@@ -104,30 +108,14 @@ def _cel_type(schema: Mapping[str, Any]) -> Any:
         "boolean": cel.Type.BOOL,
         "array": cel.Type.List(cel.Type.DYN),
         "object": cel.Type.Map(cel.Type.STRING, cel.Type.DYN),
-    }.get(str(t), cel.Type.DYN)
+    }.get(key, cel.Type.DYN)
 
 
 @cache
-def _env(type_name: str) -> Any:
-    typed = {
-        "string": cel.Type.STRING,
-        "int": cel.Type.INT,
-        "double": cel.Type.DOUBLE,
-        "bool": cel.Type.BOOL,
-    }.get(type_name)
-    if typed is None and type_name.startswith("list"):
-        typed = cel.Type.List(cel.Type.DYN)
-    elif typed is None and type_name.startswith("map"):
-        typed = cel.Type.Map(cel.Type.STRING, cel.Type.DYN)
-    elif typed is None:
-        typed = cel.Type.DYN
+def _env(key: str) -> Any:
+    typed = _cel_type(key)
     return cel.NewEnv(
-        variables={
-            "self": typed,
-            "oldSelf": typed,
-            "__old": typed,
-            "__hasOld": cel.Type.BOOL,
-        },
+        variables={"self": typed, "oldSelf": typed, "__old": typed, "__hasOld": cel.Type.BOOL},
         extensions=[
             ext_strings.ExtStrings(),
             ext_optional.ExtOptional(),
@@ -202,7 +190,7 @@ def _build(schema: Mapping[str, Any], path: str, errors: list[Cause]) -> Node | 
     node = Node(type=str(schema.get("type") or "object"))
     rules = schema.get("x-kubernetes-validations") or []
     if rules:
-        env = _env(_cel_type(schema).name())
+        env = _env(_type_key(schema))
         for i, rule in enumerate(rules):
             compiled = _compile_rule(rule, env, f"{path}.x-kubernetes-validations[{i}]", errors)
             if compiled is not None:

@@ -1,6 +1,7 @@
 """The CustomResourceDefinition of ``rayclusters.ray.io`` this operator installs.
 
-A full structural schema: every field of KubeRay's RayCluster ``v1`` (v1.6, and v1.7's GCS fault tolerance with its CEL rules) with KubeRay's types,
+A full structural schema: every field of KubeRay's RayCluster ``v1`` (v1.6, plus v1.7's GCS
+backend; KubeRay's CEL rules word for word) with KubeRay's types,
 defaults, enums and printer columns, so the API server prunes and refuses what KubeRay's own
 CRD prunes and refuses, and ``kubectl explain`` reaches every leaf. Embedded Kubernetes types
 (the pod templates, the head Service, the autoscaler container's fields) come from
