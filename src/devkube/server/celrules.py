@@ -77,6 +77,7 @@ class Node:
     """A schema node with rules, or on the way to one."""
 
     type: str
+    type_key: str = "dyn"
     rules: list[Rule] = field(default_factory=list)
     properties: dict[str, Node] = field(default_factory=dict)
     items: Node | None = None
@@ -187,10 +188,10 @@ def _compile_rule(rule: Mapping[str, Any], env: Any, path: str, errors: list[Cau
 
 
 def _build(schema: Mapping[str, Any], path: str, errors: list[Cause]) -> Node | None:
-    node = Node(type=str(schema.get("type") or "object"))
+    node = Node(type=str(schema.get("type") or "object"), type_key=_type_key(schema))
     rules = schema.get("x-kubernetes-validations") or []
     if rules:
-        env = _env(_type_key(schema))
+        env = _env(node.type_key)
         for i, rule in enumerate(rules):
             compiled = _compile_rule(rule, env, f"{path}.x-kubernetes-validations[{i}]", errors)
             if compiled is not None:
@@ -303,10 +304,13 @@ def _old_items(node: Node, old: list[Any]) -> dict[Any, Any]:
 def _run(node: Node, value: Any, old: Any, has_old: bool, path: str, found: list[Cause]) -> None:
     unchanged = has_old and value == old
     data = {"self": value, "oldSelf": old, "__old": old, "__hasOld": has_old}
+    activation = None  # built once per node, for the rules that run
     for rule in node.rules:
         if rule.transition and not has_old and not rule.optional_old:
             continue
-        result = rule.program.eval(data=data)
+        if activation is None:
+            activation = _env(node.type_key).Activation(data)
+        result = rule.program.eval(activation)
         if result.type() == cel.Type.ERROR:
             detail = f"{_eval_error(result)} evaluating rule: {_rule_error_string(rule.source)}"
             found.append((path, f'Invalid value: "{node.type}": {detail}', "FieldValueInvalid"))
