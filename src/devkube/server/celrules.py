@@ -164,7 +164,7 @@ def _compile_rule(rule: Mapping[str, Any], env: Any, path: str, errors: list[Cau
         errors.append((where, f"Invalid value: {_go_rule(rule)}: {detail}", "FieldValueInvalid"))
         return None
     if program.return_type() not in (cel.Type.BOOL, cel.Type.DYN):
-        detail = "must evaluate to a bool"
+        detail = "cel expression must evaluate to a bool"
         errors.append((where, f"Invalid value: {_go_rule(rule)}: {detail}", "FieldValueInvalid"))
         return None
     message_program = None
