@@ -39,7 +39,6 @@ from devkube.controllers.workloads import (
     EXPECTATION_TTL,
     HASH_LABEL,
     REVISION,
-    Obj,
     PassLoop,
     controller_uid,
     meta,
@@ -51,6 +50,7 @@ from devkube.controllers.workloads import (
 )
 from devkube.machinery.client import ApiClient, ApiError, resource_path
 from devkube.machinery.informer import Informer
+from kubefacts.objects import Obj
 from kubefacts.timestamps import parse_time, rfc3339
 
 log = logging.getLogger(__name__)

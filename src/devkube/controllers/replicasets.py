@@ -21,7 +21,6 @@ from typing import Any
 from devkube.controllers.workloads import (
     APPS,
     EXPECTATION_TTL,
-    Obj,
     PassLoop,
     controller_uid,
     meta,
@@ -34,6 +33,7 @@ from devkube.controllers.workloads import (
 from devkube.machinery.client import ApiClient, ApiError, resource_path
 from devkube.machinery.informer import Informer
 from devkube.machinery.selectors import label_selector_matches
+from kubefacts.objects import Obj
 
 log = logging.getLogger(__name__)
 

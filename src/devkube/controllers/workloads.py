@@ -17,8 +17,8 @@ from typing import Any
 from devkube.machinery.control_loop import ControlLoop
 from devkube.machinery.informer import Informer
 from kubefacts.names import SUFFIX_ALPHABET
+from kubefacts.objects import Obj
 
-Obj = Mapping[str, Any]
 APPS = "apps/v1"
 HASH_LABEL = "pod-template-hash"
 REVISION = "deployment.kubernetes.io/revision"

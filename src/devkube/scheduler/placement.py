@@ -29,9 +29,9 @@ from devkube.machinery.selectors import (
     label_selector_matches,
     node_selector_term_matches,
 )
+from kubefacts.objects import Obj
 from kubefacts.quantities import parse_quantity
 
-Obj = Mapping[str, Any]
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 
@@ -103,7 +103,7 @@ def untolerated_taint(pod: Obj, node: Obj, requests: Mapping[str, Fraction]) -> 
     return None
 
 
-def toleration_matches(toleration: Obj, taint: Obj) -> bool:
+def toleration_matches(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
     """As kube's Toleration.ToleratesTaint: an empty effect or key matches any, operator
     Exists ignores the value, Equal (the default) compares it."""
     if toleration.get("effect") and toleration.get("effect") != taint.get("effect"):

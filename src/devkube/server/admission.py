@@ -19,7 +19,8 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable
-from typing import Any
+
+from kubefacts.objects import Obj
 
 from .errors import ApiError
 from .escalation import escalation_message, missing
@@ -29,7 +30,6 @@ from .requestinfo import Attributes
 from .resources import ResourceType
 from .store import Store
 
-Obj = dict[str, Any]
 Admission = Callable[[ResourceType, "Obj | None", Obj], None]
 _GC_FIELDS = ("ownerReferences", "finalizers", "resourceVersion", "managedFields", "generation")
 

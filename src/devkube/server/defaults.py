@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-Obj = dict[str, Any]
+from kubefacts.objects import Obj
 
 
 class ClusterIPs:

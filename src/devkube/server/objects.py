@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kubefacts.names import random_suffix
+from kubefacts.objects import Obj
 from kubefacts.timestamps import rfc3339
 
 from . import (
@@ -35,7 +36,7 @@ from . import (
 from .errors import ApiError, already_exists, bad_request, conflict, invalid, not_found
 from .resources import Registry, ResourceType
 from .selectors import Selection
-from .store import Obj, Store, Stored, encode
+from .store import Store, Stored, encode
 
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 DNS_SUBDOMAIN = re.compile(rf"^{_DNS_LABEL}(\.{_DNS_LABEL})*$")

@@ -20,6 +20,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kubefacts.objects import Obj
+
 from .errors import ApiError
 from .identity import UserInfo, service_account_username
 from .requestinfo import Attributes
@@ -32,7 +34,6 @@ ROLE_BINDINGS = f"rolebindings.{GROUP}"
 CLUSTER_ROLE_BINDINGS = f"clusterrolebindings.{GROUP}"
 RBAC_KEYS = (ROLES, CLUSTER_ROLES, ROLE_BINDINGS, CLUSTER_ROLE_BINDINGS)
 
-Obj = dict[str, Any]
 SubjectKey = tuple[str, str]  # ("User" | "Group", name); ServiceAccounts become their user
 
 

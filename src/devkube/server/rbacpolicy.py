@@ -7,11 +7,10 @@ which starts with discovery.
 
 from __future__ import annotations
 
-from typing import Any
+from kubefacts.objects import Obj
 
 from .identity import AUTHENTICATED, MASTERS
 
-Obj = dict[str, Any]
 _META_LABELS = {"kubernetes.io/bootstrapping": "rbac-defaults"}
 _META_ANNOTATIONS = {"rbac.authorization.kubernetes.io/autoupdate": "true"}
 UNAUTHENTICATED = "system:unauthenticated"

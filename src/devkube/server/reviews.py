@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
+from kubefacts.objects import Obj
 from kubefacts.timestamps import rfc3339
 
 from . import protobuf, requestinfo
@@ -33,8 +34,6 @@ ALL_RULES = (
     Rule(("*",), ("*",), ("*",)),
     Rule(("*",), non_resource_urls=("*",)),
 )
-
-Obj = dict[str, Any]
 
 
 def _json(body: Obj, status: int = 201) -> web.Response:

@@ -14,9 +14,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .selectors import Selection
+from kubefacts.objects import Obj
 
-Obj = dict[str, Any]
+from .selectors import Selection
 
 
 def encode(obj: Any) -> bytes:

@@ -12,9 +12,10 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from kubefacts.objects import Obj
+
 from .resources import ResourceType
 
-Obj = Mapping[str, Any]
 Column = tuple[str, str, int, Callable[[Obj], Any]]  # name, type, priority, cell
 
 

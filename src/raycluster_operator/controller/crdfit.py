@@ -26,13 +26,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from raycluster_operator.api.crd import NAME, VERSION
+from raycluster_operator.api.objects import Obj
 from raycluster_operator.controller.events import EventRecorder
 from raycluster_operator.controller.mergepatch import merge_patch
 from raycluster_operator.kube import CRDS, KubeClient, KubeError, prune
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 #: How often the installed CRD is read again (it may be replaced while the operator runs).
 REFRESH_SECONDS = 60.0
