@@ -83,3 +83,10 @@ def test_the_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert options.serving.lease_namespace == "default"
     assert (options.serving.metrics_addr, options.serving.health_addr) == (":8080", ":8082")
     assert options.serving.leader_elect is True
+
+
+def test_namespace_takes_kuberays_comma_separated_form(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    options = options_of(["--namespace=a,b", "--namespace=c"], tmp_path, monkeypatch)
+    assert options.sources.namespaces == ("a", "b", "c")

@@ -336,3 +336,28 @@ def test_our_crd_keeps_every_status_field_a_group_entry_can_carry() -> None:
     kept, dropped = prune({"workerGroups": [entry]}, SCHEMA["properties"]["status"])
     assert dropped == []
     assert kept == {"workerGroups": [entry]}
+
+
+def test_kuberays_cel_rules_are_kept_word_for_word() -> None:
+    """KubeRay v1.6/v1.7's ``x-kubernetes-validations`` (from its generated CRD): managedBy is
+    immutable and one of two values; v1.7's GCS backend is immutable and redisAddress is no
+    longer required (a rocksdb backend has no Redis)."""
+    spec = SCHEMA["properties"]["spec"]["properties"]
+    assert spec["managedBy"]["x-kubernetes-validations"] == [
+        {"message": "the managedBy field is immutable", "rule": "self == oldSelf"},
+        {
+            "message": "the managedBy field value must be either 'ray.io/kuberay-operator' "
+            "or 'kueue.x-k8s.io/multikueue'",
+            "rule": "self in ['ray.io/kuberay-operator', 'kueue.x-k8s.io/multikueue']",
+        },
+    ]
+    gcs = spec["gcsFaultToleranceOptions"]
+    assert "required" not in gcs
+    assert gcs["properties"]["backend"]["enum"] == ["redis", "rocksdb"]
+    assert gcs["properties"]["backend"]["x-kubernetes-validations"] == [
+        {"message": "gcsFaultToleranceOptions.backend is immutable", "rule": "self == oldSelf"}
+    ]
+    assert gcs["properties"]["storage"]["properties"]["deletionPolicy"]["enum"] == [
+        "DeleteWithCluster",
+        "Retain",
+    ]

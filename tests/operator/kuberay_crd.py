@@ -1,6 +1,7 @@
-"""A test fixture shaped like KubeRay v1.6's own ``rayclusters.ray.io`` CRD.
+"""A test fixture shaped like KubeRay v1.7's own ``rayclusters.ray.io`` CRD (v1.6 with the GCS
+backend: the same CEL rules on managedBy, one more on gcsFaultToleranceOptions.backend).
 
-Facts from KubeRay's ``ray-operator/config/crd/bases/ray.io_rayclusters.yaml`` (v1.6): a full
+Facts from KubeRay's ``ray-operator/config/crd/bases/ray.io_rayclusters.yaml`` (v1.6, v1.7): a full
 structural schema with no ``x-kubernetes-preserve-unknown-fields`` anywhere in spec or status,
 status fields limited to KubeRay's (no slice counts), no ``idleSuspend`` or
 ``idleTerminationOptions`` in spec, descriptions stripped (controller-gen maxDescLen=0), and

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import structural
+from . import celrules, structural
 from .resources import ResourceType
 
 
@@ -68,7 +68,7 @@ def problems(crd: dict[str, Any]) -> list[tuple[str, str]]:
         if isinstance(schema, dict):
             where = f"spec.versions[{i}].schema.openAPIV3Schema"
             found += [(c[0], c[1]) for c in structural.schema_problems(schema, where)]
-    return found
+    return found + [(c[0], c[1]) for c in celrules.crd_problems(crd)]
 
 
 def accepted_status(crd: dict[str, Any], now: str) -> dict[str, Any]:

@@ -149,42 +149,9 @@ class Handlers:
         if verb in ("list", "watch"):
             return await self._list_or_watch(request, target, watching)
         if verb == "get":
-            stored = self.objects.get(rt, ns, name or "")
-            if sub == "log":
-                tail = q.get("tailLines")
-                log = logs.LogRequest(
-                    namespace=ns or "",
-                    pod=name or "",
-                    container=q.get("container"),
-                    follow=_truthy(q.get("follow")),
-                    tail_lines=int(tail) if tail else None,
-                    previous=_truthy(q.get("previous")),
-                )
-                return await logs.serve(request, self.log_source, log)
-            if sub == "scale":
-                return json_response(scale.view(rt, stored.obj))
-            if not sub and tables.wants_table(request.headers.get("Accept", "")):
-                # `kubectl get KIND NAME` prints the kind's columns for one object too.
-                view = self.objects.view(rt, stored)
-                return json_response(tables.table(rt, [view], stored.rv, None, q))
-            return self._object(request, rt, stored)
+            return await self._get(request, target)
         if verb == "create":
-            # (Access reviews and TokenRequest are answered by reviews.py, routed before this.)
-            if sub in streaming.SUBRESOURCES:
-                stored = self.objects.get(rt, ns, name or "")
-                pod = self.objects.view(rt, stored)
-                return await streaming.serve(request, self.stream_backend, sub, ns or "", pod)
-            body = await _body(request)
-            if sub == "binding":
-                self.objects.bind(ns or "", name or "", body)
-                return json_response(_success(), 201)
-            if sub == "eviction":
-                self.objects.delete(rt, ns, name or "", (body or {}).get("deleteOptions"))
-                return json_response(_success(), 201)
-            if name is not None:
-                raise method_not_allowed("POST is not allowed on a named object")
-            stored = self.objects.create(rt, ns, body, dry_run=dry_run, fields=fields)
-            return _warn(self._object(request, rt, stored, 201), fields)
+            return await self._create(request, target, dry_run, fields)
         if verb == "update":
             body = await _body(request)
             if sub == "scale":
@@ -195,30 +162,7 @@ class Handlers:
             )
             return _warn(self._object(request, rt, stored), fields)
         if verb == "patch":
-            content_type = request.content_type
-            if content_type not in patches.PATCH_TYPES:
-                raise ApiError(
-                    415,
-                    "UnsupportedMediaType",
-                    f"the body of the request was in an unknown format - {content_type}",
-                )
-            body = await _body(request, yaml_ok=content_type == patches.APPLY_PATCH)
-            if sub == "scale":
-                stored = self._write_scale(rt, ns, name or "", body, content_type, dry_run)
-                return json_response(scale.view(rt, stored.obj))
-            existed = self.objects.store.get(rt.storage_key, ns or "", name or "") is not None
-            stored = self.objects.patch(
-                rt,
-                ns,
-                name or "",
-                content_type,
-                body,
-                subresource=sub,
-                dry_run=dry_run,
-                force=_truthy(q.get("force")),
-                fields=fields,
-            )
-            return _warn(self._object(request, rt, stored, 200 if existed else 201), fields)
+            return await self._patch(request, target, dry_run, fields)
         if verb == "delete":
             options = await _delete_options(request)
             stored, removed = self.objects.delete(rt, ns, name or "", options, dry_run=dry_run)
@@ -226,17 +170,105 @@ class Handlers:
                 return json_response(_success(stored.obj, rt))
             return self._object(request, rt, stored)
         if verb == "deletecollection":
-            options = await _delete_options(request)
-            selection = self._selection(request, target)
-            deleted = []
-            for stored in self.objects.list(rt, selection):
-                meta = stored.obj["metadata"]
-                final, _ = self.objects.delete(
-                    rt, meta.get("namespace"), meta["name"], options, dry_run=dry_run
-                )
-                deleted.append(final)
-            return json_response(self._list_bytes(rt, deleted, self.objects.store.rv, None))
+            return await self._delete_collection(request, target, dry_run)
         raise method_not_allowed(f"{request.method} is not supported")
+
+    async def _get(self, request: web.Request, target: Target) -> web.StreamResponse:
+        rt, ns, name, sub = target.rt, target.namespace, target.name, target.subresource
+        q = request.query
+        stored = self.objects.get(rt, ns, name or "")
+        if sub == "log":
+            tail = q.get("tailLines")
+            log = logs.LogRequest(
+                namespace=ns or "",
+                pod=name or "",
+                container=q.get("container"),
+                follow=_truthy(q.get("follow")),
+                tail_lines=int(tail) if tail else None,
+                previous=_truthy(q.get("previous")),
+            )
+            return await logs.serve(request, self.log_source, log)
+        if sub == "scale":
+            return json_response(scale.view(rt, stored.obj))
+        if not sub and tables.wants_table(request.headers.get("Accept", "")):
+            # `kubectl get KIND NAME` prints the kind's columns for one object too.
+            view = self.objects.view(rt, stored)
+            return json_response(tables.table(rt, [view], stored.rv, None, q))
+        return self._object(request, rt, stored)
+
+    async def _create(
+        self,
+        request: web.Request,
+        target: Target,
+        dry_run: bool,
+        fields: structural.FieldValidation,
+    ) -> web.StreamResponse:
+        rt, ns, name, sub = target.rt, target.namespace, target.name, target.subresource
+        # (Access reviews and TokenRequest are answered by reviews.py, routed before this.)
+        if sub in streaming.SUBRESOURCES:
+            stored = self.objects.get(rt, ns, name or "")
+            pod = self.objects.view(rt, stored)
+            return await streaming.serve(request, self.stream_backend, sub, ns or "", pod)
+        body = await _body(request)
+        if sub == "binding":
+            self.objects.bind(ns or "", name or "", body)
+            return json_response(_success(), 201)
+        if sub == "eviction":
+            self.objects.delete(rt, ns, name or "", (body or {}).get("deleteOptions"))
+            return json_response(_success(), 201)
+        if name is not None:
+            raise method_not_allowed("POST is not allowed on a named object")
+        stored = self.objects.create(rt, ns, body, dry_run=dry_run, fields=fields)
+        return _warn(self._object(request, rt, stored, 201), fields)
+
+    async def _patch(
+        self,
+        request: web.Request,
+        target: Target,
+        dry_run: bool,
+        fields: structural.FieldValidation,
+    ) -> web.StreamResponse:
+        rt, ns, name, sub = target.rt, target.namespace, target.name, target.subresource
+        q = request.query
+        content_type = request.content_type
+        if content_type not in patches.PATCH_TYPES:
+            raise ApiError(
+                415,
+                "UnsupportedMediaType",
+                f"the body of the request was in an unknown format - {content_type}",
+            )
+        body = await _body(request, yaml_ok=content_type == patches.APPLY_PATCH)
+        if sub == "scale":
+            stored = self._write_scale(rt, ns, name or "", body, content_type, dry_run)
+            return json_response(scale.view(rt, stored.obj))
+        existed = self.objects.store.get(rt.storage_key, ns or "", name or "") is not None
+        stored = self.objects.patch(
+            rt,
+            ns,
+            name or "",
+            content_type,
+            body,
+            subresource=sub,
+            dry_run=dry_run,
+            force=_truthy(q.get("force")),
+            fields=fields,
+        )
+        return _warn(self._object(request, rt, stored, 200 if existed else 201), fields)
+
+    async def _delete_collection(
+        self, request: web.Request, target: Target, dry_run: bool
+    ) -> web.StreamResponse:
+        rt = target.rt
+        options = await _delete_options(request)
+        selection = self._selection(request, target)
+        deleted = []
+        for stored in self.objects.list(rt, selection):
+            meta = stored.obj["metadata"]
+            final, _ = self.objects.delete(
+                rt, meta.get("namespace"), meta["name"], options, dry_run=dry_run
+            )
+            deleted.append(final)
+        return json_response(self._list_bytes(rt, deleted, self.objects.store.rv, None))
 
     def _write_scale(
         self,

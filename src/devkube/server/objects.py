@@ -23,6 +23,7 @@ from kubefacts.timestamps import rfc3339
 
 from . import (
     builtin,
+    celrules,
     crds,
     defaults,
     deletion,
@@ -164,6 +165,7 @@ class Objects:
         for admit in self.admission:
             admit(rt, None, obj)
         self._validate(rt, obj)
+        self._rules(rt, obj, None)
         if dry_run:
             meta["resourceVersion"] = str(self.store.rv)
             return Stored(obj, self.store.rv)
@@ -349,36 +351,11 @@ class Objects:
                 STALE,
             )
         if subresource == "status":
-            new = thaw(old)
-            if "status" in obj:
-                new["status"] = obj["status"]
-            else:
-                new.pop("status", None)
-            obj = new
+            obj = self._status_write(old, obj)
             meta = obj["metadata"]
         else:
-            for key in (
-                "uid",
-                "creationTimestamp",
-                "deletionTimestamp",
-                "deletionGracePeriodSeconds",
-            ):
-                if key in old["metadata"]:
-                    meta[key] = old["metadata"][key]
-                else:
-                    meta.pop(key, None)
-            meta.pop("managedFields", None)
-            if rt.builtin and rt.group == "apps" and rt.plural == "deployments":
-                defaults.deployment(obj)  # the API server defaults on every write
-            if rt.status_subresource:
-                if "status" in old:
-                    obj["status"] = copy.deepcopy(old["status"])
-                else:
-                    obj.pop("status", None)
-            for admit in self.admission:
-                admit(rt, old, obj)
-            self._check_update(rt, old, obj)
-            self._validate(rt, obj)
+            self._spec_write(rt, old, obj)
+        self._rules(rt, obj, old)
         if "generation" in old["metadata"]:
             meta["generation"] = old["metadata"]["generation"]
             if _spec_of(rt, obj) != _spec_of(rt, old):
@@ -422,6 +399,46 @@ class Objects:
         stored = self.store.put(rt.storage_key, obj)
         self._after_write(rt, stored)
         return stored
+
+    def _status_write(self, old: Obj, obj: Obj) -> Obj:
+        """A write through the status subresource changes the status only."""
+        new: Obj = thaw(old)
+        if "status" in obj:
+            new["status"] = obj["status"]
+        else:
+            new.pop("status", None)
+        return new
+
+    def _spec_write(self, rt: ResourceType, old: Obj, obj: Obj) -> None:
+        """A main-resource write keeps what clients may not change, then is admitted and
+        validated (with a status subresource, the stored status is kept)."""
+        meta = obj["metadata"]
+        for key in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds"):
+            if key in old["metadata"]:
+                meta[key] = old["metadata"][key]
+            else:
+                meta.pop(key, None)
+        meta.pop("managedFields", None)
+        if rt.builtin and rt.group == "apps" and rt.plural == "deployments":
+            defaults.deployment(obj)  # the API server defaults on every write
+        if rt.status_subresource:
+            if "status" in old:
+                obj["status"] = copy.deepcopy(old["status"])
+            else:
+                obj.pop("status", None)
+        for admit in self.admission:
+            admit(rt, old, obj)
+        self._check_update(rt, old, obj)
+        self._validate(rt, obj)
+
+    def _rules(self, rt: ResourceType, obj: Obj, old: Obj | None) -> None:
+        """The CRD's CEL rules (``celrules``), on every write of a custom object, its status
+        included, as kube-apiserver runs them after the schema's own validation."""
+        if rt.builtin or not rt.schema:
+            return
+        causes = celrules.validate(rt.schema, obj, old)
+        if causes:
+            raise invalid(rt.kind, rt.group, obj["metadata"].get("name", ""), causes)
 
     def _graceful(self, rt: ResourceType, obj: Obj) -> bool:
         """A pod still inside its grace period stays until the kubelet (or grace 0) ends it."""

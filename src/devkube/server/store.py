@@ -40,6 +40,18 @@ class Stored:
         return self._raw
 
 
+class Reshaped(Stored):
+    """An object served reshaped by a CRD's schema, beside the object as it was persisted:
+    etcd keeps what was written, and a later schema (say, one that declares a field again)
+    decodes it afresh, so a pruned field comes back as a real server serves it."""
+
+    __slots__ = ("persisted",)
+
+    def __init__(self, obj: Obj, rv: int, persisted: Obj) -> None:
+        super().__init__(obj, rv)
+        self.persisted = persisted
+
+
 @dataclass(frozen=True)
 class Change:
     """One write as watchers see it. `old` lets a selector notice an object leaving its set."""
@@ -204,9 +216,10 @@ class Store:
             return
         for bucket in table.by_ns.values():
             for name, stored in list(bucket.items()):
-                new = shape(stored.obj)
+                persisted = stored.persisted if isinstance(stored, Reshaped) else stored.obj
+                new = shape(persisted)
                 if new != stored.obj:
-                    bucket[name] = Stored(new, stored.rv)
+                    bucket[name] = Reshaped(new, stored.rv, persisted)
 
     def remove(self, key: str, namespace: str, name: str, rv: int) -> Stored | None:
         table = self._tables.get(key)

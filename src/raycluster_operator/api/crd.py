@@ -1,6 +1,7 @@
 """The CustomResourceDefinition of ``rayclusters.ray.io`` this operator installs.
 
-A full structural schema: every field of KubeRay v1.6's RayCluster ``v1`` with KubeRay's types,
+A full structural schema: every field of KubeRay's RayCluster ``v1`` (v1.6, plus v1.7's GCS
+backend; KubeRay's CEL rules word for word) with KubeRay's types,
 defaults, enums and printer columns, so the API server prunes and refuses what KubeRay's own
 CRD prunes and refuses, and ``kubectl explain`` reaches every leaf. Embedded Kubernetes types
 (the pod templates, the head Service, the autoscaler container's fields) come from
@@ -196,6 +197,88 @@ def _worker_group() -> Schema:
     }
 
 
+#: KubeRay's CEL rules on ``spec.managedBy`` (v1.6 and v1.7, every CRD of ray.io/v1 that has
+#: the field): set once, and only to one of two values. Our operator has no value of its own
+#: (docs/design.md §3.7): it reconciles clusters without managedBy or naming KubeRay's.
+MANAGED_BY_RULES: list[Schema] = [
+    {"message": "the managedBy field is immutable", "rule": "self == oldSelf"},
+    {
+        "message": "the managedBy field value must be either 'ray.io/kuberay-operator' or "
+        "'kueue.x-k8s.io/multikueue'",
+        "rule": "self in ['ray.io/kuberay-operator', 'kueue.x-k8s.io/multikueue']",
+    },
+]
+#: KubeRay v1.7's rule on ``spec.gcsFaultToleranceOptions.backend``.
+BACKEND_RULES: list[Schema] = [
+    {"message": "gcsFaultToleranceOptions.backend is immutable", "rule": "self == oldSelf"}
+]
+
+
+def _gcs_fault_tolerance() -> Schema:
+    """KubeRay v1.7's shape: a backend (``redis`` or ``rocksdb``, immutable) and no longer a
+    required ``redisAddress`` (a rocksdb backend has none)."""
+    return {
+        "description": "GCS fault tolerance: external Redis, or RocksDB on a volume.",
+        "type": "object",
+        "properties": {
+            "backend": _string(
+                "Where GCS keeps its state (immutable).",
+                enum=["redis", "rocksdb"],
+                **{"x-kubernetes-validations": copy.deepcopy(BACKEND_RULES)},
+            ),
+            "externalStorageNamespace": _string("Namespace of the cluster in Redis."),
+            "redisAddress": _string("host:port of Redis."),
+            "redisPassword": _redis_credential("Redis password."),
+            "redisUsername": _redis_credential("Redis user name."),
+            "storage": {
+                "description": "The volume of the rocksdb backend.",
+                "type": "object",
+                "properties": {
+                    "accessModes": _array("Access modes of the claim.", {"type": "string"}),
+                    "claimName": _string("An existing PersistentVolumeClaim to use."),
+                    "deletionPolicy": _string(
+                        "What happens to the claim with the cluster.",
+                        enum=["DeleteWithCluster", "Retain"],
+                    ),
+                    "size": _quantity("Size of the claim."),
+                    "storageClassName": _string("Storage class of the claim."),
+                    "subPath": _string("Sub-path within the volume."),
+                },
+            },
+        },
+    }
+
+
+def _upgrade_strategy() -> Schema:
+    return {
+        "description": "What a change of the pod templates does.",
+        "type": "object",
+        "properties": {
+            "type": _string(
+                "Upgrade type. RollingUpdate is an EXTENSION (raycluster-operator; "
+                "KubeRay's enum rejects it): worker slices replaced whole, within "
+                "rollingUpdate's bounds.",
+                enum=["Recreate", "None", "RollingUpdate"],
+            ),
+            "rollingUpdate": {
+                "description": f"{EXTENSION} bounds of a RollingUpdate, in slices per "
+                "worker group (an integer, or a percentage of the desired slices).",
+                "type": "object",
+                "properties": {
+                    "maxUnavailable": _int_or_string(
+                        "Slices that may be unready during the update (default 1; a "
+                        "percentage rounds down)."
+                    ),
+                    "maxSurge": _int_or_string(
+                        "Slices created above the desired number (default 0; a "
+                        "percentage rounds up)."
+                    ),
+                },
+            },
+        },
+    }
+
+
 def spec_schema() -> Schema:
     return {
         "description": "The desired Ray cluster.",
@@ -213,17 +296,7 @@ def spec_schema() -> Schema:
             },
             "autoscalerOptions": _autoscaler_options(),
             "enableInTreeAutoscaling": _bool("Run the Ray autoscaler as a head sidecar."),
-            "gcsFaultToleranceOptions": {
-                "description": "External Redis for GCS fault tolerance.",
-                "type": "object",
-                "required": ["redisAddress"],
-                "properties": {
-                    "externalStorageNamespace": _string("Namespace of the cluster in Redis."),
-                    "redisAddress": _string("host:port of Redis."),
-                    "redisPassword": _redis_credential("Redis password."),
-                    "redisUsername": _redis_credential("Redis user name."),
-                },
-            },
+            "gcsFaultToleranceOptions": _gcs_fault_tolerance(),
             "headGroupSpec": _head_group(),
             "headServiceAnnotations": _string_map("Annotations of the head Service."),
             "idleSuspend": _bool(
@@ -243,37 +316,12 @@ def spec_schema() -> Schema:
             },
             "managedBy": _string(
                 "The controller that reconciles this cluster (ray.io/kuberay-operator or "
-                "kueue.x-k8s.io/multikueue); others are left alone."
+                "kueue.x-k8s.io/multikueue); others are left alone.",
+                **{"x-kubernetes-validations": copy.deepcopy(MANAGED_BY_RULES)},
             ),
             "rayVersion": _string("Ray version of the images."),
             "suspend": _bool("Delete every pod of the cluster and keep it down."),
-            "upgradeStrategy": {
-                "description": "What a change of the pod templates does.",
-                "type": "object",
-                "properties": {
-                    "type": _string(
-                        "Upgrade type. RollingUpdate is an EXTENSION (raycluster-operator; "
-                        "KubeRay's enum rejects it): worker slices replaced whole, within "
-                        "rollingUpdate's bounds.",
-                        enum=["Recreate", "None", "RollingUpdate"],
-                    ),
-                    "rollingUpdate": {
-                        "description": f"{EXTENSION} bounds of a RollingUpdate, in slices per "
-                        "worker group (an integer, or a percentage of the desired slices).",
-                        "type": "object",
-                        "properties": {
-                            "maxUnavailable": _int_or_string(
-                                "Slices that may be unready during the update (default 1; a "
-                                "percentage rounds down)."
-                            ),
-                            "maxSurge": _int_or_string(
-                                "Slices created above the desired number (default 0; a "
-                                "percentage rounds up)."
-                            ),
-                        },
-                    },
-                },
-            },
+            "upgradeStrategy": _upgrade_strategy(),
             "workerGroupSpecs": _array("The worker groups.", _worker_group()),
         },
     }

@@ -29,6 +29,15 @@ KNOWN_GATES = {"RayMultiHostIndexing": True}
 POD_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 
+def split_namespaces(given: tuple[str, ...]) -> tuple[str, ...]:
+    """``--namespace a,b`` (KubeRay's ``--watch-namespace`` form) as well as ``--namespace a
+    --namespace b``, so one list of namespaces serves both operators' flags."""
+    out: list[str] = []
+    for value in given:
+        out += [ns.strip() for ns in value.split(",") if ns.strip() and ns.strip() not in out]
+    return tuple(out)
+
+
 def pod_namespace(default: str = "default") -> str:
     """The namespace this pod runs in (for the Lease), or ``default`` outside a cluster."""
     if os.path.exists(POD_NAMESPACE_FILE):
@@ -86,7 +95,12 @@ def backoff_options(command: F) -> F:
     "--kubeconfig", type=click.Path(dir_okay=False), help="Default: in-cluster, then $KUBECONFIG."
 )
 @click.option("--context", default=None, help="kubeconfig context to use.")
-@click.option("--namespace", "namespaces", multiple=True, help="Watch only these (repeatable).")
+@click.option(
+    "--namespace",
+    "namespaces",
+    multiple=True,
+    help="Watch only these: repeatable, or comma-separated as KubeRay's --watch-namespace.",
+)
 @click.option("--metrics-addr", default=":8080", show_default=True)
 @click.option("--health-addr", default=":8082", show_default=True)
 @click.option("--leader-elect/--no-leader-elect", default=True, show_default=True)
@@ -141,7 +155,7 @@ def run(
     configure_logging(log_format)
     gates = parse_feature_gates(feature_gates)
     options = ManagerOptions(
-        sources=SourceOptions(namespaces=namespaces),
+        sources=SourceOptions(namespaces=split_namespaces(namespaces)),
         controller=ControllerOptions(
             reconcile_concurrency=reconcile_concurrency, resync_period=resync_period
         ),

@@ -23,6 +23,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from raycluster_operator.controller.crdwatch import follow_crd
 from raycluster_operator.controller.events import EventRecorder
 from raycluster_operator.controller.metrics import Metrics
 from raycluster_operator.controller.reconciler import ReconcileError, Reconciler, TerminalError
@@ -89,6 +90,12 @@ class Controller:
         if self.queue is not None:
             self.queue.add(change.key)
 
+    def _resync(self) -> None:
+        """Every cluster passes again (the installed CRD changed: crdwatch)."""
+        if self.queue is not None:
+            for key in self.sources.caches.clusters.all_keys():
+                self.queue.add(key)
+
     async def lead(self, *, stopping: Callable[[], bool]) -> None:
         """One leadership term: workers plus a periodic resync, until cancelled.
 
@@ -110,12 +117,17 @@ class Controller:
             asyncio.create_task(self._worker(queue, self.reconciler), name=f"worker {i}")
             for i in range(max(1, opts.reconcile_concurrency))
         ]
+        crd_watch = asyncio.create_task(
+            follow_crd(self.client, self.reconciler.crd, self._resync), name="crd watch"
+        )
         try:
             while True:
                 for key in self.sources.caches.clusters.all_keys():
                     queue.add(key)
                 await asyncio.sleep(opts.resync_period)
         finally:
+            crd_watch.cancel()
+            await asyncio.gather(crd_watch, return_exceptions=True)
             self.metrics.is_leader.set(0)
             self.queue = None
             self.reconciler = None

@@ -109,17 +109,30 @@ class InstalledCrd:
                 )
         self._missing_logged = missing
 
+    def use(self, crd: Mapping[str, Any] | None) -> None:
+        """The CRD as its watch delivered it (``crdwatch``): held at once, so a CRD replaced
+        under a running operator is compared against within seconds, not at the next
+        refresh; what was learned from writes belonged to the old schema and is dropped."""
+        self._schema = served_schema(crd) if crd is not None else None
+        self._digest = hash(json.dumps(self._schema, sort_keys=True))
+        self._fetched_at = self._clock()
+        self._learned.clear()
+        self._log_missing_extensions()
+
     async def status_patch(self, obj: Obj, desired: Obj) -> Obj:
         """The merge patch that takes the stored status to ``desired`` as the server would
         keep it; empty when nothing the server keeps would change."""
         schema = await self.schema()
         await self._report_pruned_spec(obj, schema)
         status_schema = _child(schema, "status")
+        stored = obj.get("status") or {}
         if status_schema is not None:
             kept, _ = prune(desired, status_schema)
+            # The cached status may predate a CRD swap; the server prunes it as it reads it.
+            stored, _ = prune(stored, status_schema)
         else:
             kept = _without(desired, self._learned, ())
-        patch = merge_patch(obj.get("status") or {}, kept)
+        patch = merge_patch(stored, kept)
         if set(patch) <= {"lastUpdateTime"}:
             return {}
         return patch

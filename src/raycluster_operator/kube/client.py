@@ -187,6 +187,7 @@ class KubeClient:
         resource_version: str,
         label_selector: str | None = None,
         timeout_seconds: int = 300,
+        field_selector: str | None = None,
     ) -> AsyncIterator[tuple[str, Obj]]:
         """Change events after ``resource_version`` until the server ends the stream.
 
@@ -202,6 +203,8 @@ class KubeClient:
         }
         if label_selector:
             params["labelSelector"] = label_selector
+        if field_selector:
+            params["fieldSelector"] = field_selector
         if self._throttle is not None:
             await self._throttle()
         self.counts["watch"] += 1

@@ -22,9 +22,11 @@ Cached = Mapping[str, Any]
 #: (kind, name) of an object in the cluster's namespace.
 ObjectId = tuple[str, str]
 
-#: ``spec.managedBy`` values that mean "this operator" (KubeRay's own value included: we are
-#: a drop-in replacement for it).
-DEFAULT_CONTROLLER_NAMES = frozenset({"ray.io/kuberay-operator", "ray.io/raycluster-operator"})
+#: ``spec.managedBy`` values that mean "this operator": KubeRay's own, since we are a drop-in
+#: replacement for it, and no name of ours, since KubeRay's CRD admits only
+#: ``ray.io/kuberay-operator`` and ``kueue.x-k8s.io/multikueue`` (immutably, by CEL); which of
+#: two operators owns a cluster is a matter of namespaces (docs/design.md §3.7, rule 2).
+DEFAULT_CONTROLLER_NAMES = frozenset({"ray.io/kuberay-operator"})
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,8 @@ show and the controller only carries the writes out (docs/design.md §7):
 
 - a cluster being deleted with Ray's finalizer: its pods go, then the finalizer is released;
 - a cluster another controller manages (``spec.managedBy``): nothing at all;
+- a cluster another controller acts on (its pods name another creator): one condition and
+  one Warning, then nothing (``conflict``, rule 2a);
 - a cluster whose spec cannot be read: the InvalidSpec condition, and one Warning Event when
   the condition first appears or its text changes, and nothing else;
 - the services and the autoscaler's ServiceAccount/Role/RoleBinding: created when neither the
@@ -26,6 +28,7 @@ from raycluster_operator.api.problems import Problem
 from raycluster_operator.api.validation import parse_cluster
 from raycluster_operator.planning.actions import DELETE_POD, PlannedEvent, PodCreate, PodDelete
 from raycluster_operator.planning.cluster_plan import ClusterPlan, plan_cluster
+from raycluster_operator.planning.conflict import controller_conflict
 from raycluster_operator.planning.context import (
     DEFAULT_CONTROLLER_NAMES,
     DEFAULT_OPTIONS,
@@ -92,6 +95,9 @@ def plan_pass(
     managed_by = stored.managed_by
     if managed_by and managed_by not in options.controller_names:
         return PassPlan(note=f"managed by {managed_by}")
+    conflict = controller_conflict(obj, state.pods, now)
+    if conflict is not None:  # rule 2a
+        return PassPlan(status=conflict.status, events=conflict.events, note=conflict.note)
     cluster, problems = parse_cluster(obj)
     if cluster is None:
         return _unreadable(obj, problems, now)

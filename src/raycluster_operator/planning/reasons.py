@@ -104,6 +104,8 @@ class EventReason(StrEnum):
     INVALID_SPEC = "InvalidSpec"
     #: Every replica name drawn for a new multi-host replica was taken; retried next pass.
     REPLICA_NAME_COLLISION = "ReplicaNameCollision"
+    #: Another controller's pods showed up in a cluster we manage: we stand back (rule 2a).
+    CONTROLLER_CONFLICT = "ControllerConflict"
 
 
 class HoldReason(StrEnum):

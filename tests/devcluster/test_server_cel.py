@@ -1,0 +1,183 @@
+"""CEL rules (``x-kubernetes-validations``) as kube-apiserver runs them, seen through the real
+kubectl: messages, field paths, reasons, transition rules, ``optionalOldSelf``, status writes,
+ratcheting, and a CRD whose rule does not compile."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from devkube.server import ApiServer
+from harness.kubectl import KubectlEnv
+from harness.manifests import crd
+
+
+class Kubectl(KubectlEnv):
+    within = 30
+    __call__ = KubectlEnv.run
+
+
+@pytest.fixture
+def kubectl(server: ApiServer, tmp_path: Path) -> Kubectl:
+    return Kubectl.for_cluster(server, tmp_path)
+
+
+SPEC: dict[str, Any] = {
+    "type": "object",
+    "x-kubernetes-validations": [
+        {
+            "rule": "self.replicas <= self.maxReplicas",
+            "messageExpression": "'replicas ' + string(self.replicas) + ' is above maxReplicas '"
+            " + string(self.maxReplicas)",
+            "fieldPath": ".replicas",
+        },
+        {"rule": "self.replicas >= 0"},
+    ],
+    "properties": {
+        "replicas": {"type": "integer"},
+        "maxReplicas": {"type": "integer"},
+        "tier": {
+            "type": "string",
+            "x-kubernetes-validations": [
+                {"rule": "self == oldSelf", "message": "tier is immutable"},
+                {
+                    "rule": "self.matches('^[a-z]+$')",
+                    "reason": "FieldValueForbidden",
+                    "message": "lower-case letters only",
+                },
+            ],
+        },
+        "size": {
+            "type": "integer",
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!oldSelf.hasValue() || self >= oldSelf.value()",
+                    "optionalOldSelf": True,
+                    "message": "size may only grow",
+                }
+            ],
+        },
+        "labels": {
+            "type": "object",
+            "additionalProperties": {
+                "type": "string",
+                "x-kubernetes-validations": [{"rule": "self.size() <= 5"}],
+            },
+        },
+    },
+}
+STATUS = {
+    "type": "object",
+    "properties": {
+        "phase": {
+            "type": "string",
+            "x-kubernetes-validations": [
+                {"rule": "self in ['Pending', 'Ready']", "message": "unknown phase"}
+            ],
+        }
+    },
+}
+SCHEMA = {"type": "object", "properties": {"spec": SPEC, "status": STATUS}}
+
+
+def gadget(name: str, **spec: Any) -> str:
+    body = {"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": name}}
+    return json.dumps({**body, "spec": {"replicas": 1, "maxReplicas": 2, **spec}})
+
+
+async def install(kubectl: Kubectl) -> None:
+    await kubectl("apply", "-f", "-", stdin=yaml.safe_dump(crd("gadgets", "Gadget", schema=SCHEMA)))
+    await kubectl("wait", "--for", "condition=established", "crd/gadgets.example.com")
+
+
+async def refused(kubectl: Kubectl, *args: str, stdin: str | None = None) -> str:
+    code, out, err = await kubectl(*args, stdin=stdin, ok=False)
+    assert code != 0, out
+    return str(err).strip()
+
+
+async def test_message_expression_field_path_and_default_message(kubectl: Kubectl) -> None:
+    await install(kubectl)
+    err = await refused(kubectl, "create", "-f", "-", stdin=gadget("g1", replicas=3))
+    assert err == (
+        'The Gadget "g1" is invalid: spec.replicas: Invalid value: "object": replicas 3 is '
+        "above maxReplicas 2"
+    )
+    err = await refused(kubectl, "create", "-f", "-", stdin=gadget("g1", replicas=-1))
+    assert err == (
+        'The Gadget "g1" is invalid: spec: Invalid value: "object": failed rule: self.replicas >= 0'
+    )
+    err = await refused(kubectl, "create", "-f", "-", stdin=gadget("g1", tier="Gold"))
+    assert err == 'The Gadget "g1" is invalid: spec.tier: Forbidden: lower-case letters only'
+    err = await refused(kubectl, "create", "-f", "-", stdin=gadget("g1", labels={"a": "long!!"}))
+    assert err == (
+        'The Gadget "g1" is invalid: spec.labels[a]: Invalid value: "string": failed rule: '
+        "self.size() <= 5"
+    )
+
+
+async def test_transition_rules_run_on_update_only(kubectl: Kubectl) -> None:
+    """``self == oldSelf`` never blocks a create (no old value) nor adding the field later
+    (no old value there either); a change is refused; optionalOldSelf runs on create too."""
+    await install(kubectl)
+    await kubectl("create", "-f", "-", stdin=gadget("g2", size=3))
+    await kubectl("patch", "gadget", "g2", "--type=merge", "-p", '{"spec":{"tier":"gold"}}')
+    err = await refused(
+        kubectl, "patch", "gadget", "g2", "--type=merge", "-p", '{"spec":{"tier":"silver"}}'
+    )
+    assert err == (
+        'The Gadget "g2" is invalid: spec.tier: Invalid value: "string": tier is immutable'
+    )
+    err = await refused(
+        kubectl, "patch", "gadget", "g2", "--type=merge", "-p", '{"spec":{"size":2}}'
+    )
+    assert (
+        err == 'The Gadget "g2" is invalid: spec.size: Invalid value: "integer": size may only grow'
+    )
+    await kubectl("patch", "gadget", "g2", "--type=merge", "-p", '{"spec":{"size":4}}')
+    _, out, _ = await kubectl("get", "gadget", "g2", "-o", "jsonpath={.spec.tier}/{.spec.size}")
+    assert out == "gold/4"
+
+
+async def test_status_writes_are_validated(kubectl: Kubectl) -> None:
+    await install(kubectl)
+    await kubectl("create", "-f", "-", stdin=gadget("g3"))
+    await kubectl(
+        "patch", "gadget", "g3", "--subresource=status", "--type=merge",
+        "-p", '{"status":{"phase":"Ready"}}',
+    )  # fmt: skip
+    err = await refused(
+        kubectl, "patch", "gadget", "g3", "--subresource=status", "--type=merge",
+        "-p", '{"status":{"phase":"Lost"}}',
+    )  # fmt: skip
+    assert err == 'The Gadget "g3" is invalid: status.phase: Invalid value: "string": unknown phase'
+
+
+async def test_a_rule_that_does_not_compile_refuses_the_crd(kubectl: Kubectl) -> None:
+    count = {"type": "integer", "x-kubernetes-validations": [{"rule": "self == true"}]}
+    spec = {"type": "object", "properties": {"count": count}}
+    broken = {"type": "object", "properties": {"spec": spec}}
+    manifest = yaml.safe_dump(crd("brokens", "Broken", schema=broken))
+    err = await refused(kubectl, "apply", "-f", "-", stdin=manifest)
+    assert (
+        'The CustomResourceDefinition "brokens.example.com" is invalid: '
+        "spec.validation.openAPIV3Schema.properties[spec].properties[count]"
+        '.x-kubernetes-validations[0].rule: Invalid value: apiextensions.ValidationRule{Rule:"self'
+        ' == true", Message:"", MessageExpression:"", Reason:' in err
+    )
+    assert (
+        "compilation failed: ERROR: <input>:1:6: found no matching overload for '_==_' applied "
+        "to '(int, bool)'" in err
+    )
+    # An update that breaks a rule is refused the same way, and the CRD keeps its schema.
+    await install(kubectl)
+    bad = crd(
+        "gadgets", "Gadget", schema={**SCHEMA, "x-kubernetes-validations": [{"rule": "self."}]}
+    )
+    err = await refused(kubectl, "apply", "-f", "-", stdin=yaml.safe_dump(bad))
+    assert "spec.validation.openAPIV3Schema.x-kubernetes-validations[0].rule" in err
+    assert "compilation failed: ERROR: <input>:1:6: Syntax error" in err

@@ -1,0 +1,86 @@
+"""KubeRay's CEL rules on RayCluster, under KubeRay's CRD and under ours, through the real
+kubectl against the dev cluster: ``spec.managedBy`` takes one of two values, once; v1.7's GCS
+backend cannot change. The messages are kube-apiserver's, as kubectl prints them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kuberay_crd import kuberay_crd
+
+from devkube.server import ApiServer
+from harness.kubectl import KubectlEnv
+from harness.manifests import container, head_group, raycluster
+from raycluster_operator.api.crd import crd_manifest
+
+OUTSIDE = (
+    'The RayCluster "rc" is invalid: spec.managedBy: Invalid value: "string": the managedBy '
+    "field value must be either 'ray.io/kuberay-operator' or 'kueue.x-k8s.io/multikueue'"
+)
+IMMUTABLE = (
+    'The RayCluster "rc" is invalid: spec.managedBy: Invalid value: "string": the managedBy '
+    "field is immutable"
+)
+
+
+class Kubectl(KubectlEnv):
+    within = 30
+    __call__ = KubectlEnv.run
+
+
+@pytest.fixture
+async def server() -> Any:
+    async with ApiServer() as srv:
+        yield srv
+
+
+@pytest.fixture(params=["ours", "kuberay"])
+async def kubectl(request: Any, server: ApiServer, tmp_path: Path) -> Kubectl:
+    make: Callable[[], dict[str, Any]] = crd_manifest if request.param == "ours" else kuberay_crd
+    run = Kubectl.for_cluster(server, tmp_path)
+    await run("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump(make()))
+    await run("wait", "--for", "condition=established", "crd/rayclusters.ray.io")
+    return run
+
+
+def cluster(**spec: Any) -> str:
+    return json.dumps(raycluster("rc", head_group(container("ray-head")), [], **spec))
+
+
+async def refused(kubectl: Kubectl, *args: str, stdin: str | None = None) -> str:
+    code, out, err = await kubectl(*args, stdin=stdin, ok=False)
+    assert code != 0, out
+    return str(err).strip()
+
+
+async def test_a_managed_by_outside_kuberays_list_is_refused(kubectl: Kubectl) -> None:
+    err = await refused(
+        kubectl, "create", "-f", "-", stdin=cluster(managedBy="ray.io/raycluster-operator")
+    )
+    assert err == OUTSIDE
+
+
+async def test_managed_by_cannot_change_nor_be_added(kubectl: Kubectl) -> None:
+    await kubectl("create", "-f", "-", stdin=cluster(managedBy="ray.io/kuberay-operator"))
+    patch = '{"spec":{"managedBy":"kueue.x-k8s.io/multikueue"}}'
+    err = await refused(kubectl, "patch", "raycluster", "rc", "--type=merge", "-p", patch)
+    assert err == IMMUTABLE
+    # An unrelated change of a cluster with managedBy set is fine.
+    await kubectl("patch", "raycluster", "rc", "--type=merge", "-p", '{"spec":{"suspend":true}}')
+
+
+async def test_the_gcs_backend_is_immutable_and_redis_address_optional(kubectl: Kubectl) -> None:
+    await kubectl(
+        "create", "-f", "-", stdin=cluster(gcsFaultToleranceOptions={"backend": "rocksdb"})
+    )
+    patch = '{"spec":{"gcsFaultToleranceOptions":{"backend":"redis"}}}'
+    err = await refused(kubectl, "patch", "raycluster", "rc", "--type=merge", "-p", patch)
+    assert err == (
+        'The RayCluster "rc" is invalid: spec.gcsFaultToleranceOptions.backend: Invalid value: '
+        '"string": gcsFaultToleranceOptions.backend is immutable'
+    )

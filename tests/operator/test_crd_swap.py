@@ -1,0 +1,70 @@
+"""A CRD replaced under a running operator (a KubeRay upgrade does exactly that): noticed at
+once through the watch on that one CRD, and a converged cluster then costs 0 writes for the
+issue's 20 s window, ours -> KubeRay's and KubeRay's -> ours."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from kuberay_crd import kuberay_crd
+from operator_harness import World, cpu_group, eventually, raycluster
+
+from raycluster_operator.api.crd import crd_manifest
+from raycluster_operator.controller.crdfit import served_schema
+
+WINDOW = 20.0  # seconds, the issue's
+
+
+def held_schema(op: Any) -> Any:
+    reconciler = op.manager.controller.reconciler
+    return None if reconciler is None else reconciler.crd._schema
+
+
+async def swap(world: World, op: Any, crd: dict[str, Any]) -> None:
+    """Install ``crd`` and wait until the operator holds its schema (the barrier)."""
+    await world.cluster.apply(crd)
+    wanted = served_schema(crd)
+
+    def noticed() -> None:
+        assert held_schema(op) == wanted
+
+    await eventually(noticed)
+
+
+async def quiet_for(op: Any, seconds: float, passes: int = 10) -> None:
+    """No write for ``seconds`` while the operator keeps passing over the cluster (at least
+    ``passes`` times: the resync asks for one every 0.5 s)."""
+    writes, before = op.writes, op.manager.reconciles
+    await asyncio.sleep(seconds)
+    assert op.manager.reconciles >= before + passes, "the operator did not keep passing"
+    assert op.writes == writes
+
+
+async def test_a_swapped_crd_costs_no_writes_at_steady_state(world: World) -> None:
+    op = await world.start_operator(resync_period=0.5)
+    await world.apply(raycluster("swap", [cpu_group("w", replicas=1)]))
+
+    async def converged() -> None:
+        status = (await world.get_cluster("swap")).get("status") or {}
+        assert status.get("readyWorkerReplicas") == 1 and status.get("readyWorkerSlices") == 1
+
+    await eventually(converged)
+    await quiet_for(op, 2.0, passes=2)  # converged: passes write nothing
+
+    writes = op.writes
+    await swap(world, op, kuberay_crd())
+    await quiet_for(op, WINDOW)
+    assert op.writes == writes  # not even one write since the swap
+    status = (await world.get_cluster("swap")).get("status") or {}
+    assert "readyWorkerSlices" not in status  # KubeRay's CRD prunes our extension
+
+    await swap(world, op, crd_manifest())
+
+    async def extensions_back() -> None:
+        status = (await world.get_cluster("swap")).get("status") or {}
+        assert status.get("readyWorkerSlices") == 1
+
+    # Under our CRD the slice counts are status again: one write fills them in.
+    await eventually(extensions_back)
+    await quiet_for(op, WINDOW)
