@@ -28,6 +28,7 @@ from devkube.controllers.gc import GarbageCollector
 from devkube.controllers.nodelifecycle import NodeLifecycleController
 from devkube.controllers.podgc import PodGarbageCollector
 from devkube.controllers.replicasets import ReplicaSetController
+from devkube.controllers.resourceclaims import ResourceClaimController
 from devkube.controllers.tainteviction import TaintEvictionController
 from devkube.kubelet.agent import Kubelet
 from devkube.kubelet.runtime import Runtime, RuntimeContext, simulated_runtime
@@ -131,6 +132,7 @@ class DevCluster:
         self._discovery: Discovery | None = None
         self._replicasets: ReplicaSetController | None = None
         self._deployments: DeploymentController | None = None
+        self._resourceclaims: ResourceClaimController | None = None
         self._shared: list[Informer] = []
         self._network: Any = None
         # Why pods of the process runtime share the host's network ("" when they do not).
@@ -178,8 +180,19 @@ class DevCluster:
         pods = Informer(self._client, "/api/v1/pods")
         nodes = Informer(self._client, "/api/v1/nodes")
         sets = Informer(self._client, "/apis/apps/v1/replicasets")
-        self._shared = [pods, nodes, sets]
-        self._scheduler = Scheduler(self._client, pods=pods, nodes=nodes)
+        # DRA (resource.k8s.io/v1): claims and templates for the resourceclaim controller,
+        # claims, slices and classes for the scheduler.
+        claims = Informer(self._client, "/apis/resource.k8s.io/v1/resourceclaims")
+        templates = Informer(self._client, "/apis/resource.k8s.io/v1/resourceclaimtemplates")
+        slices = Informer(self._client, "/apis/resource.k8s.io/v1/resourceslices")
+        classes = Informer(self._client, "/apis/resource.k8s.io/v1/deviceclasses")
+        self._shared = [pods, nodes, sets, claims, templates, slices, classes]
+        self._scheduler = Scheduler(
+            self._client, pods=pods, nodes=nodes, dra=(claims, slices, classes)
+        )
+        self._resourceclaims = ResourceClaimController(
+            self._client, pods=pods, claims=claims, templates=templates
+        )
         runtime = self._runtime_choice
         if isinstance(runtime, str):
             context = RuntimeContext(
@@ -216,7 +229,11 @@ class DevCluster:
         self.server.log_source = self._kubelet.log_source
         self.server.stream_backend = stream_backend(runtime)
         await self._kubelet.start()  # starts the shared informers, nodes first
+        for informer in (claims, templates, slices, classes):
+            informer.start()
+        await asyncio.gather(*(i.synced.wait() for i in (claims, templates, slices, classes)))
         await asyncio.gather(
+            self._resourceclaims.start(),
             self._scheduler.start(),
             self._gc.start(),
             self._node_lifecycle.start(),
@@ -229,6 +246,7 @@ class DevCluster:
 
     async def stop(self) -> None:
         for part in (
+            self._resourceclaims,
             self._deployments,
             self._replicasets,
             self._pod_gc,
