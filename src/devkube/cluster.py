@@ -19,7 +19,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
@@ -72,6 +72,18 @@ def _binds_pod_ips(runtime: str | Runtime) -> bool:
     return module is not None and isinstance(runtime, module.ProcessRuntime)
 
 
+class Addon(Protocol):
+    """Something that is not Kubernetes but runs beside it (a vendor's driver, `addons/`):
+    started once the cluster is up, with the cluster itself (it reaches the API through
+    `cluster.client`, and may register a kubelet plugin in `cluster.kubelet.plugins`), and
+    stopped before it. The core never imports one: whoever starts the cluster passes them
+    (`devkube.addons_for`)."""
+
+    async def start(self, cluster: DevCluster) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
 class DevCluster:
     """Async context manager; `start()`/`stop()` for callers that manage the lifetime."""
 
@@ -90,6 +102,7 @@ class DevCluster:
         node_grace: float = 10.0,
         node_status_every: float = 60.0,
         pod_gc_every: float = 2.0,
+        addons: Sequence[Addon] = (),
     ) -> None:
         """`node_grace`: seconds without a heartbeat before a node goes Ready=Unknown (kube's
         --node-monitor-grace-period, 40 s there); kubelets renew their Lease every quarter of
@@ -122,6 +135,8 @@ class DevCluster:
             max(0.5, self._node_grace / 20) if self._node_grace > node_grace else 0.0
         )
         self._pod_gc_every = pod_gc_every
+        self.addons = list(addons)
+        self._addons_started: list[Addon] = []
         self._client: ApiClient | None = None
         self._scheduler: Scheduler | None = None
         self._kubelet: Kubelet | None = None
@@ -242,9 +257,14 @@ class DevCluster:
             self._replicasets.start(),
             self._deployments.start(),
         )
+        for addon in self.addons:
+            self._addons_started.append(addon)
+            await addon.start(self)
         log.info("dev cluster up at %s with %d nodes", self.url, len(self.node_manifests))
 
     async def stop(self) -> None:
+        while self._addons_started:
+            await self._addons_started.pop().stop()
         for part in (
             self._resourceclaims,
             self._deployments,
