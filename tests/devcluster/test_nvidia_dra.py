@@ -6,12 +6,14 @@ everything cleaned up with the domain."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from devkube import DevCluster, addons_for
-from devkube.addons.nvidia.driver import NvidiaDraDriver
+from devkube.addons.nvidia.driver import CHANNEL_DIR, NvidiaDraDriver
+from devkube.process import process_runtime_available
 from harness.cluster import start_dev_cluster, stop_dev_cluster
 
 NODES = ["gpu:gb200:4:2", "cpu:1"]
@@ -144,3 +146,41 @@ async def test_a_domain_gets_its_template_its_nodes_and_goes_clean(
         assert (await client.list(f"{R}/namespaces/{NS}/resourceclaimtemplates"))["items"] == []
 
     await eventually(gone)
+
+
+PROCESS_AVAILABLE, PROCESS_WHY = process_runtime_available()
+
+
+@pytest.mark.skipif(not PROCESS_AVAILABLE, reason=PROCESS_WHY)
+async def test_process_runtime_shows_the_channel_inside_the_pod_only(eventually: Any) -> None:
+    nodes = ["gpu:gb200:2"]
+    cluster = await start_dev_cluster(nodes, runtime="process", addons=addons_for(nodes))
+    try:
+        client = cluster.client
+        await client.create(CDS, domain("cd-p", 2))
+
+        async def template_made() -> None:
+            items = (await client.list(f"{R}/namespaces/{NS}/resourceclaimtemplates"))["items"]
+            assert items
+
+        await eventually(template_made)
+        pod = member("p0", "cd-p", None)
+        pod["spec"]["containers"][0]["command"] = [
+            "sh",
+            "-c",
+            "ls /dev/nvidia-caps-imex-channels; echo listed; exec sleep 3600",
+        ]
+        await client.create(PODS, pod)
+
+        async def listed() -> str:
+            log = await client.request("GET", f"{PODS}/p0/log")
+            text = str(log.get("message", log))
+            assert "listed" in text
+            return text
+
+        text = await eventually(listed)
+        assert text.split() == ["channel0", "listed"]
+        # The host keeps only the (empty) mount point; the channel is the pod's alone.
+        assert list(Path(CHANNEL_DIR).iterdir()) == []
+    finally:
+        await stop_dev_cluster(cluster)
