@@ -210,7 +210,7 @@ async def _serve(
     deployed: bool = False,
     planning: PlanOptions = DEFAULT_PLANNING,
 ) -> int:
-    from devkube import DevCluster
+    from devkube import DevCluster, addons_for
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -218,7 +218,12 @@ async def _serve(
         loop.add_signal_handler(sig, stop.set)
     try:
         async with DevCluster(
-            port=port, nodes=list(nodes), runtime=runtime, kubelet_delay=kubelet_delay
+            port=port,
+            nodes=list(nodes),
+            runtime=runtime,
+            kubelet_delay=kubelet_delay,
+            # NVIDIA's DRA driver (simulated) when the nodes hold GB200/GB300 NVLink domains.
+            addons=addons_for(list(nodes)),
         ) as cluster:
             await _install_crd(cluster)
             for doc in documents:

@@ -104,6 +104,9 @@ class EventReason(StrEnum):
     INVALID_SPEC = "InvalidSpec"
     #: Every replica name drawn for a new multi-host replica was taken; retried next pass.
     REPLICA_NAME_COLLISION = "ReplicaNameCollision"
+    #: A group wants a ComputeDomain per slice but the cluster does not serve ComputeDomains
+    #: (NVIDIA's DRA driver is not installed): its slices run without IMEX channels (13b).
+    COMPUTE_DOMAINS_UNAVAILABLE = "ComputeDomainsUnavailable"
 
 
 class HoldReason(StrEnum):
