@@ -153,3 +153,30 @@ async def test_a_compute_domain_per_slice(world: World, tmp_path: Path) -> None:
         assert templates["items"] == []
 
     await eventually(nothing_left, within=120)
+
+
+async def test_without_the_driver_slices_run_without_domains_and_say_so(tmp_path: Path) -> None:
+    """No ComputeDomain served: the operator still runs, the slice is created without a
+    channel claim and becomes ready, and a ComputeDomainsUnavailable Warning says why."""
+    nodes = ["gpu:gb200:4:1", "cpu:1"]
+    async with open_world(World, nodes) as world:
+        config = tmp_path / "admin"
+        config.write_text(yaml.safe_dump(world.cluster.kubeconfig_dict()))
+        run = runner(config)
+        await world.start_operator()
+        await world.apply(raycluster(NAME, [gb200_group(replicas=1)]))
+
+        async def serving_without() -> list[Obj]:
+            pods = [p for p in await world.workers(NAME) if ready(p)]
+            assert len(pods) == 4
+            return pods
+
+        pods = await eventually(serving_without, within=120)
+        assert all("resourceClaims" not in p["spec"] for p in pods)
+        events = await kubectl_json(
+            run, "get", "events", "--field-selector", "reason=ComputeDomainsUnavailable"
+        )
+        assert events["items"] and events["items"][0]["type"] == "Warning"
+        assert "does not serve resource.nvidia.com/v1beta1 ComputeDomains" in (
+            events["items"][0].get("note") or events["items"][0].get("message", "")
+        )
