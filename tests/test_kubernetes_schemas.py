@@ -200,3 +200,35 @@ def test_the_check_fails_on_an_invalid_field_a_builder_passes_through() -> None:
     pod["spec"]["containers"][0]["imagePullPolicyy"] = "Always"
     with pytest.raises(AssertionError, match="imagePullPolicyy"):
         check(pod)
+
+
+def test_a_gb200_slice_and_its_compute_domain_are_valid() -> None:
+    """A GB200 slice as the planner makes it (rule 13b): its pods, which claim the domain's
+    channel (resource claims as Kubernetes 1.34+ spell them: DRA's resource.k8s.io/v1), and
+    its ComputeDomain, checked against NVIDIA's driver's CRD schema (the simulated driver
+    installs the same); a wrong allocation mode proves that check can fail."""
+    from datetime import UTC, datetime
+
+    from devkube.addons.nvidia.crd import compute_domain_crd
+    from raycluster_operator.planning import ClusterState, plan_pass
+
+    (raycluster,) = documents(ROOT / "examples" / "gb200-nvl-18.yaml")
+    group = raycluster["spec"]["workerGroupSpecs"][0]
+    group["numOfHosts"] = 4
+    group["template"]["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": "NVIDIA-GB200"}
+    raycluster["metadata"] = {**raycluster["metadata"], "namespace": "default", "uid": "0"}
+    state = ClusterState(cluster=raycluster, objects={"ComputeDomain": []})
+    plan = plan_pass(state, now=datetime.now(UTC), new_suffix=lambda: "bcdfg")
+    pods = [c.manifest for c in plan.creates if c.group == group["groupName"]]
+    domains = [o for o in plan.objects if o["kind"] == "ComputeDomain"]
+    assert len(pods) == 4 and len(domains) == 1
+    for pod in pods:
+        assert pod["spec"]["resourceClaims"]
+        errors = list(validator(SUPPORTED[-1], "v1", "Pod").iter_errors(pod))
+        assert not errors, [e.message for e in errors]
+    schema = compute_domain_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    domain_check = jsonschema.Draft202012Validator(schema)
+    for domain in domains:
+        assert not list(domain_check.iter_errors(domain))
+        domain["spec"]["channel"]["allocationMode"] = "Some"
+        assert list(domain_check.iter_errors(domain))

@@ -12,6 +12,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from devkube.addons import addons_for
     from devkube.cluster import RUNTIMES, DevCluster
     from devkube.nodes import SPEC_HELP, NodeSpecError, build_nodes, parse_spec
     from devkube.process import process_runtime_available
@@ -21,6 +22,7 @@ __all__ = [
     "SPEC_HELP",
     "DevCluster",
     "NodeSpecError",
+    "addons_for",
     "build_nodes",
     "parse_spec",
     "process_runtime_available",
@@ -34,6 +36,7 @@ _HOMES = {
     "parse_spec": "nodes",
     "SPEC_HELP": "nodes",
     "process_runtime_available": "process",
+    "addons_for": "addons",
 }
 
 

@@ -19,7 +19,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
@@ -28,6 +28,7 @@ from devkube.controllers.gc import GarbageCollector
 from devkube.controllers.nodelifecycle import NodeLifecycleController
 from devkube.controllers.podgc import PodGarbageCollector
 from devkube.controllers.replicasets import ReplicaSetController
+from devkube.controllers.resourceclaims import ResourceClaimController
 from devkube.controllers.tainteviction import TaintEvictionController
 from devkube.kubelet.agent import Kubelet
 from devkube.kubelet.runtime import Runtime, RuntimeContext, simulated_runtime
@@ -71,6 +72,18 @@ def _binds_pod_ips(runtime: str | Runtime) -> bool:
     return module is not None and isinstance(runtime, module.ProcessRuntime)
 
 
+class Addon(Protocol):
+    """Something that is not Kubernetes but runs beside it (a vendor's driver, `addons/`):
+    started once the cluster is up, with the cluster itself (it reaches the API through
+    `cluster.client`, and may register a kubelet plugin in `cluster.kubelet.plugins`), and
+    stopped before it. The core never imports one: whoever starts the cluster passes them
+    (`devkube.addons_for`)."""
+
+    async def start(self, cluster: DevCluster) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
 class DevCluster:
     """Async context manager; `start()`/`stop()` for callers that manage the lifetime."""
 
@@ -89,6 +102,7 @@ class DevCluster:
         node_grace: float = 10.0,
         node_status_every: float = 60.0,
         pod_gc_every: float = 2.0,
+        addons: Sequence[Addon] = (),
     ) -> None:
         """`node_grace`: seconds without a heartbeat before a node goes Ready=Unknown (kube's
         --node-monitor-grace-period, 40 s there); kubelets renew their Lease every quarter of
@@ -121,6 +135,8 @@ class DevCluster:
             max(0.5, self._node_grace / 20) if self._node_grace > node_grace else 0.0
         )
         self._pod_gc_every = pod_gc_every
+        self.addons = list(addons)
+        self._addons_started: list[Addon] = []
         self._client: ApiClient | None = None
         self._scheduler: Scheduler | None = None
         self._kubelet: Kubelet | None = None
@@ -131,6 +147,7 @@ class DevCluster:
         self._discovery: Discovery | None = None
         self._replicasets: ReplicaSetController | None = None
         self._deployments: DeploymentController | None = None
+        self._resourceclaims: ResourceClaimController | None = None
         self._shared: list[Informer] = []
         self._network: Any = None
         # Why pods of the process runtime share the host's network ("" when they do not).
@@ -176,8 +193,19 @@ class DevCluster:
         pods = Informer(self._client, "/api/v1/pods")
         nodes = Informer(self._client, "/api/v1/nodes")
         sets = Informer(self._client, "/apis/apps/v1/replicasets")
-        self._shared = [pods, nodes, sets]
-        self._scheduler = Scheduler(self._client, pods=pods, nodes=nodes)
+        # DRA (resource.k8s.io/v1): claims and templates for the resourceclaim controller,
+        # claims, slices and classes for the scheduler.
+        claims = Informer(self._client, "/apis/resource.k8s.io/v1/resourceclaims")
+        templates = Informer(self._client, "/apis/resource.k8s.io/v1/resourceclaimtemplates")
+        slices = Informer(self._client, "/apis/resource.k8s.io/v1/resourceslices")
+        classes = Informer(self._client, "/apis/resource.k8s.io/v1/deviceclasses")
+        self._shared = [pods, nodes, sets, claims, templates, slices, classes]
+        self._scheduler = Scheduler(
+            self._client, pods=pods, nodes=nodes, dra=(claims, slices, classes)
+        )
+        self._resourceclaims = ResourceClaimController(
+            self._client, pods=pods, claims=claims, templates=templates
+        )
         runtime = self._runtime_choice
         if isinstance(runtime, str):
             context = RuntimeContext(
@@ -214,7 +242,11 @@ class DevCluster:
         self.server.log_source = self._kubelet.log_source
         self.server.stream_backend = stream_backend(runtime)
         await self._kubelet.start()  # starts the shared informers, nodes first
+        for informer in (claims, templates, slices, classes):
+            informer.start()
+        await asyncio.gather(*(i.synced.wait() for i in (claims, templates, slices, classes)))
         await asyncio.gather(
+            self._resourceclaims.start(),
             self._scheduler.start(),
             self._gc.start(),
             self._node_lifecycle.start(),
@@ -223,10 +255,16 @@ class DevCluster:
             self._replicasets.start(),
             self._deployments.start(),
         )
+        for addon in self.addons:
+            self._addons_started.append(addon)
+            await addon.start(self)
         log.info("dev cluster up at %s with %d nodes", self.url, len(self.node_manifests))
 
     async def stop(self) -> None:
+        while self._addons_started:
+            await self._addons_started.pop().stop()
         for part in (
+            self._resourceclaims,
             self._deployments,
             self._replicasets,
             self._pod_gc,

@@ -25,6 +25,8 @@ import trustme
 import yaml
 from scenario import NODES, lifecycle
 
+from devkube import addons_for
+from harness import manifests as m
 from raycluster_operator.api.models import load_cluster
 from raycluster_operator.builders import build_autoscaler_rbac
 from raycluster_operator.controller.manager import Manager
@@ -125,8 +127,34 @@ def debug_logs() -> Any:
         root.setLevel(level)
 
 
+async def gb200_domain_lifecycle(w: World) -> None:
+    """A GB200 slice with its ComputeDomain (rule 13b), then scaled to 0: the domain's grants
+    (list, watch, create, delete) are used."""
+    gpus = {"cpu": "10m", "memory": "16Mi", "nvidia.com/gpu": "4"}
+    pod = m.template(
+        m.container("ray-worker", requests=gpus, limits=gpus),
+        nodeSelector={"nvidia.com/gpu.product": "NVIDIA-GB200"},
+    )
+    group = m.worker_group("nvl", pod, replicas=1, min_replicas=0, max_replicas=1, hosts=2)
+    await w.create(raycluster("gb", [group], ns="team-a"))
+    domains = "/apis/resource.nvidia.com/v1beta1/namespaces/team-a/computedomains"
+
+    async def domain_ready() -> None:
+        items = (await w.cluster.client.list(domains))["items"]
+        assert [d.get("status", {}).get("status") for d in items] == ["Ready"]
+
+    await eventually(domain_ready, within=60)
+    await w.set_group("gb", "nvl", ns="team-a", replicas=0)
+
+    async def domain_gone() -> None:
+        assert (await w.cluster.client.list(domains))["items"] == []
+
+    await eventually(domain_gone, within=60)
+
+
 async def test_the_shipped_rbac_grants_exactly_what_a_full_run_uses(debug_logs: Any) -> None:
-    async with world(NODES) as w:
+    gb200 = ["gpu:gb200:2:1"]
+    async with world([*NODES, *gb200], addons=addons_for(gb200)) as w:
         client = recording_client(w)
         from tests.harness.hardening_world import fast_options
 
@@ -145,6 +173,7 @@ async def test_the_shipped_rbac_grants_exactly_what_a_full_run_uses(debug_logs: 
             broken["spec"]["workerGroupSpecs"][0]["numOfHosts"] = 0
             await w.create(broken)
             await lifecycle(w, "rbac")
+            await gb200_domain_lifecycle(w)
             await eventually(lambda: w.converged("autoscaled", "team-a"))
             tokens = [w.cluster.token, w.operator_config["users"][0]["user"]["token"]]
         finally:

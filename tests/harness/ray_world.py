@@ -153,8 +153,9 @@ class RayWorld(DevWorld):
         raise AssertionError(f"no {program} process in pod {pod_name}")
 
 
-async def start_world(nodes: list[str] | None = None) -> RayWorld:
-    world = await RayWorld.start(nodes or NODES, runtime="process")
+async def start_world(nodes: list[str] | None = None, **cluster_options: Any) -> RayWorld:
+    """``cluster_options`` are DevCluster's (``addons=...``)."""
+    world = await RayWorld.start(nodes or NODES, runtime="process", **cluster_options)
     try:
         # The operator acts as its ServiceAccount with deploy/'s RBAC, as in production.
         await world.start_operator()

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
+from devkube.addons.nvidia.crd import compute_domain_crd
 from kustomize_render import kustomize
 from raycluster_operator.api.models import load_cluster
 from raycluster_operator.builders import build_autoscaler_rbac
@@ -113,6 +114,9 @@ async def install_from_file(kubectl: Run) -> None:
 async def test_can_i_for_the_operator_matches_deploy_rbac(world: World, tmp_path: Path) -> None:
     kubectl = await admin(world, tmp_path)
     await install_from_file(kubectl)
+    # ComputeDomains (rule 13b) are served where NVIDIA's DRA driver is installed: kubectl
+    # resolves a resource it asks about through discovery.
+    await world.cluster.apply(compute_domain_crd())
     cluster_grants, lease_grants = shipped()
     table = [(g, r, v, "team-a", "yes") for g, r, v in cluster_grants]
     table += [(g, r, v, NS, "yes") for g, r, v in lease_grants]

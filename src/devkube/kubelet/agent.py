@@ -33,6 +33,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from devkube.kubelet.containerlogs import ContainerLogs
+from devkube.kubelet.dra import KubeletPlugin, PrepareError, prepare_pod
 from devkube.kubelet.heartbeat import Heartbeats
 from devkube.kubelet.podstatus import (
     ContainerRecord,
@@ -119,6 +120,8 @@ class Kubelet:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._writes = asyncio.Semaphore(concurrency)
         self.logs = ContainerLogs()
+        # DRA drivers' node plugins by driver name (kubelet/dra.py), registered by add-ons.
+        self.plugins: dict[str, KubeletPlugin] = {}
         # Informers passed in are shared and started/stopped by their owner.
         self.nodes = nodes or Informer(client, "/api/v1/nodes")
         self.pods = pods or Informer(client, "/api/v1/pods")
@@ -283,8 +286,31 @@ class Kubelet:
         self._publish(uid)
         if node_name in self._lost_nodes:
             self._spawn(self._evict_later([uid], node_name))
+        elif (pod.get("spec") or {}).get("resourceClaims"):
+            self._spawn(self._prepare_then_start(pod, record))
         else:
             self.runtime.start_pod(pod, record.pod_ip, self)
+
+    async def _prepare_then_start(self, pod: dict[str, Any], record: PodRecord) -> None:
+        """NodePrepareResources before the sandbox (kubelet/dra.py): tried again every
+        second, with one Warning per new reason, until prepared or the pod is gone."""
+        said = ""
+        while self.records.get(record.uid) is record:
+            try:
+                edits = await prepare_pod(self._client.get, self.plugins, pod, record.node)
+            except PrepareError as error:
+                if str(error) != said:
+                    said = str(error)
+                    await self._warn(record, "FailedPrepareDynamicResources", said)
+                await asyncio.sleep(1.0)
+                continue
+            if self.records.get(record.uid) is not record:
+                return
+            devices = getattr(self.runtime, "use_devices", None)
+            if devices is not None:
+                devices(record.uid, edits)
+            self.runtime.start_pod(pod, record.pod_ip, self)
+            return
 
     def _reconcile_ready(self, uid: str, pod: Mapping[str, Any]) -> None:
         """Like the status manager's resync: when someone else (the node lifecycle controller)

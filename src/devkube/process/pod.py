@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from devkube.kubelet.dra import ContainerEdits
 from devkube.process.container import (
     Backoff,
     ContainerEvents,
@@ -60,8 +61,12 @@ class ProcessPod:
         *,
         lookup: KeyLookup | None = None,
         netns: str | None = None,
+        devices: Mapping[str, ContainerEdits] | None = None,
     ) -> None:
         self.pod = pod
+        # DRA devices by container (kubelet/dra.py): one mount namespace per pod, so the
+        # device nodes of every container are in it; the env is each container's own.
+        self.devices = dict(devices or {})
         self.pod_ip = pod_ip
         self.settings = settings
         self.lookup = lookup
@@ -69,7 +74,8 @@ class ProcessPod:
         self.uid = str((pod.get("metadata") or {}).get("uid") or "")
         self.namespace = record.namespace
         self.name = record.name
-        self.sandbox = PodSandbox(SandboxFiles(root), record.host, netns)
+        nodes = sorted({n for e in self.devices.values() for n in e.device_nodes})
+        self.sandbox = PodSandbox(SandboxFiles(root), record.host, netns, device_nodes=nodes)
         spec = pod.get("spec") or {}
         self.policy = str(spec.get("restartPolicy") or "Always")
         grace = spec.get("terminationGracePeriodSeconds")
@@ -103,7 +109,12 @@ class ProcessPod:
             self.config_errors[name] = str(err)
         launch = LaunchSpec(
             argv=argv,
-            env={**self.settings.base_env, "HOSTNAME": self.sandbox.hostname, **env},
+            env={
+                **self.settings.base_env,
+                "HOSTNAME": self.sandbox.hostname,
+                **env,
+                **(self.devices[name].env if name in self.devices else {}),
+            },
             workdir=str(container.get("workingDir") or "/"),
             log=self.files.logs / f"{name}.log",
         )

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from devkube.kubelet.dra import ContainerEdits
 from devkube.kubelet.podtokens import pod_token, wants_token
 from devkube.process.container import START_ERROR, Backoff, ContainerEvents, ContainerRunner
 from devkube.process.hosts import hosts_file, pod_record
@@ -145,6 +146,8 @@ class ProcessRuntime:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._netns: dict[str, str] = {}
         self._refused: set[str] = set()
+        # Prepared DRA devices per pod uid, by container (kubelet/dra.py), until it starts.
+        self._devices: dict[str, Mapping[str, ContainerEdits]] = {}
 
     # --- wiring --------------------------------------------------------------------------
 
@@ -223,6 +226,10 @@ class ProcessRuntime:
         task.add_done_callback(self._tasks.discard)
         return task
 
+    def use_devices(self, uid: str, edits: Mapping[str, ContainerEdits]) -> None:
+        """The devices the kubelet prepared for the pod's containers, before `start_pod`."""
+        self._devices[uid] = edits
+
     def start_pod(self, pod: Mapping[str, Any], pod_ip: str, events: ContainerEvents) -> None:
         uid = _uid(pod)
         if uid in self.pods or uid in self._starting or uid in self._refused:
@@ -255,7 +262,15 @@ class ProcessRuntime:
             if self.network is not None:
                 netns = await asyncio.to_thread(self.network.add_pod, pod_ip)
                 self._netns[uid] = netns
-            process_pod = ProcessPod(pod, root, pod_ip, settings, lookup=lookup, netns=netns)
+            process_pod = ProcessPod(
+                pod,
+                root,
+                pod_ip,
+                settings,
+                lookup=lookup,
+                netns=netns,
+                devices=self._devices.pop(uid, {}),
+            )
             process_pod.sandbox.prepare()
             self.pods[uid] = process_pod
             self.refresh_hosts()
@@ -353,6 +368,7 @@ class ProcessRuntime:
     async def stop_pod(self, pod: Mapping[str, Any], grace: float) -> None:
         uid = _uid(pod)
         self._refused.discard(uid)
+        self._devices.pop(uid, None)
         starting = self._starting.get(uid)
         if starting is not None:
             with contextlib.suppress(Exception):

@@ -103,7 +103,25 @@ def _host_dirs_under_tmp() -> list[Path]:
     return sorted(found)
 
 
-def _setup_script(files: SandboxFiles, hostname: str) -> str:
+def device_mountpoints(device_nodes: Sequence[str]) -> list[Path]:
+    """The directories that hold the device nodes. Each is made on the host when missing (an
+    empty directory, as on a real GPU host where the driver made it) and covered by a tmpfs
+    inside the pod: the nodes exist in the pod's mount namespace only."""
+    return sorted({Path(n).parent for n in device_nodes if Path(n).parent != Path("/dev")})
+
+
+def _device_lines(device_nodes: Sequence[str]) -> list[str]:
+    # A regular empty file stands for each character device: there is no GPU to open.
+    lines = []
+    for directory in device_mountpoints(device_nodes):
+        lines.append(f"mount -t tmpfs -o mode=0755 devk-dra {shlex.quote(str(directory))}")
+    for node in device_nodes:
+        lines.append(f": > {shlex.quote(node)}")
+        lines.append(f"chmod 0666 {shlex.quote(node)}")
+    return lines
+
+
+def _setup_script(files: SandboxFiles, hostname: str, device_nodes: Sequence[str] = ()) -> str:
     # Runs as PID 1 of the new namespaces before exec'ing podinit, which stays PID 1. Mounts
     # made here stay in the pod's private mount namespace.
     binds = [
@@ -120,6 +138,7 @@ def _setup_script(files: SandboxFiles, hostname: str) -> str:
         lines.append(f"mount --bind {shlex.quote(str(host_dir))} {inside}")
     # Recursive, so the host directories bound into the private /tmp come along.
     lines.append(f"mount --rbind {shlex.quote(str(files.tmp))} /tmp")
+    lines += _device_lines(device_nodes)
     lines.append('exec "$@"')
     return "\n".join(lines)
 
@@ -153,8 +172,17 @@ def _children(pid: int) -> list[int]:
 class PodSandbox:
     """The namespaces of one pod and the processes started in them."""
 
-    def __init__(self, files: SandboxFiles, hostname: str, netns: str | None = None) -> None:
+    def __init__(
+        self,
+        files: SandboxFiles,
+        hostname: str,
+        netns: str | None = None,
+        *,
+        device_nodes: Sequence[str] = (),
+    ) -> None:
         self.files = files
+        # DRA device node paths shown in the pod's mount namespace (`_device_lines`).
+        self.device_nodes = tuple(device_nodes)
         self.hostname = hostname
         # A named network namespace (process/network.py) the pod lives in; None: the host's.
         self.netns = netns
@@ -169,6 +197,8 @@ class PodSandbox:
 
     def prepare(self) -> None:
         """Create the host-side files (empty until the runtime fills them)."""
+        for directory in device_mountpoints(self.device_nodes):
+            directory.mkdir(parents=True, exist_ok=True)
         for d in (self.files.root, self.files.service_account, self.files.logs):
             d.mkdir(parents=True, exist_ok=True)
         self.files.tmp.mkdir(parents=True, exist_ok=True)
@@ -195,7 +225,7 @@ class PodSandbox:
             "--mount-proc",
             "sh",
             "-c",
-            _setup_script(self.files, self.hostname),
+            _setup_script(self.files, self.hostname, self.device_nodes),
             "podinit",
             *_init_argv(),
             str(lifeline_read),

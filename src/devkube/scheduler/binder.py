@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import aiohttp
@@ -18,6 +18,7 @@ import aiohttp
 from devkube.machinery.client import ApiClient, ApiError, resource_path
 from devkube.machinery.control_loop import ControlLoop
 from devkube.machinery.informer import Informer
+from devkube.scheduler.dra import CANNOT_ALLOCATE, DraWorld
 from devkube.scheduler.placement import TERMINAL_PHASES, Memo, Placement, Snapshot
 from kubefacts.timestamps import now_rfc3339
 
@@ -35,6 +36,25 @@ def is_pending(pod: Mapping[str, Any]) -> bool:
         and spec.get("schedulerName", SCHEDULER_NAME) == SCHEDULER_NAME
         and (pod.get("status") or {}).get("phase") not in TERMINAL_PHASES
     )
+
+
+#: A pod's claims, and the allocations this pass made for them (by claim name).
+Claims = tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]
+#: The informers of ResourceClaims, ResourceSlices and DeviceClasses, in that order.
+DraInformers = tuple[Informer, Informer, Informer]
+
+
+def _has_claims(pod: Mapping[str, Any]) -> bool:
+    return bool((pod.get("spec") or {}).get("resourceClaims"))
+
+
+def _claims_fit(
+    world: DraWorld, claims: list[dict[str, Any]], nodes: Mapping[str, Mapping[str, Any]]
+) -> Callable[[str], str | None]:
+    def fit(node: str) -> str | None:
+        return None if world.allocate(claims, nodes[node]) is not None else CANNOT_ALLOCATE
+
+    return fit
 
 
 def _order(pod: Mapping[str, Any]) -> tuple[str, str, str]:
@@ -80,6 +100,7 @@ class Scheduler:
         *,
         pods: Informer | None = None,
         nodes: Informer | None = None,
+        dra: DraInformers | None = None,
         debounce: float = 0.02,
         concurrency: int = 16,
     ) -> None:
@@ -103,6 +124,11 @@ class Scheduler:
         ]
         self.pods.subscribe(self._loop.changed)
         self.nodes.subscribe(self._loop.changed)
+        # DRA's kinds (shared, started by their owner); without them claims are not read.
+        self.dra = dra
+        if dra is not None:
+            for informer in dra:
+                informer.subscribe(self._loop.changed)
         # Pods bound by us whose binding the pod informer has not shown yet, by uid.
         self._assumed: dict[str, str] = {}
         self._memo = Memo()
@@ -142,22 +168,75 @@ class Scheduler:
         if not pending:
             return
         pending.sort(key=_order)
-        snapshot = Snapshot(list(self.nodes.cache.values()), bound, self._memo)
-        decisions: list[tuple[dict[str, Any], Placement]] = []
+        nodes = {str(n["metadata"]["name"]): n for n in self.nodes.cache.values()}
+        snapshot = Snapshot(list(nodes.values()), bound, self._memo)
+        world = self._dra_world() if any(_has_claims(p) for p in pending) else None
+        decisions: list[tuple[dict[str, Any], Placement, Claims]] = []
         for i, pod in enumerate(pending):
-            placement = snapshot.place(pod, pending[i + 1 :])
+            claims: Claims = ([], {})
+            fit = None
+            if world is not None and _has_claims(pod):
+                found, waiting = world.claims_of(pod)
+                if waiting is not None:
+                    # PreEnqueue: the pod is not tried until its claims exist.
+                    log.debug("%s: %s", pod["metadata"].get("name"), waiting)
+                    continue
+                claims = (found, {})
+                fit = _claims_fit(world, found, nodes)
+            placement = snapshot.place(pod, pending[i + 1 :], fit)
             if placement.node is not None:
+                if world is not None and claims[0]:
+                    allocated = world.allocate(claims[0], nodes[placement.node]) or {}
+                    namespace = str(pod["metadata"].get("namespace", "default"))
+                    for claim_name, allocation in allocated.items():
+                        world.commit((namespace, claim_name), allocation)
+                    claims = (claims[0], allocated)
                 snapshot.assume(pod, placement.node)
                 self._assumed[str(pod["metadata"].get("uid", ""))] = placement.node
-            decisions.append((pod, placement))
-        await asyncio.gather(*(self._write(pod, placement) for pod, placement in decisions))
+            decisions.append((pod, placement, claims))
+        await asyncio.gather(*(self._write(pod, p, claims) for pod, p, claims in decisions))
 
-    async def _write(self, pod: dict[str, Any], placement: Placement) -> None:
+    def _dra_world(self) -> DraWorld | None:
+        if self.dra is None:
+            return None
+        claims, slices, classes = self.dra
+        return DraWorld(
+            slices=list(slices.cache.values()),
+            classes={name: c for (_, name), c in classes.cache.items()},
+            claims={key: dict(c) for key, c in claims.cache.items()},
+        )
+
+    async def _reserve(self, pod: Mapping[str, Any], claims: Claims) -> None:
+        """PreBind: write each claim's allocation (when this pass made it) and reserve it for
+        the pod, before the binding; a conflict (someone else wrote the claim) fails the pod's
+        binding for this pass."""
+        meta = pod["metadata"]
+        namespace = str(meta.get("namespace", "default"))
+        consumer = {"resource": "pods", "name": meta["name"], "uid": meta.get("uid")}
+        for claim in claims[0]:
+            status = dict(claim.get("status") or {})
+            reserved = list(status.get("reservedFor") or [])
+            name = str(claim["metadata"]["name"])
+            allocation = claims[1].get(name)
+            if allocation is None and any(r.get("uid") == meta.get("uid") for r in reserved):
+                continue
+            patch: dict[str, Any] = {
+                "metadata": {"resourceVersion": claim["metadata"].get("resourceVersion")},
+                "status": {"reservedFor": [*reserved, consumer]},
+            }
+            if allocation is not None:
+                patch["status"]["allocation"] = {**allocation, "allocationTimestamp": now_rfc3339()}
+            path = resource_path("resource.k8s.io/v1", "resourceclaims", namespace, name, "status")
+            await self._client.patch(path, patch)
+
+    async def _write(self, pod: dict[str, Any], placement: Placement, claims: Claims) -> None:
         meta = pod["metadata"]
         namespace, name = str(meta.get("namespace", "default")), str(meta["name"])
         async with self._writes:
             try:
                 if placement.node is not None:
+                    if claims[0]:
+                        await self._reserve(pod, claims)
                     await self._bind(namespace, name, placement.node)
                     log.info("bound %s/%s to %s", namespace, name, placement.node)
                     message = f"Successfully assigned {namespace}/{name} to {placement.node}"

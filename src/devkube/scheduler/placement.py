@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -475,8 +475,15 @@ class Snapshot:
     ) -> None:
         self._world = _World(nodes, bound, memo)
 
-    def place(self, pod: Obj, pending: Sequence[Obj] = ()) -> Placement:
-        return _place(self._world, pod, pending)
+    def place(
+        self,
+        pod: Obj,
+        pending: Sequence[Obj] = (),
+        claims_fit: Callable[[str], str | None] | None = None,
+    ) -> Placement:
+        """`claims_fit(node)`: None when the pod's resource claims can be allocated there,
+        else the reason (DRA's Filter, `scheduler/dra.py`), asked of otherwise feasible nodes."""
+        return _place(self._world, pod, pending, claims_fit)
 
     def assume(self, pod: Obj, node: str) -> None:
         """Count `pod` as bound to `node` for the rest of the pass."""
@@ -484,10 +491,22 @@ class Snapshot:
         self._world.add(bound, node)
 
 
-def _place(world: _World, pod: Obj, pending: Sequence[Obj]) -> Placement:
+def _place(
+    world: _World,
+    pod: Obj,
+    pending: Sequence[Obj],
+    claims_fit: Callable[[str], str | None] | None = None,
+) -> Placement:
     requests = pod_requests(pod)
     rules = world.affinity_rules(pod)
     feasible = world.feasible(pod, requests, rules)
+    claims_reasons: dict[str, str] = {}
+    if claims_fit is not None:
+        for name in feasible:
+            reason = claims_fit(name)
+            if reason is not None:
+                claims_reasons[name] = reason
+        feasible = [name for name in feasible if name not in claims_reasons]
     if not feasible:
         reasons: Counter[str] = Counter()
         shape = _shape(pod, requests)
@@ -495,6 +514,8 @@ def _place(world: _World, pod: Obj, pending: Sequence[Obj]) -> Placement:
             reason = world.node_only(pod, name, requests, shape)
             if reason is None:
                 reason = world.why_not_here(world.nodes[name], requests, rules)
+            if reason is None:
+                reason = claims_reasons.get(name)
             if reason is not None:
                 reasons[reason] += 1
         detail = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))

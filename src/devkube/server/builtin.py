@@ -83,6 +83,7 @@ class _Node:
 
 
 _COMPILED: dict[str, _Node] = {}
+RAW_EXTENSION = "io.k8s.apimachinery.pkg.runtime.RawExtension"
 
 
 def _compiled(name: str) -> _Node:
@@ -94,6 +95,9 @@ def _compiled(name: str) -> _Node:
         node.types, node.go = frozenset({dict}), str(raw.get("go", ""))
         node.struct = node.go.removeprefix("v1.")
         node.props = {key: _compile(sub) for key, sub in raw.get("p", {}).items()}
+        if name == RAW_EXTENSION:
+            # Free-form JSON (a DRA driver's opaque parameters): kept whole, as kube keeps it.
+            node.props, node.leaf = None, True
     return node
 
 

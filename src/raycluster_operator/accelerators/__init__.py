@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from raycluster_operator.accelerators.compute_domain import CHANNEL_CLAIM, wants_compute_domains
 from raycluster_operator.accelerators.identity import HostIdentity
 from raycluster_operator.accelerators.placement import merge_affinity, slice_affinity
 from raycluster_operator.accelerators.profile import (
@@ -14,6 +15,7 @@ from raycluster_operator.accelerators.profile import (
 from raycluster_operator.accelerators.tpu import tpu_container_positions
 
 __all__ = [
+    "CHANNEL_CLAIM",
     "AcceleratorKind",
     "AcceleratorProfile",
     "HostIdentity",
@@ -23,4 +25,5 @@ __all__ = [
     "tpu_container_positions",
     "validate_cluster",
     "validate_group",
+    "wants_compute_domains",
 ]

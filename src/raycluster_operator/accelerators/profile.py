@@ -159,6 +159,14 @@ def validate_group(group: WorkerGroupSpec, path: str) -> list[Problem]:
                 f'must be "true" or "false", not {exclusive!r}',
             )
         )
+    domains = annotations.get(labels.COMPUTE_DOMAIN_ANNOTATION)
+    if domains is not None and domains not in ("auto", "true", "false"):
+        problems.append(
+            Problem(
+                f"{apath}[{labels.COMPUTE_DOMAIN_ANNOTATION!r}]",
+                f'must be "auto", "true" or "false", not {domains!r}',
+            )
+        )
     key = annotations.get(labels.TOPOLOGY_KEY_ANNOTATION)
     if key is not None and (not isinstance(key, str) or not _is_label_key(key)):
         problems.append(

@@ -77,5 +77,11 @@ def worker_generate_name(cluster: str, group: str) -> str:
     return f"{cluster}-{group}"[:GENERATE_NAME_PREFIX_MAX].lower() + "-worker-"
 
 
+def compute_domain_name(cluster: str, replica_name: str) -> str:
+    """A slice's ComputeDomain (and its ResourceClaimTemplate, which the driver names alike):
+    ``<cluster>-<replica name>``, so a replaced slice (a new replica name) gets a new one."""
+    return fit(f"{cluster}-{replica_name}")
+
+
 def head_generate_name(cluster: str) -> str:
     return f"{cluster}-head"[:GENERATE_NAME_PREFIX_MAX].lower() + "-"

@@ -18,7 +18,9 @@ from raycluster_operator.accelerators import (
     merge_affinity,
     profile_for,
     tpu_container_positions,
+    wants_compute_domains,
 )
+from raycluster_operator.accelerators.profile import RAY_GPU_DOMAIN
 from raycluster_operator.api import labels, names
 from raycluster_operator.api.models import RayCluster, WorkerGroupSpec
 from raycluster_operator.builders import autoscaler, env, ray_start
@@ -229,6 +231,8 @@ class WorkerPods:
         self.cluster = cluster
         self.group = group
         self.profile = profile_for(group)
+        #: A ComputeDomain per slice (docs/design.md §3.9): the Ray label names it.
+        self.compute_domains = wants_compute_domains(group)
         self.template_hash = worker_template_hash(cluster, group)
         template = group.template
         meta = template.get("metadata")
@@ -315,7 +319,11 @@ class WorkerPods:
         identity = self.identity(replica_index, replica_name, host_index)
         spec = _copy_json(self._spec)
         container = _ray_container(spec)
-        params, start, command = self._start(container, self.profile.ray_labels(identity))
+        ray_labels = self.profile.ray_labels(identity)
+        if self.compute_domains and replica_name is not None and RAY_GPU_DOMAIN in ray_labels:
+            domain = names.compute_domain_name(self.cluster.metadata.name, replica_name)
+            ray_labels = {**ray_labels, RAY_GPU_DOMAIN: domain}
+        params, start, command = self._start(container, ray_labels)
         if command is not None:  # as _set_command does
             container["command"], container["args"] = list(command[0]), list(command[1])
         self._add_env(spec, container, identity, start)

@@ -7,6 +7,8 @@ only with permissions it holds itself, so the operator also holds the ones the R
 Role grants beyond that (patch pods and pods/resize for in-place resize, delete rayclusters
 for idle termination); it never uses them. It patches a RayCluster's metadata only to release
 Ray's idle-termination finalizer and to keep the crash-loop backoff's annotation (§4 rule 13a).
+Where NVIDIA's DRA driver is installed it creates and deletes a ComputeDomain per GB200/GB300
+slice (§3.9).
 """
 
 from __future__ import annotations
@@ -37,6 +39,9 @@ def operator_rules() -> list[Obj]:
             ["rbac.authorization.k8s.io"], ["roles", "rolebindings"], ["list", "watch", "create"]
         ),
         _rule(["events.k8s.io"], ["events"], ["create", "patch"]),
+        # A ComputeDomain per GB200/GB300 slice (§3.9, rule 13b): created with the slice,
+        # deleted after it; list/watch: the informer (and finding whether the kind is served).
+        _rule(["resource.nvidia.com"], ["computedomains"], ["list", "watch", "create", "delete"]),
         # Held only so the operator may grant them to the Ray autoscaler's Role.
         _rule([""], ["pods/resize"], ["patch"]),
         _rule(["ray.io"], ["rayclusters"], ["delete"]),

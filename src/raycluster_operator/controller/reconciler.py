@@ -41,6 +41,7 @@ from raycluster_operator.controller.sources import (
 from raycluster_operator.controller.store import split_key
 from raycluster_operator.controller.writer import Writer
 from raycluster_operator.kube import (
+    COMPUTE_DOMAINS,
     PODS,
     RAYCLUSTERS,
     AlreadyExists,
@@ -146,6 +147,7 @@ class Reconciler:
             services=self.caches.services.by_index(BY_OWNER, key),
             present=self._present(key),
             nodes=self._nodes(pods),
+            objects=self._objects(key),
         )
         plan = plan_pass(
             state, now=datetime.now(UTC), new_suffix=random_suffix, options=self.options
@@ -179,11 +181,22 @@ class Reconciler:
                 out[name] = node
         return out
 
+    def _objects(self, key: str) -> dict[str, list[Obj]]:
+        """Other cached kinds the features plan from: the cluster's ComputeDomains, only
+        when the cluster serves them (rule 13b; the key's absence says it does not)."""
+        caches = self.caches
+        if COMPUTE_DOMAINS.kind not in caches.served or caches.domains is None:
+            return {}
+        return {COMPUTE_DOMAINS.kind: caches.domains.by_index(BY_CLUSTER, key)}
+
     def _present(self, key: str) -> frozenset[ObjectId]:
         ns, _ = split_key(key)
         present = {("Service", _name(s)) for s in self.caches.services.by_index(BY_NAMESPACE, ns)}
         for kind, cache in self.caches.rbac.items():
             present.update((kind, _name(o)) for o in cache.by_index(BY_NAMESPACE, ns))
+        if self.caches.domains is not None:
+            domains = self.caches.domains.by_index(BY_CLUSTER, key)
+            present.update((COMPUTE_DOMAINS.kind, _name(o)) for o in domains)
         return frozenset(present) | self.expectations.vouched(key)
 
     # -- writing ---------------------------------------------------------------------------
@@ -198,6 +211,8 @@ class Reconciler:
             await self._delete_pods(key, plan.deletes, pods, failures)
         if plan.creates:
             await self._create_pods(key, plan.creates, failures)
+        if plan.object_deletes:
+            await self._delete_objects(key, plan.object_deletes, failures)
         if plan.release_finalizer:
             await self._release_finalizer(key, plan.release_finalizer, failures)
         await self._record(obj, plan.events, pods)
@@ -225,6 +240,23 @@ class Reconciler:
             else:
                 failures.append(_Failure(f"create {kind} {name}", result))
         self.expectations.vouch(key, made)
+
+    async def _delete_objects(
+        self, key: str, objects: Sequence[tuple[str, str]], failures: list[_Failure]
+    ) -> None:
+        """A slice's ComputeDomain once its pods are gone (rule 13b); NotFound is done."""
+        ns, _ = split_key(key)
+        kinds = {COMPUTE_DOMAINS.kind: COMPUTE_DOMAINS}
+        results = await self.writer.run_all(
+            self.client.delete(kinds[kind], ns, name) for kind, name in objects
+        )
+        for (kind, name), result in zip(objects, results, strict=True):
+            if isinstance(result, NotFound):
+                continue
+            if isinstance(result, BaseException):
+                failures.append(_Failure(f"delete {kind} {name}", result))
+            else:
+                log.info("deleted %s %s/%s", kind, ns, name)
 
     async def _delete_pods(
         self, key: str, deletes: Sequence[PodDelete], pods: Sequence[Obj], failures: list[_Failure]

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from raycluster_operator.api.labels import CLUSTER
 from raycluster_operator.api.objects import Obj, Resource
@@ -37,6 +38,7 @@ from raycluster_operator.controller.transforms import (
     without_managed_fields,
 )
 from raycluster_operator.kube import (
+    COMPUTE_DOMAINS,
     NODES,
     PODS,
     RAYCLUSTERS,
@@ -44,9 +46,13 @@ from raycluster_operator.kube import (
     ROLES,
     SERVICE_ACCOUNTS,
     SERVICES,
+    Forbidden,
     Kind,
     KubeClient,
+    NotFound,
 )
+
+log = logging.getLogger(__name__)
 
 #: Index names of the caches.
 BY_CLUSTER = "cluster"
@@ -97,6 +103,11 @@ class Caches:
     rbac: Mapping[str, StoreView]
     #: Nodes (cluster-scoped, key ``/name``); None when nodes are not watched.
     nodes: StoreView | None = None
+    #: ComputeDomains of the clusters (indexed ``BY_CLUSTER``); empty unless served.
+    domains: StoreView | None = None
+    #: Kinds the cluster turned out to serve at start (``ComputeDomain``): filled once by
+    #: ``Sources.detect`` before the informers start.
+    served: set[str] = field(default_factory=set)
 
 
 class Sources:
@@ -142,12 +153,21 @@ class Sources:
             )
             for kind in RBAC_KINDS
         }
+        # NVIDIA's DRA driver's kind (docs/design.md §3.9): watched only where it is served.
+        self.domains = make(
+            COMPUTE_DOMAINS,
+            self._on_domain,
+            label_selector=CLUSTER,
+            indexers={BY_CLUSTER: by_label(CLUSTER)},
+            transform=without_managed_fields,
+        )
         self.caches = Caches(
             clusters=_view(self.clusters),
             pods=_view(self.pods),
             services=_view(self.services),
             rbac={kind: _view(infs) for kind, infs in self.rbac.items()},
             nodes=_view(self.nodes) if self.nodes else None,
+            domains=_view(self.domains),
         )
         self._listeners: list[Listener] = []
 
@@ -180,7 +200,25 @@ class Sources:
     @property
     def informers(self) -> list[Informer]:
         rbac = [inf for infs in self.rbac.values() for inf in infs]
-        return self.clusters + self.pods + self.services + rbac + self.nodes
+        domains = self.domains if COMPUTE_DOMAINS.kind in self.caches.served else []
+        return self.clusters + self.pods + self.services + rbac + self.nodes + domains
+
+    async def detect(self, client: KubeClient) -> None:
+        """Whether ComputeDomains are served (NVIDIA's DRA driver installed): a list of one
+        namespace. Without them the operator runs as before, slices without domains, and
+        says so here and in a ``ComputeDomainsUnavailable`` Event per slice that wanted one."""
+        try:
+            await client.list(COMPUTE_DOMAINS, self._namespaces[0], page_size=1)
+        except NotFound:
+            log.warning(
+                "ComputeDomains (resource.nvidia.com/v1beta1) are not served: NVIDIA's DRA "
+                "driver is not installed; GB200/GB300 slices run without IMEX channels"
+            )
+            return
+        except Forbidden as error:
+            log.warning("ComputeDomains cannot be listed (%s): slices run without them", error)
+            return
+        self.caches.served.add(COMPUTE_DOMAINS.kind)
 
     def subscribe(self, listener: Listener) -> None:
         self._listeners.append(listener)
@@ -233,6 +271,16 @@ class Sources:
         if cluster:
             key = f"{rbac.namespace or ''}/{cluster}"
             self._emit(Change(key, kind, _name(obj), etype == "DELETED"))
+
+    def _on_domain(self, etype: str, old: Obj | None, new: Obj | None) -> None:
+        obj = new or old
+        if obj is None:
+            return
+        domain = Resource(obj)
+        cluster = domain.labels.get(CLUSTER)
+        if cluster:
+            key = f"{domain.namespace or ''}/{cluster}"
+            self._emit(Change(key, COMPUTE_DOMAINS.kind, domain.name, etype == "DELETED"))
 
     def _on_node(self, etype: str, old: Obj | None, new: Obj | None) -> None:
         """Every cluster with a pod on the node is worth a look (nothing to observe)."""

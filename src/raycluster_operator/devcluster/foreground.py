@@ -83,7 +83,7 @@ async def serve(
     planning: PlanOptions = DEFAULT_PLANNING,
 ) -> int:
     """Runs the dev cluster until a signal; the exit code (1: it failed, said in the log)."""
-    from devkube import DevCluster
+    from devkube import DevCluster, addons_for
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -91,7 +91,12 @@ async def serve(
         loop.add_signal_handler(sig, stop.set)
     try:
         async with DevCluster(
-            port=port, nodes=list(nodes), runtime=runtime, kubelet_delay=kubelet_delay
+            port=port,
+            nodes=list(nodes),
+            runtime=runtime,
+            kubelet_delay=kubelet_delay,
+            # NVIDIA's DRA driver (simulated) when the nodes hold GB200/GB300 NVLink domains.
+            addons=addons_for(list(nodes)),
         ) as cluster:
             await install_crd(cluster)
             for doc in documents:

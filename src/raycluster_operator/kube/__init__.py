@@ -16,6 +16,7 @@ from raycluster_operator.kube.errors import (
 )
 from raycluster_operator.kube.pruning import prune
 from raycluster_operator.kube.resources import (
+    COMPUTE_DOMAINS,
     CRDS,
     EVENTS,
     LEASES,
@@ -31,6 +32,7 @@ from raycluster_operator.kube.resources import (
 )
 
 __all__ = [
+    "COMPUTE_DOMAINS",
     "CRDS",
     "EVENTS",
     "LEASES",

@@ -42,6 +42,8 @@ EVENTS = Kind("events.k8s.io", "v1", "Event", "events")
 LEASES = Kind("coordination.k8s.io", "v1", "Lease", "leases")
 NODES = Kind("", "v1", "Node", "nodes", namespaced=False)
 NAMESPACES = Kind("", "v1", "Namespace", "namespaces", namespaced=False)
+#: NVIDIA's DRA driver's (docs/design.md §3.9); served only where the driver is installed.
+COMPUTE_DOMAINS = Kind("resource.nvidia.com", "v1beta1", "ComputeDomain", "computedomains")
 CRDS = Kind(
     "apiextensions.k8s.io",
     "v1",
@@ -63,6 +65,7 @@ _BY_API = {
         LEASES,
         NAMESPACES,
         CRDS,
+        COMPUTE_DOMAINS,
     )
 }
 

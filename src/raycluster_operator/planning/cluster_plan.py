@@ -79,6 +79,8 @@ class ClusterPlan:
     services: tuple[dict[str, Any], ...] = ()
     #: Autoscaler ServiceAccount/Role/RoleBinding, created if missing.
     extra_objects: tuple[dict[str, Any], ...] = ()
+    #: Objects to delete, as (kind, name) (a slice's ComputeDomain, rule 13b).
+    object_deletes: tuple[tuple[str, str], ...] = ()
     events: tuple[PlannedEvent, ...] = ()
     #: The full desired ``.status``.
     status: dict[str, Any] = field(default_factory=dict)
@@ -144,6 +146,7 @@ def plan_cluster(cluster: RayCluster, context: PlanContext) -> ClusterPlan:
         deletes=tuple(deletes),
         services=services,
         extra_objects=tuple(turn.objects),
+        object_deletes=tuple(turn.object_deletes),
         events=tuple(turn.events),
         status=build_status(cluster, seen, now=context.now),
         problems=turn.check.problems,

@@ -60,6 +60,8 @@ class PassPlan:
 
     #: Services and autoscaler RBAC objects to create.
     objects: tuple[dict[str, Any], ...] = ()
+    #: Objects of the cluster's namespace to delete, as (kind, name), after the pod writes.
+    object_deletes: tuple[tuple[str, str], ...] = ()
     deletes: tuple[PodDelete, ...] = ()
     creates: tuple[PodCreate, ...] = ()
     #: JSON patch releasing Ray's idle-termination finalizer (metadata only).
@@ -109,6 +111,7 @@ def _full(plan: ClusterPlan, present: frozenset[ObjectId]) -> PassPlan:
     wanted = (*plan.services, *plan.extra_objects)
     return PassPlan(
         objects=tuple(o for o in wanted if object_id(o) not in present),
+        object_deletes=plan.object_deletes,
         deletes=plan.deletes,
         creates=plan.creates,
         events=plan.events,

@@ -106,6 +106,9 @@ class EventReason(StrEnum):
     REPLICA_NAME_COLLISION = "ReplicaNameCollision"
     #: Another controller's pods showed up in a cluster we manage: we stand back (rule 2a).
     CONTROLLER_CONFLICT = "ControllerConflict"
+    #: A group wants a ComputeDomain per slice but the cluster does not serve ComputeDomains
+    #: (NVIDIA's DRA driver is not installed): its slices run without IMEX channels (13b).
+    COMPUTE_DOMAINS_UNAVAILABLE = "ComputeDomainsUnavailable"
 
 
 class HoldReason(StrEnum):

@@ -208,6 +208,8 @@ class ClusterTurn:
     objects: list[dict[str, Any]] = field(default_factory=list)
     #: RayCluster metadata annotations to merge-patch (None removes one).
     annotations: dict[str, str | None] = field(default_factory=dict)
+    #: Objects of the cluster's namespace to delete, as (kind, name): a slice's ComputeDomain.
+    object_deletes: list[tuple[str, str]] = field(default_factory=list)
     #: Pod name -> ``gracePeriodSeconds`` for its delete, whoever planned it (rule 8b).
     grace: dict[str, int] = field(default_factory=dict)
     #: Seconds until a feature's timed rule is due; the plan asks to look again at the soonest.

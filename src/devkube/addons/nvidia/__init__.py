@@ -1,0 +1,1 @@
+"""NVIDIA's DRA driver for ComputeDomains, simulated (driver.py)."""

@@ -1,0 +1,167 @@
+"""Rule 13b, planned without a server: a ComputeDomain per GB200 slice, its channel claimed by
+every pod of the slice, the slice ready only with its domain Ready, the domain deleted once
+its slice's pods are gone; nothing of it without ComputeDomains served, and a Warning."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from raycluster_operator.accelerators import wants_compute_domains
+from raycluster_operator.api.models import load_cluster
+from raycluster_operator.planning import ClusterState, PassPlan, plan_pass
+
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
+Obj = dict[str, Any]
+
+
+def gb200(replicas: int = 2, **annotations: str) -> Obj:
+    template: Obj = {
+        "spec": {
+            "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-GB200"},
+            "containers": [
+                {"name": "w", "image": "ray", "resources": {"limits": {"nvidia.com/gpu": "4"}}}
+            ],
+        }
+    }
+    if annotations:
+        template["metadata"] = {"annotations": annotations}
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {"name": "gb", "namespace": "default", "uid": "u-1"},
+        "spec": {
+            "headGroupSpec": {
+                "rayStartParams": {},
+                "template": {"spec": {"containers": [{"name": "h", "image": "ray"}]}},
+            },
+            "workerGroupSpecs": [
+                {
+                    "groupName": "nvl",
+                    "replicas": replicas,
+                    "numOfHosts": 4,
+                    "rayStartParams": {},
+                    "template": template,
+                }
+            ],
+        },
+    }
+
+
+def plan(cluster: Obj, pods: Sequence[Obj] = (), domains: Sequence[Obj] | None = ()) -> PassPlan:
+    suffixes = (f"s{i:04d}"[:5] for i in itertools.count())
+    objects = {} if domains is None else {"ComputeDomain": list(domains)}
+    state = ClusterState(cluster=cluster, pods=list(pods), objects=objects)
+    return plan_pass(state, now=NOW, new_suffix=lambda: next(suffixes))
+
+
+def running(create_manifest: Obj, name: str) -> Obj:
+    """The pod a create becomes, running and ready."""
+    meta = {**create_manifest["metadata"], "name": name, "uid": name}
+    status = {
+        "phase": "Running",
+        "conditions": [{"type": "Ready", "status": "True"}],
+        "containerStatuses": [{"name": "w", "ready": True, "state": {"running": {}}}],
+    }
+    return {**create_manifest, "metadata": meta, "status": status}
+
+
+def domains_in(result: PassPlan) -> list[Obj]:
+    return [o for o in result.objects if o["kind"] == "ComputeDomain"]
+
+
+def domain(manifest: Obj, ready: bool) -> Obj:
+    return {
+        **manifest,
+        "metadata": {**manifest["metadata"], "uid": manifest["metadata"]["name"]},
+        "status": {"status": "Ready" if ready else "NotReady"},
+    }
+
+
+def test_auto_wants_domains_for_imex_gpus_only() -> None:
+    group = load_cluster(gb200()).spec.worker_group_specs[0]
+    assert wants_compute_domains(group)
+    off = load_cluster(gb200(**{"raycluster-operator.io/compute-domain": "false"}))
+    assert not wants_compute_domains(off.spec.worker_group_specs[0])
+    h100 = gb200()
+    h100["spec"]["workerGroupSpecs"][0]["template"]["spec"]["nodeSelector"] = {
+        "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"
+    }
+    assert not wants_compute_domains(load_cluster(h100).spec.worker_group_specs[0])
+    forced = gb200(**{"raycluster-operator.io/compute-domain": "true"})
+    forced["spec"]["workerGroupSpecs"][0]["template"]["spec"].pop("nodeSelector")
+    assert wants_compute_domains(load_cluster(forced).spec.worker_group_specs[0])
+    own = gb200()
+    own["spec"]["workerGroupSpecs"][0]["template"]["spec"]["resourceClaims"] = [
+        {"name": "compute-domain-channel", "resourceClaimTemplateName": "mine"}
+    ]
+    assert not wants_compute_domains(load_cluster(own).spec.worker_group_specs[0])
+
+
+def test_an_unknown_mode_is_an_invalid_spec() -> None:
+    result = plan(gb200(**{"raycluster-operator.io/compute-domain": "yes"}))
+    assert [c.group for c in result.creates] == ["headgroup"]  # the group is left alone
+    invalid = [e for e in result.events if e.reason == "InvalidSpec"]
+    assert 'must be "auto", "true" or "false"' in invalid[0].message
+
+
+def test_each_new_slice_gets_its_domain_and_every_pod_its_channel() -> None:
+    result = plan(gb200())
+    workers = [c for c in result.creates if c.group == "nvl"]
+    assert len(workers) == 8
+    domains = [o for o in result.objects if o["kind"] == "ComputeDomain"]
+    replicas = {c.replica_name for c in workers}
+    assert {d["metadata"]["name"] for d in domains} == {f"gb-{r}" for r in replicas}
+    for d in domains:
+        assert d["spec"] == {
+            "numNodes": 4,
+            "channel": {
+                "resourceClaimTemplate": {"name": d["metadata"]["name"]},
+                "allocationMode": "Single",
+            },
+        }
+        assert d["metadata"]["ownerReferences"][0]["uid"] == "u-1"
+    for c in workers:
+        spec = c.manifest["spec"]
+        assert spec["resourceClaims"] == [
+            {"name": "compute-domain-channel", "resourceClaimTemplateName": f"gb-{c.replica_name}"}
+        ]
+        assert spec["containers"][0]["resources"]["claims"] == [{"name": "compute-domain-channel"}]
+        assert f"ray.io/gpu-domain=gb-{c.replica_name}" in " ".join(spec["containers"][0]["args"])
+    head = next(c for c in result.creates if c.group == "headgroup")
+    assert "resourceClaims" not in head.manifest["spec"]
+
+
+def test_a_slice_is_ready_only_with_its_domain_ready_and_its_domain_goes_with_it() -> None:
+    first = plan(gb200(replicas=1))
+    pods = [running(c.manifest, f"p{i}") for i, c in enumerate(first.creates)]
+    made = [o for o in first.objects if o["kind"] == "ComputeDomain"]
+
+    def group_status(result: PassPlan) -> Obj:
+        assert result.status is not None
+        return next(g for g in result.status["workerGroups"] if g["groupName"] == "nvl")
+
+    waiting = plan(gb200(replicas=1), pods, [domain(made[0], ready=False)])
+    assert group_status(waiting)["readySlices"] == 0
+    assert not waiting.creates and not domains_in(waiting) and not waiting.object_deletes
+    served = plan(gb200(replicas=1), pods, [domain(made[0], ready=True)])
+    assert group_status(served)["readySlices"] == 1
+    assert not served.creates and not served.object_deletes
+    # Scaled to 0: the pods go first; the domain once none is left.
+    scaled = plan(gb200(replicas=0), pods, [domain(made[0], ready=True)])
+    assert len(scaled.deletes) == 4 and not scaled.object_deletes
+    heads = [p for p in pods if p["metadata"]["labels"]["ray.io/node-type"] == "head"]
+    gone = plan(gb200(replicas=0), heads, [domain(made[0], ready=True)])
+    assert gone.object_deletes == (("ComputeDomain", made[0]["metadata"]["name"]),)
+
+
+def test_without_compute_domains_served_slices_run_without_and_say_so() -> None:
+    result = plan(gb200(), domains=None)
+    workers = [c for c in result.creates if c.group == "nvl"]
+    assert len(workers) == 8
+    assert not [o for o in result.objects if o["kind"] == "ComputeDomain"]
+    assert all("resourceClaims" not in c.manifest["spec"] for c in workers)
+    warnings = [e for e in result.events if e.reason == "ComputeDomainsUnavailable"]
+    assert len(warnings) == 2 and all(e.type == "Warning" for e in warnings)
