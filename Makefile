@@ -37,8 +37,12 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# The suite mostly waits on dev clusters, so it runs in worker processes (pytest-xdist), more
+# than the cores; a test file stays on one worker (its module fixtures are built once).
+# PYTEST_WORKERS=0 runs it in this process.
+PYTEST_WORKERS ?= 4
 unit: $(STAMP)
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 
 fmt: $(STAMP)
 	$(BIN)/ruff format src tests benchmarks

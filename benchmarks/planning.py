@@ -15,13 +15,13 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 from raycluster_operator import builders
 from raycluster_operator.api import labels
 from raycluster_operator.api.models import RayCluster, dump_cluster, load_cluster
-from raycluster_operator.api.objects import Obj
 from raycluster_operator.planning import (
     ClusterPlan,
     ClusterState,
@@ -121,9 +121,8 @@ def timings_ms(action: Callable[[], object], runs: int) -> tuple[float, float]:
     return statistics.median(times), min(times)
 
 
-def plan(cluster: RayCluster, pods: list[Obj], services: list[Obj]) -> ClusterPlan:
-    """One plan of ``cluster`` over these pods; no nodes are given, so host loss is off."""
-    state = ClusterState(dump_cluster(cluster), pods, services)
+def plan(cluster: RayCluster, state: ClusterState) -> ClusterPlan:
+    """One plan of ``cluster`` over ``state``; no nodes are given, so host loss is off."""
     return plan_cluster(cluster, PlanContext(state, NOW, suffixes(), NO_HOST_LOSS))
 
 
@@ -134,10 +133,12 @@ def main() -> int:
         cluster = make_cluster(size)
         pods = existing_pods(cluster)
         services = [builders.build_head_service(cluster), builders.build_headless_service(cluster)]
-        check = plan(cluster, pods, services)
+        state = ClusterState(dump_cluster(cluster), pods, services)
+        empty = replace(state, pods=())
+        check = plan(cluster, state)
         assert check.is_empty, "steady-state benchmark input is not converged"
-        steady[size] = timings_ms(lambda c=cluster, p=pods, s=services: plan(c, p, s), runs=9)
-        scale_up[size] = timings_ms(lambda c=cluster, s=services: plan(c, [], s), runs=3)
+        steady[size] = timings_ms(lambda c=cluster, s=state: plan(c, s), runs=9)
+        scale_up[size] = timings_ms(lambda c=cluster, s=empty: plan(c, s), runs=3)
     print(f"{'pods':>8} {'steady ms (min)':>18} {'scale-up ms (min)':>20}")
     for size in SIZES:
         (s_med, s_min), (u_med, u_min) = steady[size], scale_up[size]

@@ -40,6 +40,13 @@ def _alias_old_names() -> None:
 _alias_old_names()
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Files holding a test marked `slow` run first: under `make test` each file stays on one
+    worker (`--dist loadfile`), and a long file started last would run on alone at the end."""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)  # stable: the rest keeps its order
+
+
 @pytest.fixture
 async def dev_cluster() -> AsyncIterator[DevCluster]:
     """A started dev cluster with the default nodes (2 v6e 4x4 pools, a GB200 domain, 4 CPU)."""

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.harness.operator_world import (
-    World,
+    SharedWorld,
     cpu_group,
     eventually,
     raycluster,
@@ -11,8 +13,14 @@ from tests.harness.operator_world import (
     slices,
 )
 
+# One cluster and operator for the module: no test here needs a world of its own.
+pytestmark = pytest.mark.asyncio(loop_scope="module")
 
-async def test_multi_host_scale_workers_to_delete_scale_up_and_heal(world: World) -> None:
+
+async def test_multi_host_scale_workers_to_delete_scale_up_and_heal(
+    shared_world: SharedWorld,
+) -> None:
+    world = shared_world
     await world.start_operator()
     group = cpu_group("g", replicas=3, hosts=4, minReplicas=0, maxReplicas=4)
     await world.apply(raycluster("mh", [group]))
@@ -91,7 +99,8 @@ async def test_multi_host_scale_workers_to_delete_scale_up_and_heal(world: World
     await eventually(healed)
 
 
-async def test_single_host_indices_and_reuse_of_a_deleted_index(world: World) -> None:
+async def test_single_host_indices_and_reuse_of_a_deleted_index(shared_world: SharedWorld) -> None:
+    world = shared_world
     await world.start_operator()
     await world.apply(raycluster("sh", [cpu_group("cpu", replicas=3)]))
 
@@ -121,7 +130,8 @@ async def test_single_host_indices_and_reuse_of_a_deleted_index(world: World) ->
     await eventually(replaced)
 
 
-async def test_min_and_max_clamp_replicas(world: World) -> None:
+async def test_min_and_max_clamp_replicas(shared_world: SharedWorld) -> None:
+    world = shared_world
     await world.start_operator()
     group = cpu_group("g", replicas=2, hosts=4, minReplicas=2, maxReplicas=3)
     await world.apply(raycluster("mm", [group]))

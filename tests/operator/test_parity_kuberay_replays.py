@@ -14,9 +14,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from parity_kubectl import Kubectl
 
-from tests.harness.operator_world import World, cpu_group, eventually, raycluster
+from tests.harness.operator_world import SharedWorld, cpu_group, eventually, raycluster
+
+# One world for the tests that need none of their own (tests/operator/conftest.py).
+pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
 def group_pods(pods: list[dict[str, Any]], group: str) -> list[dict[str, Any]]:
@@ -28,7 +32,8 @@ def group_pods(pods: list[dict[str, Any]], group: str) -> list[dict[str, Any]]:
     ]
 
 
-async def test_fake_multi_host_tpu_autoscaling(world: World, tmp_path: Path) -> None:
+async def test_fake_multi_host_tpu_autoscaling(shared_world: SharedWorld, tmp_path: Path) -> None:
+    world = shared_world
     kubectl = Kubectl(world.cluster, tmp_path)
     await world.start_operator()
     group = cpu_group(
@@ -92,7 +97,10 @@ async def test_fake_multi_host_tpu_autoscaling(world: World, tmp_path: Path) -> 
     assert not {p["metadata"]["name"] for p in again} & {p["metadata"]["name"] for p in pods}
 
 
-async def test_multi_host_suspend_and_resume_with_two_groups(world: World, tmp_path: Path) -> None:
+async def test_multi_host_suspend_and_resume_with_two_groups(
+    shared_world: SharedWorld, tmp_path: Path
+) -> None:
+    world = shared_world
     kubectl = Kubectl(world.cluster, tmp_path)
     await world.start_operator()
     groups = [cpu_group("a", replicas=2, hosts=2), cpu_group("b", replicas=1, hosts=3)]

@@ -11,9 +11,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from parity_kubectl import Kubectl
 
-from tests.harness.operator_world import World, cpu_group, eventually, raycluster
+from tests.harness.operator_world import SharedWorld, World, cpu_group, eventually, raycluster
+
+# One world for the tests that need none of their own (tests/operator/conftest.py).
+pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 FINALIZER = "example.com/hold"
 
@@ -43,6 +47,7 @@ async def release(kubectl: Kubectl, names: list[str]) -> None:
         )
 
 
+@pytest.mark.asyncio(loop_scope="function")  # a private world
 async def test_resume_mid_termination_waits_for_every_pod_and_never_two_heads(
     world: World, tmp_path: Path
 ) -> None:
@@ -110,8 +115,9 @@ async def test_resume_mid_termination_waits_for_every_pod_and_never_two_heads(
 
 
 async def test_suspend_completes_to_suspended_and_a_group_suspend_is_one_way(
-    world: World, tmp_path: Path
+    shared_world: SharedWorld, tmp_path: Path
 ) -> None:
+    world = shared_world
     kubectl = Kubectl(world.cluster, tmp_path)
     await world.start_operator()
     groups = [cpu_group("a", replicas=1, hosts=2), cpu_group("b", replicas=1, hosts=2)]
@@ -177,8 +183,9 @@ async def test_suspend_completes_to_suspended_and_a_group_suspend_is_one_way(
 
 
 async def test_a_deleted_head_is_replaced_only_after_its_pod_is_gone(
-    world: World, tmp_path: Path
+    shared_world: SharedWorld, tmp_path: Path
 ) -> None:
+    world = shared_world
     kubectl = Kubectl(world.cluster, tmp_path)
     await world.start_operator()
     await kubectl.apply(raycluster("hd", [cpu_group("g", replicas=1)]))

@@ -6,6 +6,7 @@ import asyncio
 
 import aiohttp
 
+from raycluster_operator.controller.leader import LeaseTiming
 from tests.harness.operator_world import (
     World,
     eventually,
@@ -67,8 +68,15 @@ async def test_an_operator_stopped_mid_scale_up_and_restarted_converges_cleanly(
 
 
 async def test_only_the_leader_writes_and_a_successor_takes_over(world: World) -> None:
-    # The Lease lives where deploy/ grants it: the operator's own namespace.
-    lead = dict(leader_elect=True, lease_namespace="raycluster-operator", lease_name="op-lease")
+    # The Lease lives where deploy/ grants it: the operator's own namespace. A lease long enough
+    # that a loaded machine (parallel workers) never lets it lapse: a clean stop releases it,
+    # so the takeover below does not wait for it to expire.
+    lead = dict(
+        leader_elect=True,
+        lease_namespace="raycluster-operator",
+        lease_name="op-lease",
+        lease_timing=LeaseTiming(lease_duration=15.0, renew_deadline=10.0, retry_period=0.1),
+    )
     a = await world.start_operator(identity="a", **lead)
     await eventually(lambda: _assert(a.manager.is_leader))
     b = await world.start_operator(identity="b", **lead)

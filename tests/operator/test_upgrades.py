@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from kuberay_crd import kuberay_crd
 from parity_kubectl import Kubectl
@@ -17,6 +18,7 @@ from parity_kubectl import Kubectl
 from tests.harness.kubectl import run_kubectl
 from tests.harness.operator_world import (
     NODES,
+    SharedWorld,
     World,
     cpu_group,
     eventually,
@@ -25,6 +27,9 @@ from tests.harness.operator_world import (
     ready,
     running_world,
 )
+
+# One world for the tests that need none of their own (tests/operator/conftest.py).
+pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 HASH = "ray.io/pod-template-hash"
 OLD = "rayproject/ray:2.60.0"
@@ -136,8 +141,9 @@ async def finished(kubectl: Kubectl, name: str, before: list[Any]) -> list[Any]:
 
 
 async def test_rolling_update_without_surge_keeps_two_slices_ready_and_never_mixes(
-    world: World, tmp_path: Path
+    shared_world: SharedWorld, tmp_path: Path
 ) -> None:
+    world = shared_world
     kubectl = Kubectl(world.cluster, tmp_path)
     await world.start_operator()
     before = await rolling_cluster(kubectl, "roll", {"maxUnavailable": 1, "maxSurge": 0})
@@ -157,6 +163,7 @@ async def test_rolling_update_without_surge_keeps_two_slices_ready_and_never_mix
     assert len(events) == 3, [e.get("note") or e.get("message") for e in events]
 
 
+@pytest.mark.asyncio(loop_scope="function")  # a private world
 async def test_rolling_update_with_surge_never_drops_below_three_ready_slices(
     world: World, tmp_path: Path
 ) -> None:
@@ -182,8 +189,9 @@ async def test_rolling_update_with_surge_never_drops_below_three_ready_slices(
 
 
 async def test_recreate_replaces_everything_once_and_a_replicas_change_nothing(
-    world: World, tmp_path: Path
+    shared_world: SharedWorld, tmp_path: Path
 ) -> None:
+    world = shared_world
     kubectl = Kubectl(world.cluster, tmp_path)
     await world.start_operator()
     obj = raycluster("rec", [cpu_group("g", replicas=2, hosts=4)])
@@ -213,8 +221,9 @@ async def test_recreate_replaces_everything_once_and_a_replicas_change_nothing(
 
 
 async def test_none_recreates_nothing_and_scales_up_with_the_new_template(
-    world: World, tmp_path: Path
+    shared_world: SharedWorld, tmp_path: Path
 ) -> None:
+    world = shared_world
     kubectl = Kubectl(world.cluster, tmp_path)
     await world.start_operator()
     await kubectl.apply(raycluster("keep", [cpu_group("g", replicas=2, hosts=4)]))
@@ -237,6 +246,7 @@ async def test_none_recreates_nothing_and_scales_up_with_the_new_template(
     assert not {template(p) for p in added} & {template(p) for p in before if is_worker(p)}
 
 
+@pytest.mark.asyncio(loop_scope="function")  # a private world
 async def test_an_operator_restart_mid_rollout_resumes_and_finishes(
     world: World, tmp_path: Path
 ) -> None:
@@ -260,6 +270,7 @@ async def test_an_operator_restart_mid_rollout_resumes_and_finishes(
     assert min(samples.ready_slices) >= 2
 
 
+@pytest.mark.asyncio(loop_scope="function")  # a private world
 async def test_under_kuberays_crd_recreate_works_and_rolling_update_is_refused(
     tmp_path: Path,
 ) -> None:

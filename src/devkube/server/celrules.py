@@ -55,6 +55,7 @@ _KUBE_LIBRARIES = re.compile(
 #: The optional oldSelf of ``optionalOldSelf`` (the Python binding cannot pass an optional):
 #: the rule goes on its own line so that compile errors point into it.
 _OPTIONAL_WRAP = "cel.bind(oldSelf, __hasOld ? optional.of(__old) : optional.none(),\n{}\n)"
+_ERROR = cel.Type.ERROR
 _REASONS = {
     "FieldValueForbidden": ("Forbidden", "FieldValueForbidden"),
     "FieldValueRequired": ("Required value", "FieldValueRequired"),
@@ -83,6 +84,8 @@ class Node:
     items: Node | None = None
     values: Node | None = None
     list_keys: tuple[str, ...] = ()
+    #: A rule here has optionalOldSelf: the old value is bound even on create.
+    optional_old: bool = False
 
 
 @dataclass
@@ -196,6 +199,7 @@ def _build(schema: Mapping[str, Any], path: str, errors: list[Cause]) -> Node | 
             compiled = _compile_rule(rule, env, f"{path}.x-kubernetes-validations[{i}]", errors)
             if compiled is not None:
                 node.rules.append(compiled)
+                node.optional_old |= compiled.optional_old
     for key, sub in (schema.get("properties") or {}).items():
         if isinstance(sub, Mapping) and (child := _build(sub, f"{path}.properties[{key}]", errors)):
             node.properties[key] = child
@@ -303,7 +307,9 @@ def _old_items(node: Node, old: list[Any]) -> dict[Any, Any]:
 
 def _run(node: Node, value: Any, old: Any, has_old: bool, path: str, found: list[Cause]) -> None:
     unchanged = has_old and value == old
-    data = {"self": value, "oldSelf": old, "__old": old, "__hasOld": has_old}
+    data = {"self": value}
+    if has_old or node.optional_old:  # the old value only when a rule can read it
+        data |= {"oldSelf": old, "__old": old, "__hasOld": has_old}
     activation = None  # built once per node, for the rules that run
     for rule in node.rules:
         if rule.transition and not has_old and not rule.optional_old:
@@ -311,11 +317,13 @@ def _run(node: Node, value: Any, old: Any, has_old: bool, path: str, found: list
         if activation is None:
             activation = _env(node.type_key).Activation(data)
         result = rule.program.eval(activation)
-        if result.type() == cel.Type.ERROR:
+        if result.value() is True:  # the common case first: no type() call
+            continue
+        if result.type() == _ERROR:
             detail = f"{_eval_error(result)} evaluating rule: {_rule_error_string(rule.source)}"
             found.append((path, f'Invalid value: "{node.type}": {detail}', "FieldValueInvalid"))
             continue
-        if result.value() is True or (unchanged and not rule.transition):
+        if unchanged and not rule.transition:
             continue
         where = path
         if rule.field_path:
@@ -340,8 +348,8 @@ def _rule_error_string(rule: Mapping[str, Any]) -> str:
 
 def _message(rule: Rule, data: dict[str, Any]) -> str:
     if rule.message_program is not None:
-        plain = {**data, "oldSelf": data["__old"]}
-        result = rule.message_program.eval(data=plain)
+        # ``oldSelf`` here is the plain old value (never the optional), as kube binds it.
+        result = rule.message_program.eval(data=data)
         if result.type() == cel.Type.STRING:
             text = str(result.value()).strip()
             if text and "\n" not in text and len(text) <= 5 * 1024:

@@ -300,12 +300,9 @@ class Backoff(Feature):
     rule = "13a"
 
     def __init__(self, turn: ClusterTurn) -> None:
-        options = turn.context.options
         self.cluster = turn.cluster
         self.now = turn.context.now
-        self.policy = BackoffPolicy(
-            options.slice_backoff_base, options.slice_backoff_max, options.slice_backoff_reset
-        )
+        self.policy = turn.context.options.backoff
         self.stored_text = (self.cluster.metadata.annotations or {}).get(ANNOTATION)
         self.before = read_records(self.cluster.metadata.annotations)
         self.after: dict[str, dict[int, Strike]] = {}

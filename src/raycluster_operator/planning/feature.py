@@ -14,7 +14,8 @@ every feature in that order, at the point of the rules where it stands:
             surplus (an upgrade's surge, a make-before-break replacement).
 ``replace`` after scale-down (rule 12a): delete serving slices whole (``turn.out``), with
             ``turn.need``, ``turn.awaited`` and ``turn.reasons`` saying what replaces them.
-``gate``    as indices are chosen (rule 13a): indices held or retried, at most how many new
+``gate``    as indices are chosen (rule 13a), ``turn.need`` slices about to be created
+            (for a stopped group, with none): indices held or retried, at most how many new
             slices (a ``GroupHold``).
 ``settle``  after the group's plan: records, the group's tally, events (may return a new plan).
 ``finish``  after every group and the head: writes of the cluster (``turn.objects``,

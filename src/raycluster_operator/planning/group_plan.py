@@ -87,10 +87,9 @@ def plan_group(job: GroupInput, features: Sequence[Feature] = ()) -> GroupPlan:
     for feature in features:
         feature.mark(turn)
     tally = _tally(job.spec, job.pods, turn.found.replicas, job.desired)
-    hold = merge_holds([feature.gate(turn) for feature in features])
     if job.stop is not None:
-        return _settled(features, turn, _stopped(turn, tally, hold))
-    return _settled(features, turn, _planned(turn, features, tally, hold))
+        return _settled(features, turn, _stopped(turn, tally, _gate(features, turn)))
+    return _settled(features, turn, _planned(turn, features, tally))
 
 
 def _stopped(turn: GroupTurn, tally: GroupTally, hold: GroupHold) -> GroupPlan:
@@ -104,9 +103,7 @@ def _stopped(turn: GroupTurn, tally: GroupTally, hold: GroupHold) -> GroupPlan:
     return GroupPlan(tuple(out.items.values()), (), tally, (), moves, released=hold.waiting)
 
 
-def _planned(
-    turn: GroupTurn, features: Sequence[Feature], tally: GroupTally, hold: GroupHold
-) -> GroupPlan:
+def _planned(turn: GroupTurn, features: Sequence[Feature], tally: GroupTally) -> GroupPlan:
     """Rules 8-13 in order, each feature's hooks where its rule stands."""
     job, found, out = turn.job, turn.found, turn.out
     n = hosts(job.spec)
@@ -127,6 +124,8 @@ def _planned(
     awaited = turn.awaited | _indices_awaiting_replacement(
         found.replicas, {r.index for r in valid}, wanted, job.switches.stuck_before
     )
+    turn.need = need
+    hold = _gate(features, turn)  # rule 13a: the features see what is about to be created
     room = max(MAX_NEW_PODS_PER_PASS // n, 1)
     if hold.most is not None:
         room = min(room, hold.most)
@@ -146,6 +145,10 @@ def _planned(
     return GroupPlan(
         tuple(out.items.values()), tuple(made), tally, tuple(events), moves, pick.released
     )
+
+
+def _gate(features: Sequence[Feature], turn: GroupTurn) -> GroupHold:
+    return merge_holds([feature.gate(turn) for feature in features])
 
 
 def _settled(features: Sequence[Feature], turn: GroupTurn, plan: GroupPlan) -> GroupPlan:
