@@ -206,6 +206,7 @@ def test_our_additions_are_marked() -> None:
         ".spec.idleSuspend",
         ".spec.idleTerminationOptions",
         ".spec.upgradeStrategy.rollingUpdate",
+        ".spec.workerGroupSpecs[].maxUnavailable",
         ".status.desiredWorkerSlices",
         ".status.readyWorkerSlices",
         ".status.workerGroups",

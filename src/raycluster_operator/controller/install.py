@@ -37,6 +37,8 @@ def operator_rules() -> list[Obj]:
             ["rbac.authorization.k8s.io"], ["roles", "rolebindings"], ["list", "watch", "create"]
         ),
         _rule(["events.k8s.io"], ["events"], ["create", "patch"]),
+        # A budget per slice (planned disruptions, §4 rule 12b): made and removed, never changed.
+        _rule(["policy"], ["poddisruptionbudgets"], ["list", "watch", "create", "delete"]),
         # Held only so the operator may grant them to the Ray autoscaler's Role.
         _rule([""], ["pods/resize"], ["patch"]),
         _rule(["ray.io"], ["rayclusters"], ["delete"]),

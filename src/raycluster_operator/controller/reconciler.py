@@ -41,6 +41,7 @@ from raycluster_operator.controller.sources import (
 from raycluster_operator.controller.store import split_key
 from raycluster_operator.controller.writer import Writer
 from raycluster_operator.kube import (
+    POD_DISRUPTION_BUDGETS,
     PODS,
     RAYCLUSTERS,
     AlreadyExists,
@@ -62,8 +63,12 @@ from raycluster_operator.planning import (
     object_id,
     plan_pass,
 )
+from raycluster_operator.planning.reasons import DISRUPTION_REASONS, DeleteReason
 
 log = logging.getLogger(__name__)
+
+#: Deletions that move a slice for a planned disruption (metric ``slices_moved``).
+MOVE_REASONS = DISRUPTION_REASONS | {DeleteReason.SLICE_EVICTED}
 
 #: The Event recorded on a cluster when the API refused a write for good.
 WRITE_REJECTED = "WriteRejected"
@@ -146,6 +151,7 @@ class Reconciler:
             services=self.caches.services.by_index(BY_OWNER, key),
             present=self._present(key),
             nodes=self._nodes(pods),
+            budgets=self._budgets(key),
         )
         plan = plan_pass(
             state, now=datetime.now(UTC), new_suffix=random_suffix, options=self.options
@@ -179,11 +185,19 @@ class Reconciler:
                 out[name] = node
         return out
 
+    def _budgets(self, key: str) -> list[Obj]:
+        """Rule 12b: the cluster's per-slice PodDisruptionBudgets, as cached."""
+        cache = self.caches.budgets
+        return [] if cache is None else list(cache.by_index(BY_CLUSTER, key))
+
     def _present(self, key: str) -> frozenset[ObjectId]:
         ns, _ = split_key(key)
         present = {("Service", _name(s)) for s in self.caches.services.by_index(BY_NAMESPACE, ns)}
         for kind, cache in self.caches.rbac.items():
             present.update((kind, _name(o)) for o in cache.by_index(BY_NAMESPACE, ns))
+        if self.caches.budgets is not None:
+            kind = POD_DISRUPTION_BUDGETS.kind
+            present.update((kind, _name(o)) for o in self.caches.budgets.by_index(BY_NAMESPACE, ns))
         return frozenset(present) | self.expectations.vouched(key)
 
     # -- writing ---------------------------------------------------------------------------
@@ -198,6 +212,8 @@ class Reconciler:
             await self._delete_pods(key, plan.deletes, pods, failures)
         if plan.creates:
             await self._create_pods(key, plan.creates, failures)
+        if plan.object_deletes:
+            await self._delete_objects(key, plan.object_deletes, failures)
         if plan.release_finalizer:
             await self._release_finalizer(key, plan.release_finalizer, failures)
         await self._record(obj, plan.events, pods)
@@ -226,12 +242,29 @@ class Reconciler:
                 failures.append(_Failure(f"create {kind} {name}", result))
         self.expectations.vouch(key, made)
 
+    async def _delete_objects(
+        self, key: str, objects: Sequence[ObjectId], failures: list[_Failure]
+    ) -> None:
+        """Rule 12b: budgets no slice keeps (its slice is gone, or it was released so that a
+        drain's eviction may take the slice)."""
+        ns, _ = split_key(key)
+        results = await self.writer.run_all(
+            self.client.delete(POD_DISRUPTION_BUDGETS, ns, name) for _, name in objects
+        )
+        for (kind, name), result in zip(objects, results, strict=True):
+            if isinstance(result, BaseException):
+                if not isinstance(result, NotFound):
+                    failures.append(_Failure(f"delete {kind} {name}", result))
+                continue
+            log.info("deleted %s %s/%s", kind, ns, name)
+
     async def _delete_pods(
         self, key: str, deletes: Sequence[PodDelete], pods: Sequence[Obj], failures: list[_Failure]
     ) -> None:
         ns, _ = split_key(key)
         uids = {p["metadata"]["name"]: p["metadata"].get("uid") for p in pods}
         self.expectations.expect(key, deletes=[d.name for d in deletes])
+        moved: set[str | None] = set()
         results = await self.writer.run_all(
             self.client.delete(
                 PODS,
@@ -251,6 +284,10 @@ class Reconciler:
                     failures.append(_Failure(f"delete pod {d.name}", result))
                 continue
             self.metrics.pods_deleted.labels(str(d.reason)).inc()
+            if d.reason in MOVE_REASONS and d.replica_name not in moved:
+                # Rule 12b: one per slice moved (or taken by its eviction), by cause.
+                moved.add(d.replica_name)
+                self.metrics.slices_moved.labels(str(d.reason)).inc()
             log.info("deleted pod %s/%s (%s): %s", ns, d.name, d.reason, d.message)
 
     async def _create_pods(

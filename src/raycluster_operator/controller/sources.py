@@ -38,6 +38,7 @@ from raycluster_operator.controller.transforms import (
 )
 from raycluster_operator.kube import (
     NODES,
+    POD_DISRUPTION_BUDGETS,
     PODS,
     RAYCLUSTERS,
     ROLE_BINDINGS,
@@ -97,6 +98,9 @@ class Caches:
     rbac: Mapping[str, StoreView]
     #: Nodes (cluster-scoped, key ``/name``); None when nodes are not watched.
     nodes: StoreView | None = None
+    #: The per-slice PodDisruptionBudgets (rule 12b), indexed ``BY_CLUSTER`` and
+    #: ``BY_NAMESPACE``; None when nodes are not watched (no planned disruptions).
+    budgets: StoreView | None = None
 
 
 class Sources:
@@ -126,6 +130,16 @@ class Sources:
             )
             node_informer.add_handler(self._on_node)
             self.nodes = [node_informer]
+        # Planned disruptions (rule 12b) keep a budget per slice, labelled with the cluster.
+        self.budgets: list[Informer] = []
+        if watch_nodes:
+            self.budgets = make(
+                POD_DISRUPTION_BUDGETS,
+                functools.partial(self._on_rbac, POD_DISRUPTION_BUDGETS.kind),
+                label_selector=CLUSTER,
+                indexers={BY_CLUSTER: by_label(CLUSTER), BY_NAMESPACE: by_namespace},
+                transform=slim_named,
+            )
         self.services = make(
             SERVICES,
             self._on_service,
@@ -148,6 +162,7 @@ class Sources:
             services=_view(self.services),
             rbac={kind: _view(infs) for kind, infs in self.rbac.items()},
             nodes=_view(self.nodes) if self.nodes else None,
+            budgets=_view(self.budgets) if self.budgets else None,
         )
         self._listeners: list[Listener] = []
 
@@ -180,7 +195,7 @@ class Sources:
     @property
     def informers(self) -> list[Informer]:
         rbac = [inf for infs in self.rbac.values() for inf in infs]
-        return self.clusters + self.pods + self.services + rbac + self.nodes
+        return self.clusters + self.pods + self.services + rbac + self.nodes + self.budgets
 
     def subscribe(self, listener: Listener) -> None:
         self._listeners.append(listener)

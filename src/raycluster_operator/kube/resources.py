@@ -42,6 +42,7 @@ EVENTS = Kind("events.k8s.io", "v1", "Event", "events")
 LEASES = Kind("coordination.k8s.io", "v1", "Lease", "leases")
 NODES = Kind("", "v1", "Node", "nodes", namespaced=False)
 NAMESPACES = Kind("", "v1", "Namespace", "namespaces", namespaced=False)
+POD_DISRUPTION_BUDGETS = Kind("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets")
 CRDS = Kind(
     "apiextensions.k8s.io",
     "v1",
@@ -63,6 +64,7 @@ _BY_API = {
         LEASES,
         NAMESPACES,
         CRDS,
+        POD_DISRUPTION_BUDGETS,
     )
 }
 

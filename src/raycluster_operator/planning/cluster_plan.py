@@ -20,6 +20,7 @@ from raycluster_operator.api import labels
 from raycluster_operator.api.models import RayCluster, WorkerGroupSpec
 from raycluster_operator.api.names import head_service_name
 from raycluster_operator.api.problems import Problem
+from raycluster_operator.builders.budgets import avoid_nodes, slice_budget
 from raycluster_operator.planning.actions import (
     CREATE_POD,
     DELETE_POD,
@@ -38,6 +39,13 @@ from raycluster_operator.planning.desired import (
     autoscaling_on,
     cluster_suspended,
     desired_slices,
+)
+from raycluster_operator.planning.disruption import (
+    DEFAULT_MAX_UNAVAILABLE,
+    DEFAULT_WINDOW,
+    NO_DISRUPTIONS,
+    DisruptionCheck,
+    check_disruptions,
 )
 from raycluster_operator.planning.group_plan import (
     GroupPlan,
@@ -105,6 +113,10 @@ class ClusterPlan:
     #: Seconds until a timed rule is due (a host's unready timeout runs out, a backoff wait
     #: ends or falls due for reset); None: no timed look.
     requeue_after: float | None = None
+    #: Planned disruptions (rule 12b): the PodDisruptionBudget of every slice that keeps one
+    #: (created when missing), and the names of the cluster's budgets no slice keeps (deleted).
+    budgets: tuple[dict[str, Any], ...] = ()
+    stale_budgets: tuple[str, ...] = ()
 
     @property
     def is_empty(self) -> bool:
@@ -124,6 +136,9 @@ def plan_cluster(
     nodes: Mapping[str, Mapping[str, Any]] | None = None,
     unready_slice_timeout: float = 0.0,
     backoff: BackoffPolicy = DEFAULT_POLICY,
+    planned_disruptions: bool = False,
+    maintenance_window: float = DEFAULT_WINDOW,
+    budgets: Sequence[Mapping[str, Any]] = (),
 ) -> ClusterPlan:
     """Plan every pod, service and status write for ``cluster``.
 
@@ -131,7 +146,9 @@ def plan_cluster(
     ``ray.io/cluster=<name>`` in the cluster's namespace are considered, so nothing else can
     ever be deleted. ``nodes`` are the nodes those pods run on, by name; with
     ``unready_slice_timeout`` > 0 a host on a lost node or unready too long breaks its slice
-    (planning/host_loss.py).
+    (planning/host_loss.py). With ``planned_disruptions`` the same nodes say which slices a
+    drain, a maintenance or a scale-down is about to take, and those move whole
+    (planning/disruption.py); ``budgets`` are the cluster's PodDisruptionBudgets as cached.
     """
     check = check_spec(cluster)
     act = not check.cluster_problems
@@ -152,6 +169,16 @@ def plan_cluster(
     host_check = (
         _host_check(cluster, pods, nodes or {}, now, unready_slice_timeout) if act else NO_CHECK
     )
+    disruption = (
+        check_disruptions(
+            [p for p in pods if _owned(p, cluster)],
+            nodes or {},
+            now=now,
+            window=maintenance_window,
+        )
+        if act and planned_disruptions
+        else NO_DISRUPTIONS
+    )
     work = _Work()
     # Rule 13a: crash-loop backoff per slice, its records in the cluster's annotation.
     backoffs = ClusterBackoff(cluster, pods, now=now, policy=backoff)
@@ -166,6 +193,7 @@ def plan_cluster(
         upgrade,
         host_check.faults,
         backoffs,
+        disruption,
     )
     head_current = next((p for p in heads if p.live), None)
     wanted_services, extra = _cluster_objects(cluster) if act else ((), ())
@@ -207,8 +235,19 @@ def plan_cluster(
         tallies=tuple(work.tallies),
         transitions=tuple(work.transitions),
         annotations=backoffs.annotations(),
-        requeue_after=_soonest(host_check.recheck_after, backoffs.wake),
+        requeue_after=_soonest(host_check.recheck_after, backoffs.wake, disruption.recheck_after),
+        budgets=tuple(work.budgets),
+        stale_budgets=_stale_budgets(budgets, work.budgets) if disruption.enabled else (),
     )
+
+
+def _stale_budgets(
+    cached: Sequence[Mapping[str, Any]], wanted: Sequence[Mapping[str, Any]]
+) -> tuple[str, ...]:
+    """Budgets of the cluster that no slice keeps any more (its slice went, or was released)."""
+    keep = {str(b["metadata"]["name"]) for b in wanted}
+    names = (str((b.get("metadata") or {}).get("name") or "") for b in cached)
+    return tuple(sorted(n for n in names if n and n not in keep))
 
 
 def _host_check(
@@ -234,6 +273,7 @@ class _Work:
     events: list[PlannedEvent] = field(default_factory=list)
     tallies: list[GroupTally] = field(default_factory=list)
     transitions: list[SliceTransition] = field(default_factory=list)
+    budgets: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _head_service(
@@ -269,6 +309,7 @@ def _plan_groups(
     upgrade: ClusterUpgrade,
     host_faults: Mapping[str, HostFault],
     backoffs: ClusterBackoff,
+    disruption: DisruptionCheck = NO_DISRUPTIONS,
 ) -> set[str]:
     """Rules 8-14 for every worker group (``stopping``: the cluster is suspended or
     suspending); answers the groups whose own suspension is under way."""
@@ -305,6 +346,8 @@ def _plan_groups(
             host_faults=host_faults,
             upgrade=upgrade.groups.get(group.group_name),
             hold=backoffs.hold(group),
+            disruption=disruption,
+            max_unavailable=group.max_unavailable or DEFAULT_MAX_UNAVAILABLE,
         )
         if stop is None:
             backoffs.settle(
@@ -320,6 +363,11 @@ def _plan_groups(
         work.creates += _worker_creates(cluster, group, planned, own)
         work.events += planned.events
         work.events += _create_events(group.group_name, planned.replicas)
+        if group.num_of_hosts > 1:
+            work.budgets += [
+                slice_budget(cluster, group.group_name, name, group.num_of_hosts)
+                for name in planned.budgeted
+            ]
     return groups_suspending
 
 
@@ -470,6 +518,9 @@ def _worker_creates(
                 host_index=host,
                 indexing_labels=switches.multi_host_indexing,
             )
+            if planned.moves.avoid:
+                # Rule 12b: new slices stay off the nodes a planned disruption takes.
+                manifest = avoid_nodes(manifest, planned.moves.avoid)
             out.append(
                 PodCreate(
                     group.group_name, replica.index, replica.name, host, replica.reason, manifest

@@ -30,6 +30,17 @@ from raycluster_operator.api.names import replica_name
 from raycluster_operator.planning.actions import PlannedEvent, PodDelete
 from raycluster_operator.planning.backoff import NO_HOLD, GroupHold
 from raycluster_operator.planning.desired import hosts
+from raycluster_operator.planning.disruption import (
+    DEFAULT_MAX_UNAVAILABLE,
+    NO_DISRUPTIONS,
+    NO_MOVES,
+    DisruptionCheck,
+    GroupMoves,
+    budgeted,
+    mark_evictions,
+    plan_moves,
+    surge_for,
+)
 from raycluster_operator.planning.host_loss import HostFault, host_fault, mark_host_faults
 from raycluster_operator.planning.indices import lowest_free
 from raycluster_operator.planning.pods import PodView
@@ -88,6 +99,8 @@ class GroupTally:
     slices: Mapping[SliceState, int] = field(default_factory=dict)
     #: Serving slices of the current template (rule 12a); None when not computed.
     updated_slices: int | None = None
+    #: Planned disruptions (rule 12b): the disrupted slices still serving, as status entries.
+    disrupted: tuple[Mapping[str, object], ...] = ()
 
     @property
     def desired_pods(self) -> int:
@@ -105,6 +118,10 @@ class GroupPlan:
     #: Crash-loop backoff (rule 13a): waiting indices no longer wanted (fewer replicas); their
     #: backoff ends.
     released: tuple[int, ...] = ()
+    #: Planned disruptions (rule 12b): the moves of this pass, and the slices (replica names)
+    #: whose PodDisruptionBudget is kept.
+    moves: GroupMoves = NO_MOVES
+    budgeted: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,17 +187,22 @@ def plan_group(
     host_faults: Mapping[str, HostFault] | None = None,
     upgrade: GroupUpgrade | None = None,
     hold: GroupHold = NO_HOLD,
+    disruption: DisruptionCheck = NO_DISRUPTIONS,
+    max_unavailable: int = DEFAULT_MAX_UNAVAILABLE,
 ) -> GroupPlan:
     """Plan one group. ``stop`` (a suspend reason) removes every pod and creates nothing.
     ``host_faults`` (planning/host_loss.py): pods whose node or lost readiness break their
     slice; ``upgrade`` replaces slices of an older template (planning/upgrade.py); ``hold`` is
-    the crash-loop backoff's word on which indices wait (planning/backoff.py)."""
+    the crash-loop backoff's word on which indices wait (planning/backoff.py); ``disruption``
+    says which hosts' nodes are about to go (planning/disruption.py, rule 12b), and
+    ``max_unavailable`` how many slices the group's planned disruptions may take at once."""
     if not switches.multi_host_indexing:
         return _plan_flat(group, pods, desired=desired, switches=switches, stop=stop)
     n = hosts(group)
     found = sort_into_replicas(pods, n)
     # Rule 8, host loss: a host on a lost node, or unready too long, breaks its slice.
     found = mark_host_faults(found, host_faults or {})
+    found = mark_evictions(found, disruption)
     out = _Deletions(group.group_name)
     tally = _tally(group, pods, found.replicas, desired)
     if upgrade is not None:
@@ -188,8 +210,8 @@ def plan_group(
     if stop is not None:
         for pod in pods:
             out.pod(pod, stop, f"{stop.value}: removing pod {pod.name} of group {group.group_name}")
-        moves = _moves(found, out.items, ()) + _hold_moves((), hold.waiting, stop)
-        return GroupPlan(tuple(out.items.values()), (), tally, (), moves, released=hold.waiting)
+        stopped = _moves(found, out.items, ()) + _hold_moves((), hold.waiting, stop)
+        return GroupPlan(tuple(out.items.values()), (), tally, (), stopped, released=hold.waiting)
 
     replaced = _unidentified(found, out, n)
     replaced += _broken(found, out, host_faults)
@@ -198,7 +220,8 @@ def plan_group(
     valid = [r for r in found.replicas if r.complete and r.key not in out.replica_keys]
     kept = _drop_duplicate_indices(valid, out)
     replaced += len(valid) - len(kept)
-    valid = _scale_down(kept, out, desired, surge_allowance(kept, upgrade), switches)
+    surge = surge_allowance(kept, upgrade) + surge_for(kept, disruption, max_unavailable)
+    valid = _scale_down(kept, out, desired, surge, switches)
 
     # Rule 12a: an upgrade replaces outdated slices whole, within its bounds.
     rollout = (
@@ -209,7 +232,20 @@ def plan_group(
     if rollout is not None:
         valid = [r for r in valid if r.key not in out.replica_keys]
 
+    # Rule 12b: planned disruptions move slices whole, make-before-break.
+    moves = (
+        plan_moves(valid, disruption, desired=desired, max_unavailable=max_unavailable)
+        if disruption.enabled
+        else NO_MOVES
+    )
+    for move in moves.deletes:
+        out.replica(move.replica, move.reason, move.message, move.trigger)
+    valid = [r for r in valid if r.key not in out.replica_keys]
+
     need = rollout.creates if rollout is not None else desired - len(valid)
+    # Stand-ins for ready disrupted slices come on top of what the group needs otherwise.
+    ordinary = max(need, 0)
+    need = ordinary + max(desired + moves.surge - len(valid), 0) - max(desired - len(valid), 0)
     awaited = _indices_awaiting_replacement(
         found.replicas, {r.index for r in valid}, wanted, switches.stuck_before
     )
@@ -222,15 +258,29 @@ def plan_group(
         found,
         pick.targets,
         lambda position, index: (
-            hold.retry.get(index) or _create_reason(position, min(replaced, need), rollout)
+            hold.retry.get(index)
+            or (
+                CreateReason.SLICE_MOVE
+                if position >= ordinary
+                else _create_reason(position, min(replaced, need), rollout)
+            )
         ),
         new_suffix,
     )
-    moves = _moves(found, out.items, made) + _hold_moves(
+    transitions = _moves(found, out.items, made) + _hold_moves(
         pick.reserved, pick.released, DeleteReason.SCALE_DOWN
     )
+    kept_budgets = budgeted(found.replicas, moves, out.replica_keys) if disruption.enabled else []
+    tally = replace(tally, disrupted=moves.disrupted)
     return GroupPlan(
-        tuple(out.items.values()), tuple(made), tally, tuple(events), moves, pick.released
+        tuple(out.items.values()),
+        tuple(made),
+        tally,
+        tuple(events),
+        transitions,
+        pick.released,
+        moves=moves,
+        budgeted=tuple(kept_budgets),
     )
 
 

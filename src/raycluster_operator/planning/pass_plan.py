@@ -26,6 +26,7 @@ from raycluster_operator.planning.actions import DELETE_POD, PlannedEvent, PodCr
 from raycluster_operator.planning.backoff import DEFAULT_POLICY, BackoffPolicy
 from raycluster_operator.planning.cluster_plan import ClusterPlan, plan_cluster
 from raycluster_operator.planning.deletion import plan_deletion
+from raycluster_operator.planning.disruption import DEFAULT_WINDOW
 from raycluster_operator.planning.group_plan import GroupTally
 from raycluster_operator.planning.reasons import DeleteReason, EventReason
 from raycluster_operator.planning.status import INVALID_SPEC, unreadable_status
@@ -36,6 +37,9 @@ ObjectId = tuple[str, str]
 
 #: ``spec.managedBy`` values that mean "this operator" (KubeRay's own value included: we are
 #: a drop-in replacement for it).
+#: The kind of the per-slice budgets (rule 12b).
+BUDGET_KIND = "PodDisruptionBudget"
+
 DEFAULT_CONTROLLER_NAMES = frozenset({"ray.io/kuberay-operator", "ray.io/raycluster-operator"})
 
 
@@ -55,6 +59,15 @@ class PlanOptions:
     slice_backoff_base: float = DEFAULT_POLICY.base
     slice_backoff_max: float = DEFAULT_POLICY.max
     slice_backoff_reset: float = DEFAULT_POLICY.reset
+    #: ``--maintenance-window`` (seconds): a node's announced host maintenance
+    #: (``cloud.google.com/scheduled-maintenance-time``) moves its slices this long before its
+    #: time (planning/disruption.py, rule 12b).
+    maintenance_window: float = DEFAULT_WINDOW
+
+    @property
+    def planned_disruptions(self) -> bool:
+        """Rule 12b reads the same Node cache as host loss: on while Nodes are watched."""
+        return self.unready_slice_timeout > 0
 
     @property
     def backoff(self) -> BackoffPolicy:
@@ -80,6 +93,8 @@ class ClusterState:
     #: The Nodes the cluster's pods are bound to, by name, as cached (host loss); a node not
     #: cached (or not watched) is missing and reads as healthy.
     nodes: Mapping[str, Obj] = field(default_factory=dict)
+    #: The cluster's PodDisruptionBudgets (labelled with its name), as cached (rule 12b).
+    budgets: Sequence[Obj] = ()
 
 
 @dataclass(frozen=True)
@@ -107,6 +122,8 @@ class PassPlan:
     #: host's unready timeout runs out, a backoff ends);
     #: None = no timed requeue.
     requeue_after: float | None = None
+    #: Objects to delete, after the pod writes: the PodDisruptionBudgets no slice keeps.
+    object_deletes: tuple[ObjectId, ...] = ()
 
 
 def plan_pass(
@@ -137,12 +154,15 @@ def plan_pass(
         nodes=state.nodes,
         unready_slice_timeout=options.unready_slice_timeout,
         backoff=options.backoff,
+        planned_disruptions=options.planned_disruptions,
+        maintenance_window=options.maintenance_window,
+        budgets=state.budgets,
     )
     return _full(plan, state.present)
 
 
 def _full(plan: ClusterPlan, present: frozenset[ObjectId]) -> PassPlan:
-    wanted = (*plan.services, *plan.extra_objects)
+    wanted = (*plan.services, *plan.extra_objects, *plan.budgets)
     return PassPlan(
         objects=tuple(o for o in wanted if object_id(o) not in present),
         deletes=plan.deletes,
@@ -152,6 +172,7 @@ def _full(plan: ClusterPlan, present: frozenset[ObjectId]) -> PassPlan:
         slices=plan.tallies,
         annotations=plan.annotations,
         requeue_after=plan.requeue_after,
+        object_deletes=tuple((BUDGET_KIND, name) for name in plan.stale_budgets),
     )
 
 
