@@ -151,7 +151,7 @@ class Reconciler:
             services=self.caches.services.by_index(BY_OWNER, key),
             present=self._present(key),
             nodes=self._nodes(pods),
-            budgets=self._budgets(key),
+            objects={POD_DISRUPTION_BUDGETS.kind: self._budgets(key)},
         )
         plan = plan_pass(
             state, now=datetime.now(UTC), new_suffix=random_suffix, options=self.options

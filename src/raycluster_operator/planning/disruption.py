@@ -47,10 +47,15 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from raycluster_operator.api import labels
+from raycluster_operator.api.models import RayCluster
 from raycluster_operator.api.objects import Pod
-from raycluster_operator.planning.reasons import DeleteReason
+from raycluster_operator.builders.budgets import PDB_KIND, avoid_nodes, slice_budget
+from raycluster_operator.planning.feature import Feature
+from raycluster_operator.planning.reasons import CreateReason, DeleteReason
 from raycluster_operator.planning.replicas import GroupPods, Replica
 from raycluster_operator.planning.slice_state import SliceState
+from raycluster_operator.planning.turn import ClusterTurn, GroupPlan, GroupTurn
 
 Obj = Mapping[str, Any]
 
@@ -350,3 +355,106 @@ def budgeted(replicas: Iterable[Replica], moves: GroupMoves, deleted: set[str]) 
         and r.key not in deleted
         and r.key not in moves.released
     )
+
+
+class Disruptions(Feature):
+    """Rule 12b as a lifecycle feature: the hosts' nodes, read once per pass, say which slices
+    a drain, a maintenance or a scale-down is about to take; those move whole, make before
+    break, and every other multi-host slice keeps its own PodDisruptionBudget."""
+
+    rule = "12b"
+
+    def __init__(self, turn: ClusterTurn) -> None:
+        context = turn.context
+        options = context.options
+        self.enabled = turn.acting and options.planned_disruptions
+        self.check = NO_DISRUPTIONS
+        if self.enabled:
+            own = [p for p in context.state.pods if _owned(p, turn.cluster)]
+            self.check = check_disruptions(
+                own, context.state.nodes, now=context.now, window=options.maintenance_window
+            )
+        self.cluster = turn.cluster
+        self.moves: dict[str, GroupMoves] = {}
+        self.budgets: list[dict[str, Any]] = []
+        self.planned: set[str] = set()
+
+    def mark(self, turn: GroupTurn) -> None:
+        turn.found = mark_evictions(turn.found, self.check)
+
+    def spare(self, turn: GroupTurn) -> int:
+        """Scale-down (rule 12) leaves the stand-ins of ready disrupted slices alone."""
+        if not self.enabled:
+            return 0
+        return surge_for(turn.valid, self.check, _max_unavailable(turn))
+
+    def replace(self, turn: GroupTurn) -> None:
+        """Delete the disrupted slices whose stand-ins are ready (or that cannot wait), and ask
+        for stand-ins for the rest, within the group's maxUnavailable."""
+        if not self.enabled:
+            return
+        desired = turn.job.desired
+        moves = plan_moves(
+            turn.valid, self.check, desired=desired, max_unavailable=_max_unavailable(turn)
+        )
+        for move in moves.deletes:
+            turn.out.replica(move.replica, move.reason, move.message, move.trigger)
+        turn.valid = [r for r in turn.valid if r.key not in turn.out.replica_keys]
+        valid = len(turn.valid)
+        ordinary = max(desired - valid if turn.need is None else turn.need, 0)
+        extra = max(desired + moves.surge - valid, 0) - max(desired - valid, 0)
+        if extra > 0:
+            turn.need = ordinary + extra
+            turn.reasons.append((extra, CreateReason.SLICE_MOVE))
+        self.moves[turn.job.spec.group_name] = moves
+
+    def settle(self, turn: GroupTurn, plan: GroupPlan) -> GroupPlan:
+        """The group's budgets, and its disrupted slices for the status."""
+        if not self.enabled:
+            return plan
+        spec = turn.job.spec
+        self.planned.add(spec.group_name)
+        moves = self.moves.get(spec.group_name, NO_MOVES)
+        if turn.job.stop is None and spec.num_of_hosts > 1:
+            self.budgets += [
+                slice_budget(self.cluster, spec.group_name, name, spec.num_of_hosts)
+                for name in budgeted(turn.found.replicas, moves, turn.out.replica_keys)
+            ]
+        if not moves.disrupted:
+            return plan
+        return replace(plan, tally=replace(plan.tally, disrupted=moves.disrupted))
+
+    def finish(self, turn: ClusterTurn) -> None:
+        if not self.enabled:
+            return
+        if self.check.recheck_after is not None:
+            turn.requeue.append(self.check.recheck_after)
+        turn.objects += self.budgets
+        keep = {str(b["metadata"]["name"]) for b in self.budgets}
+        groups = {g.group_name for g in turn.cluster.spec.worker_group_specs}
+        for cached in turn.context.state.objects.get(PDB_KIND, ()):
+            meta = cached.get("metadata") or {}
+            name = str(meta.get("name") or "")
+            group = (meta.get("labels") or {}).get(labels.GROUP)
+            # A budget of a group not planned this pass (an invalid group spec) is kept.
+            if name and name not in keep and (group in self.planned or group not in groups):
+                turn.object_deletes.append((PDB_KIND, name))
+        avoid = {g: m.avoid for g, m in self.moves.items() if m.avoid}
+        if avoid:
+            turn.creates = [
+                replace(c, manifest=avoid_nodes(c.manifest, avoid[c.group]))
+                if c.group in avoid
+                else c
+                for c in turn.creates
+            ]
+
+
+def _max_unavailable(turn: GroupTurn) -> int:
+    return turn.job.spec.max_unavailable or DEFAULT_MAX_UNAVAILABLE
+
+
+def _owned(obj: Obj, cluster: RayCluster) -> bool:
+    meta = obj.get("metadata") or {}
+    return (meta.get("labels") or {}).get(labels.CLUSTER) == cluster.metadata.name and meta.get(
+        "namespace"
+    ) in (None, cluster.metadata.namespace)
