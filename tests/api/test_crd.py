@@ -337,3 +337,20 @@ def test_our_crd_keeps_every_status_field_a_group_entry_can_carry() -> None:
     kept, dropped = prune({"workerGroups": [entry]}, SCHEMA["properties"]["status"])
     assert dropped == []
     assert kept == {"workerGroups": [entry]}
+
+
+def test_a_bad_max_unavailable_is_refused_by_the_schema() -> None:
+    """Planned disruptions (docs/design.md §4 rule 12b): maxUnavailable counts slices, at
+    least 1 (0 would let a drain wait for ever when no stand-in fits)."""
+    for value, accepted in ((1, True), (2, True), (0, False), (-1, False), ("1", False)):
+        obj = copy.deepcopy(KUBERAY_SAMPLE)
+        obj["spec"]["workerGroupSpecs"][0]["maxUnavailable"] = value
+        causes = structural.apply(obj, SCHEMA).causes
+        assert (causes == []) is accepted, (value, causes)
+    obj = copy.deepcopy(KUBERAY_SAMPLE)
+    obj["spec"]["workerGroupSpecs"][0]["maxUnavailable"] = 0
+    (cause,) = structural.apply(obj, SCHEMA).causes
+    assert (
+        "spec.workerGroupSpecs[0].maxUnavailable in body should be greater than or equal to 1"
+        in cause[1]
+    )
