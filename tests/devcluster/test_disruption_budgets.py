@@ -310,3 +310,31 @@ async def test_kubectl_drain_retries_until_the_budget_allows(
     assert "will retry after 5s" in done.stderr
     assert f"node/{node} drained" in done.stdout
     assert time.monotonic() - started >= 5
+
+
+async def test_kubectl_create_pdb_sends_protobuf_and_the_budget_is_enforced(
+    cluster: DevCluster, kubectl: kubectl_bin.Run
+) -> None:
+    assert (await kubectl("apply", "-f", "-", input=DEPLOYMENT)).returncode == 0
+    pods = await running(cluster, "app=web", 3)
+    made = await kubectl("create", "pdb", "web", "--selector", "app=web", "--min-available", "3")
+    assert made.returncode == 0, made.stderr
+    assert "poddisruptionbudget.policy/web created" in made.stdout
+
+    async def observed() -> None:
+        status = await status_of(cluster, "web")
+        assert status.get("observedGeneration") == 1 and status["currentHealthy"] == 3, status
+
+    await eventually(observed)
+    evicting = await kubectl(
+        "create",
+        "--raw",
+        f"/api/v1/namespaces/default/pods/{pods[0]}/eviction",
+        "-f",
+        "-",
+        input=json.dumps(
+            {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pods[0]}}
+        ),
+    )
+    assert evicting.returncode != 0
+    assert "Cannot evict pod as it would violate the pod's disruption budget." in evicting.stderr
