@@ -76,6 +76,7 @@ class Sim:
     budgets: dict[str, Obj] = field(default_factory=dict)
     serial: int = 0
     clock: int = 0
+    last: Any = None
     #: Nodes a kubectl drain is running on: it retries the eviction of their pods each step.
     draining: set[str] = field(default_factory=set)
 
@@ -200,6 +201,7 @@ class Sim:
             present=frozenset(("PodDisruptionBudget", n) for n in self.budgets),
         )
         plan = plan_pass(state, now=NOW, new_suffix=self.suffix, options=OPTIONS)
+        self.last = plan
         for delete in plan.deletes:
             self.pods[delete.name]["metadata"]["deletionTimestamp"] = stamp(self.clock)
         for create in plan.creates:
@@ -317,3 +319,22 @@ def test_random_disruptions_never_evict_part_of_a_slice_and_keep_the_budget(
         sim.reconcile()
         sim.schedule()
     assert sim.ready() == desired
+
+
+def test_status_names_the_disrupted_slice_and_its_release_when_no_stand_in_fits() -> None:
+    sim = Sim(desired=2, max_unavailable=1, pools=2)
+    for _ in range(6):
+        sim.reconcile()
+        sim.schedule()
+    sim.nodes["pool0-1"]["spec"]["unschedulable"] = True
+    sim.reconcile()  # a stand-in is created ...
+    creates = [c for c in sim.last.creates if c.group == "workers"]
+    assert {c.reason.value for c in creates} == {"SliceMove"} and len(creates) == HOSTS
+    sim.schedule()  # ... and finds no pool
+    sim.reconcile()
+    status = sim.last.status
+    assert status is not None
+    (entry,) = status["workerGroups"][0]["disruptedSlices"]
+    assert entry["reason"] == "NodeDrain" and entry["node"] == "pool0-1"
+    assert entry["budgetReleased"] is True and "cordoned" in entry["message"]
+    assert ("PodDisruptionBudget", f"demo-{entry['slice']}") in sim.last.object_deletes
