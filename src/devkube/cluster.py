@@ -23,7 +23,9 @@ from typing import Any, Protocol
 
 import yaml
 
+from devkube.addons.maintenance import HostMaintenance
 from devkube.controllers.deployments import DeploymentController
+from devkube.controllers.disruption import DisruptionController
 from devkube.controllers.gc import GarbageCollector
 from devkube.controllers.nodelifecycle import NodeLifecycleController
 from devkube.controllers.podgc import PodGarbageCollector
@@ -148,6 +150,8 @@ class DevCluster:
         self._replicasets: ReplicaSetController | None = None
         self._deployments: DeploymentController | None = None
         self._resourceclaims: ResourceClaimController | None = None
+        self._disruption: DisruptionController | None = None
+        self._maintenance: HostMaintenance | None = None
         self._shared: list[Informer] = []
         self._network: Any = None
         # Why pods of the process runtime share the host's network ("" when they do not).
@@ -239,6 +243,8 @@ class DevCluster:
         )
         self._replicasets = ReplicaSetController(self._client, pods=pods, replicasets=sets)
         self._deployments = DeploymentController(self._client, pods=pods, replicasets=sets)
+        self._disruption = DisruptionController(self._client, pods=pods)
+        self._maintenance = HostMaintenance(self._client, nodes=nodes)
         self.server.log_source = self._kubelet.log_source
         self.server.stream_backend = stream_backend(runtime)
         await self._kubelet.start()  # starts the shared informers, nodes first
@@ -254,6 +260,8 @@ class DevCluster:
             self._pod_gc.start(),
             self._replicasets.start(),
             self._deployments.start(),
+            self._disruption.start(),
+            self._maintenance.start(),
         )
         for addon in self.addons:
             self._addons_started.append(addon)
@@ -265,6 +273,8 @@ class DevCluster:
             await self._addons_started.pop().stop()
         for part in (
             self._resourceclaims,
+            self._maintenance,
+            self._disruption,
             self._deployments,
             self._replicasets,
             self._pod_gc,

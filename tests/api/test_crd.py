@@ -206,6 +206,7 @@ def test_our_additions_are_marked() -> None:
         ".spec.idleSuspend",
         ".spec.idleTerminationOptions",
         ".spec.upgradeStrategy.rollingUpdate",
+        ".spec.workerGroupSpecs[].maxUnavailable",
         ".status.desiredWorkerSlices",
         ".status.readyWorkerSlices",
         ".status.workerGroups",
@@ -361,3 +362,20 @@ def test_kuberays_cel_rules_are_kept_word_for_word() -> None:
         "DeleteWithCluster",
         "Retain",
     ]
+
+
+def test_a_bad_max_unavailable_is_refused_by_the_schema() -> None:
+    """Planned disruptions (docs/design.md §4 rule 12b): maxUnavailable counts slices, at
+    least 1 (0 would let a drain wait for ever when no stand-in fits)."""
+    for value, accepted in ((1, True), (2, True), (0, False), (-1, False), ("1", False)):
+        obj = copy.deepcopy(KUBERAY_SAMPLE)
+        obj["spec"]["workerGroupSpecs"][0]["maxUnavailable"] = value
+        causes = structural.apply(obj, SCHEMA).causes
+        assert (causes == []) is accepted, (value, causes)
+    obj = copy.deepcopy(KUBERAY_SAMPLE)
+    obj["spec"]["workerGroupSpecs"][0]["maxUnavailable"] = 0
+    (cause,) = structural.apply(obj, SCHEMA).causes
+    assert (
+        "spec.workerGroupSpecs[0].maxUnavailable in body should be greater than or equal to 1"
+        in cause[1]
+    )

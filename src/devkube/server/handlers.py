@@ -12,7 +12,18 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from . import discovery, events, logs, patches, protobuf, scale, streaming, structural, tables
+from . import (
+    discovery,
+    events,
+    eviction,
+    logs,
+    patches,
+    protobuf,
+    scale,
+    streaming,
+    structural,
+    tables,
+)
 from .errors import ApiError, bad_request, method_not_allowed, not_found
 from .faults import Faults
 from .objects import Objects
@@ -214,7 +225,9 @@ class Handlers:
             self.objects.bind(ns or "", name or "", body)
             return json_response(_success(), 201)
         if sub == "eviction":
-            self.objects.delete(rt, ns, name or "", (body or {}).get("deleteOptions"))
+            refused = eviction.evict(self.objects, rt, ns or "", name or "", body, dry_run=dry_run)
+            if refused is not None:
+                return json_response(refused, int(refused["code"]))
             return json_response(_success(), 201)
         if name is not None:
             raise method_not_allowed("POST is not allowed on a named object")

@@ -1,8 +1,8 @@
 """Server-side printing (meta.k8s.io Table), which `kubectl get` asks for first.
 
 Built-in kinds get the familiar columns of the real server (pods, nodes, services,
-namespaces, events, deployments, replicasets, leases); custom resources get Name, their
-additionalPrinterColumns and Age.
+namespaces, events, deployments, replicasets, leases, poddisruptionbudgets); custom resources
+get Name, their additionalPrinterColumns and Age.
 """
 
 from __future__ import annotations
@@ -158,6 +158,12 @@ def _spec_replicas(obj: Obj) -> int:
     return 1 if value is None else int(value)
 
 
+def _budget_bound(pdb: Obj, key: str) -> str:
+    """A budget's minAvailable or maxUnavailable as kube's printer shows it: N/A when unset."""
+    value = (pdb.get("spec") or {}).get(key)
+    return "N/A" if value is None else str(value)
+
+
 _WORKLOAD_WIDE: list[Column] = [
     ("Containers", "string", 1, lambda o: ",".join(str(c.get("name")) for c in _containers(o))),
     ("Images", "string", 1, lambda o: ",".join(str(c.get("image")) for c in _containers(o))),
@@ -218,6 +224,13 @@ _BUILTIN: dict[str, list[Column]] = {
     "leases": [
         ("Name", "string", 0, _name),
         ("Holder", "string", 0, lambda x: json_path(x, ".spec.holderIdentity") or ""),
+        ("Age", "string", 0, _age),
+    ],
+    "poddisruptionbudgets": [
+        ("Name", "string", 0, _name),
+        ("Min Available", "string", 0, lambda b: _budget_bound(b, "minAvailable")),
+        ("Max Unavailable", "string", 0, lambda b: _budget_bound(b, "maxUnavailable")),
+        ("Allowed Disruptions", "integer", 0, lambda b: _int(b, "status", "disruptionsAllowed")),
         ("Age", "string", 0, _age),
     ],
     "events": [

@@ -174,6 +174,15 @@ def _worker_group() -> Schema:
             "maxReplicas": _int32(
                 "Most replicas (slices) the autoscaler may ask for.", default=INT32_MAX
             ),
+            "maxUnavailable": _int32(
+                f"{EXTENSION} how many slices of the group planned disruptions (drains, "
+                "node maintenance, cluster-autoscaler scale-downs) may take at once; "
+                "default 1. A disrupted slice is moved whole, make-before-break; "
+                "without room for its stand-in it goes at its eviction or maintenance time, "
+                "never leaving fewer than replicas - maxUnavailable slices ready on that "
+                "account.",
+                minimum=1,
+            ),
             "minReplicas": _int32("Fewest replicas (slices) the autoscaler keeps.", default=0),
             "numOfHosts": _int32(
                 "Hosts (pods) per replica: a multi-host TPU slice or GPU domain is one replica.",
@@ -365,6 +374,26 @@ def _group_status() -> Schema:
                 "index": _int32("Replica index reserved for the slice."),
                 "failures": _int32("Breaks in a row."),
                 "nextTryTime": _string("When the slice is created again.", format="date-time"),
+            },
+        },
+    )
+    props["disruptedSlices"] = _array(
+        "Slices a planned disruption (drain, node maintenance, scale-down) is moving: each is "
+        "replaced whole by a stand-in placed off its nodes, then deleted.",
+        {
+            "type": "object",
+            "properties": {
+                "slice": _string("The slice (replica name)."),
+                "index": _int32("Its replica index."),
+                "reason": _string("NodeDrain, NodeScaleDown, NodeTermination or HostMaintenance."),
+                "node": _string("The node that goes."),
+                "message": _string("What the node says (cordon, taint or maintenance label)."),
+                "deadline": _string("The announced maintenance time.", format="date-time"),
+                "budgetReleased": {
+                    "description": "No stand-in can be placed: the slice's disruption budget "
+                    "is no longer kept, so the drain's eviction takes it (whole).",
+                    "type": "boolean",
+                },
             },
         },
     )

@@ -52,6 +52,8 @@ class WorkerGroupSpec(_Model):
     scale_strategy: ScaleStrategy | None = Field(default=None, alias="scaleStrategy")
     resources: dict[str, str] | None = None
     labels: dict[str, str] | None = None
+    #: EXTENSION: how many slices the group's planned disruptions may take at once (rule 12b).
+    max_unavailable: int | None = Field(default=None, alias="maxUnavailable")
 
     @property
     def workers_to_delete(self) -> list[str]:

@@ -96,6 +96,7 @@ def dev(
     slice_backoff_base: float,
     slice_backoff_max: float,
     slice_backoff_reset: float,
+    maintenance_window: float,
 ) -> None:
     """Run an in-process Kubernetes API server with simulated TPU/GPU nodes (and the operator).
 
@@ -145,6 +146,7 @@ def dev(
                     slice_backoff_base=slice_backoff_base,
                     slice_backoff_max=slice_backoff_max,
                     slice_backoff_reset=slice_backoff_reset,
+                    maintenance_window=maintenance_window,
                 ),
             )
         )

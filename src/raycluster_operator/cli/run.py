@@ -21,6 +21,7 @@ from raycluster_operator.controller.sources import SourceOptions
 from raycluster_operator.kube import KubeClient
 from raycluster_operator.planning import PlanOptions
 from raycluster_operator.planning.backoff import DEFAULT_POLICY
+from raycluster_operator.planning.disruption import DEFAULT_WINDOW
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +82,13 @@ def backoff_options(command: F) -> F:
                 "--slice-backoff-reset",
                 DEFAULT_POLICY.reset,
                 "Seconds a slice stays ready before its breaks are forgiven.",
+            ),
+            (
+                "--maintenance-window",
+                DEFAULT_WINDOW,
+                "Seconds before a node's announced host maintenance "
+                "(cloud.google.com/scheduled-maintenance-time) that its slices are moved "
+                "(docs/design.md §4 rule 12b).",
             ),
         )
     ):
@@ -150,6 +158,7 @@ def run(
     slice_backoff_base: float,
     slice_backoff_max: float,
     slice_backoff_reset: float,
+    maintenance_window: float,
 ) -> None:
     """Run the operator until SIGINT/SIGTERM."""
     configure_logging(log_format)
@@ -174,6 +183,7 @@ def run(
             slice_backoff_base=slice_backoff_base,
             slice_backoff_max=slice_backoff_max,
             slice_backoff_reset=slice_backoff_reset,
+            maintenance_window=maintenance_window,
         ),
     )
     try:

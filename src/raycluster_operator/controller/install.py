@@ -42,6 +42,8 @@ def operator_rules() -> list[Obj]:
         # A ComputeDomain per GB200/GB300 slice (§3.9, rule 13b): created with the slice,
         # deleted after it; list/watch: the informer (and finding whether the kind is served).
         _rule(["resource.nvidia.com"], ["computedomains"], ["list", "watch", "create", "delete"]),
+        # A budget per slice (planned disruptions, §4 rule 12b): made and removed, never changed.
+        _rule(["policy"], ["poddisruptionbudgets"], ["list", "watch", "create", "delete"]),
         # Held only so the operator may grant them to the Ray autoscaler's Role.
         _rule([""], ["pods/resize"], ["patch"]),
         _rule(["ray.io"], ["rayclusters"], ["delete"]),

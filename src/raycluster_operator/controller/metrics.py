@@ -51,6 +51,14 @@ class Metrics:
             ["namespace", "cluster", "group", "state"],
             registry=r,
         )
+        self.slices_moved = Counter(
+            f"{PREFIX}_slices_moved",
+            "Slices moved whole for a planned disruption (NodeDrain, NodeScaleDown, "
+            "NodeTermination, HostMaintenance) or taken whole by an eviction (SliceEvicted), "
+            "by cause.",
+            ["cause"],
+            registry=r,
+        )
         self.queue_depth = Gauge(f"{PREFIX}_workqueue_depth", "Keys waiting.", registry=r)
         self.is_leader = Gauge(f"{PREFIX}_leader", "1 when this instance leads.", registry=r)
         self.api_requests = Gauge(

@@ -42,6 +42,7 @@ from raycluster_operator.controller.store import split_key
 from raycluster_operator.controller.writer import Writer
 from raycluster_operator.kube import (
     COMPUTE_DOMAINS,
+    POD_DISRUPTION_BUDGETS,
     PODS,
     RAYCLUSTERS,
     AlreadyExists,
@@ -63,8 +64,12 @@ from raycluster_operator.planning import (
     object_id,
     plan_pass,
 )
+from raycluster_operator.planning.reasons import DISRUPTION_REASONS, DeleteReason
 
 log = logging.getLogger(__name__)
+
+#: Deletions that move a slice for a planned disruption (metric ``slices_moved``).
+MOVE_REASONS = DISRUPTION_REASONS | {DeleteReason.SLICE_EVICTED}
 
 #: The Event recorded on a cluster when the API refused a write for good.
 WRITE_REJECTED = "WriteRejected"
@@ -182,12 +187,16 @@ class Reconciler:
         return out
 
     def _objects(self, key: str) -> dict[str, list[Obj]]:
-        """Other cached kinds the features plan from: the cluster's ComputeDomains, only
-        when the cluster serves them (rule 13b; the key's absence says it does not)."""
+        """Other cached kinds the features plan from: the cluster's per-slice budgets (rule
+        12b) and its ComputeDomains, the latter only when the cluster serves them (rule 13b;
+        the key's absence says it does not)."""
         caches = self.caches
-        if COMPUTE_DOMAINS.kind not in caches.served or caches.domains is None:
-            return {}
-        return {COMPUTE_DOMAINS.kind: caches.domains.by_index(BY_CLUSTER, key)}
+        out: dict[str, list[Obj]] = {}
+        if caches.budgets is not None:
+            out[POD_DISRUPTION_BUDGETS.kind] = list(caches.budgets.by_index(BY_CLUSTER, key))
+        if COMPUTE_DOMAINS.kind in caches.served and caches.domains is not None:
+            out[COMPUTE_DOMAINS.kind] = caches.domains.by_index(BY_CLUSTER, key)
+        return out
 
     def _present(self, key: str) -> frozenset[ObjectId]:
         ns, _ = split_key(key)
@@ -197,6 +206,9 @@ class Reconciler:
         if self.caches.domains is not None:
             domains = self.caches.domains.by_index(BY_CLUSTER, key)
             present.update((COMPUTE_DOMAINS.kind, _name(o)) for o in domains)
+        if self.caches.budgets is not None:
+            kind = POD_DISRUPTION_BUDGETS.kind
+            present.update((kind, _name(o)) for o in self.caches.budgets.by_index(BY_NAMESPACE, ns))
         return frozenset(present) | self.expectations.vouched(key)
 
     # -- writing ---------------------------------------------------------------------------
@@ -242,11 +254,15 @@ class Reconciler:
         self.expectations.vouch(key, made)
 
     async def _delete_objects(
-        self, key: str, objects: Sequence[tuple[str, str]], failures: list[_Failure]
+        self, key: str, objects: Sequence[ObjectId], failures: list[_Failure]
     ) -> None:
-        """A slice's ComputeDomain once its pods are gone (rule 13b); NotFound is done."""
+        """Objects no slice keeps: a slice's ComputeDomain once its pods are gone (rule 13b),
+        budgets of gone or released slices (rule 12b). NotFound is done."""
         ns, _ = split_key(key)
-        kinds = {COMPUTE_DOMAINS.kind: COMPUTE_DOMAINS}
+        kinds = {
+            COMPUTE_DOMAINS.kind: COMPUTE_DOMAINS,
+            POD_DISRUPTION_BUDGETS.kind: POD_DISRUPTION_BUDGETS,
+        }
         results = await self.writer.run_all(
             self.client.delete(kinds[kind], ns, name) for kind, name in objects
         )
@@ -264,6 +280,7 @@ class Reconciler:
         ns, _ = split_key(key)
         uids = {p["metadata"]["name"]: p["metadata"].get("uid") for p in pods}
         self.expectations.expect(key, deletes=[d.name for d in deletes])
+        moved: set[str | None] = set()
         results = await self.writer.run_all(
             self.client.delete(
                 PODS,
@@ -283,6 +300,10 @@ class Reconciler:
                     failures.append(_Failure(f"delete pod {d.name}", result))
                 continue
             self.metrics.pods_deleted.labels(str(d.reason)).inc()
+            if d.reason in MOVE_REASONS and d.replica_name not in moved:
+                # Rule 12b: one per slice moved (or taken by its eviction), by cause.
+                moved.add(d.replica_name)
+                self.metrics.slices_moved.labels(str(d.reason)).inc()
             log.info("deleted pod %s/%s (%s): %s", ns, d.name, d.reason, d.message)
 
     async def _create_pods(

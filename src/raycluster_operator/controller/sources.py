@@ -40,6 +40,7 @@ from raycluster_operator.controller.transforms import (
 from raycluster_operator.kube import (
     COMPUTE_DOMAINS,
     NODES,
+    POD_DISRUPTION_BUDGETS,
     PODS,
     RAYCLUSTERS,
     ROLE_BINDINGS,
@@ -108,6 +109,9 @@ class Caches:
     #: Kinds the cluster turned out to serve at start (``ComputeDomain``): filled once by
     #: ``Sources.detect`` before the informers start.
     served: set[str] = field(default_factory=set)
+    #: The per-slice PodDisruptionBudgets (rule 12b), indexed ``BY_CLUSTER`` and
+    #: ``BY_NAMESPACE``; None when nodes are not watched (no planned disruptions).
+    budgets: StoreView | None = None
 
 
 class Sources:
@@ -137,6 +141,16 @@ class Sources:
             )
             node_informer.add_handler(self._on_node)
             self.nodes = [node_informer]
+        # Planned disruptions (rule 12b) keep a budget per slice, labelled with the cluster.
+        self.budgets: list[Informer] = []
+        if watch_nodes:
+            self.budgets = make(
+                POD_DISRUPTION_BUDGETS,
+                functools.partial(self._on_rbac, POD_DISRUPTION_BUDGETS.kind),
+                label_selector=CLUSTER,
+                indexers={BY_CLUSTER: by_label(CLUSTER), BY_NAMESPACE: by_namespace},
+                transform=slim_named,
+            )
         self.services = make(
             SERVICES,
             self._on_service,
@@ -168,6 +182,7 @@ class Sources:
             rbac={kind: _view(infs) for kind, infs in self.rbac.items()},
             nodes=_view(self.nodes) if self.nodes else None,
             domains=_view(self.domains),
+            budgets=_view(self.budgets) if self.budgets else None,
         )
         self._listeners: list[Listener] = []
 
@@ -201,7 +216,9 @@ class Sources:
     def informers(self) -> list[Informer]:
         rbac = [inf for infs in self.rbac.values() for inf in infs]
         domains = self.domains if COMPUTE_DOMAINS.kind in self.caches.served else []
-        return self.clusters + self.pods + self.services + rbac + self.nodes + domains
+        return (
+            self.clusters + self.pods + self.services + rbac + self.nodes + self.budgets + domains
+        )
 
     async def detect(self, client: KubeClient) -> None:
         """Whether ComputeDomains are served (NVIDIA's DRA driver installed): a list of one

@@ -128,11 +128,16 @@ def slim_service(obj: Obj) -> Obj:
 
 
 def slim_node(obj: Obj) -> Obj:
-    """What host loss reads of a node (planning/host_loss.py): its taints and conditions."""
+    """What host loss and planned disruptions read of a node (planning/host_loss.py,
+    planning/disruption.py): its labels (a maintenance notice), taints, cordon and
+    conditions."""
     out = _envelope(obj, _meta(obj))
     spec = obj.get("spec")
-    if isinstance(spec, Mapping) and "taints" in spec:
-        out["spec"] = {"taints": spec["taints"]}
+    if isinstance(spec, Mapping):
+        # unschedulable: a cordon (planned disruptions, planning/disruption.py).
+        kept = _pick(spec, ("taints", "unschedulable"))
+        if kept:
+            out["spec"] = kept
     status = obj.get("status")
     if isinstance(status, Mapping) and "conditions" in status:
         out["status"] = {

@@ -44,6 +44,7 @@ NODES = Kind("", "v1", "Node", "nodes", namespaced=False)
 NAMESPACES = Kind("", "v1", "Namespace", "namespaces", namespaced=False)
 #: NVIDIA's DRA driver's (docs/design.md §3.9); served only where the driver is installed.
 COMPUTE_DOMAINS = Kind("resource.nvidia.com", "v1beta1", "ComputeDomain", "computedomains")
+POD_DISRUPTION_BUDGETS = Kind("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets")
 CRDS = Kind(
     "apiextensions.k8s.io",
     "v1",
@@ -66,6 +67,7 @@ _BY_API = {
         NAMESPACES,
         CRDS,
         COMPUTE_DOMAINS,
+        POD_DISRUPTION_BUDGETS,
     )
 }
 

@@ -79,7 +79,8 @@ class ClusterPlan:
     services: tuple[dict[str, Any], ...] = ()
     #: Autoscaler ServiceAccount/Role/RoleBinding, created if missing.
     extra_objects: tuple[dict[str, Any], ...] = ()
-    #: Objects to delete, as (kind, name) (a slice's ComputeDomain, rule 13b).
+    #: Objects to delete, as (kind, name): a slice's ComputeDomain (rule 13b), the per-slice
+    #: budgets no slice keeps (rule 12b).
     object_deletes: tuple[tuple[str, str], ...] = ()
     events: tuple[PlannedEvent, ...] = ()
     #: The full desired ``.status``.

@@ -45,6 +45,15 @@ class PlanOptions:
     slice_backoff_base: float = DEFAULT_POLICY.base
     slice_backoff_max: float = DEFAULT_POLICY.max
     slice_backoff_reset: float = DEFAULT_POLICY.reset
+    #: ``--maintenance-window`` (seconds): a node's announced host maintenance
+    #: (``cloud.google.com/scheduled-maintenance-time``) moves its slices this long before
+    #: its time (planning/disruption.py, rule 12b).
+    maintenance_window: float = 1800.0
+
+    @property
+    def planned_disruptions(self) -> bool:
+        """Rule 12b reads the same Node cache as host loss: on while Nodes are watched."""
+        return self.unready_slice_timeout > 0
 
     @property
     def backoff(self) -> BackoffPolicy:

@@ -9,13 +9,20 @@ from collections.abc import Callable, Sequence
 from raycluster_operator.planning.backoff import Backoff
 from raycluster_operator.planning.cluster_upgrade import Upgrades
 from raycluster_operator.planning.compute_domains import ComputeDomains
+from raycluster_operator.planning.disruption import Disruptions
 from raycluster_operator.planning.feature import Feature
 from raycluster_operator.planning.host_loss import HostLoss
 from raycluster_operator.planning.turn import ClusterTurn
 
-#: Each feature's constructor, by rule: 8a/8b host loss, 12a upgrades, 13a crash-loop backoff,
-#: 13b a ComputeDomain per slice.
-FEATURES: Sequence[Callable[[ClusterTurn], Feature]] = (HostLoss, Upgrades, Backoff, ComputeDomains)
+#: Each feature's constructor, by rule: 8a/8b host loss, 12a upgrades, 12b planned
+#: disruptions, 13a crash-loop backoff, 13b a ComputeDomain per slice.
+FEATURES: Sequence[Callable[[ClusterTurn], Feature]] = (
+    HostLoss,
+    Upgrades,
+    Disruptions,
+    Backoff,
+    ComputeDomains,
+)
 
 
 def features_for(turn: ClusterTurn) -> list[Feature]:

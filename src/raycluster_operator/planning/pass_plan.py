@@ -60,7 +60,8 @@ class PassPlan:
 
     #: Services and autoscaler RBAC objects to create.
     objects: tuple[dict[str, Any], ...] = ()
-    #: Objects of the cluster's namespace to delete, as (kind, name), after the pod writes.
+    #: Objects of the cluster's namespace to delete, as (kind, name), after the pod writes: a
+    #: slice's ComputeDomain (rule 13b), the per-slice budgets no slice keeps (rule 12b).
     object_deletes: tuple[tuple[str, str], ...] = ()
     deletes: tuple[PodDelete, ...] = ()
     creates: tuple[PodCreate, ...] = ()

@@ -57,6 +57,19 @@ class DeleteReason(StrEnum):
     TEMPLATE_CHANGED = "TemplateChanged"
     #: The hosts of one slice carry two template hashes: it cannot be one Ray/JAX slice.
     MIXED_TEMPLATES = "MixedTemplates"
+    # -- planned disruptions (planning/disruption.py, docs/design.md §4 rule 12b) --
+    #: A host's node is cordoned (``kubectl drain`` cordons first): the slice is moved whole.
+    NODE_DRAIN = "NodeDrain"
+    #: A host's node is tainted ToBeDeletedByClusterAutoscaler (a scale-down drains it).
+    NODE_SCALE_DOWN = "NodeScaleDown"
+    #: A host's node is tainted cloud.google.com/impending-node-termination (GKE).
+    NODE_TERMINATION = "NodeTermination"
+    #: A host's node announces a host maintenance (cloud.google.com/scheduled-maintenance-time)
+    #: inside the maintenance window.
+    HOST_MAINTENANCE = "HostMaintenance"
+    #: A host of a disrupted slice was evicted (its budget was released because no stand-in
+    #: could be placed): the rest of the slice goes with it.
+    SLICE_EVICTED = "SliceEvicted"
 
     @property
     def is_warning(self) -> bool:
@@ -73,6 +86,21 @@ _REQUESTED = frozenset(
         DeleteReason.CLUSTER_DELETING,
         DeleteReason.GROUP_REMOVED,
         DeleteReason.TEMPLATE_CHANGED,
+        DeleteReason.NODE_DRAIN,
+        DeleteReason.NODE_SCALE_DOWN,
+        DeleteReason.NODE_TERMINATION,
+        DeleteReason.HOST_MAINTENANCE,
+        DeleteReason.SLICE_EVICTED,
+    }
+)
+
+#: Planned disruptions (rule 12b): why a slice is moved off its nodes.
+DISRUPTION_REASONS = frozenset(
+    {
+        DeleteReason.NODE_DRAIN,
+        DeleteReason.NODE_SCALE_DOWN,
+        DeleteReason.NODE_TERMINATION,
+        DeleteReason.HOST_MAINTENANCE,
     }
 )
 
@@ -95,6 +123,8 @@ class CreateReason(StrEnum):
     BACKOFF_RETRY = "BackoffRetry"
     #: The group's template changed since the slice broke: its backoff ends at once.
     TEMPLATE_FIXED = "TemplateFixed"
+    #: A stand-in for a slice a planned disruption takes (rule 12b), placed off its nodes.
+    SLICE_MOVE = "SliceMove"
 
 
 class EventReason(StrEnum):

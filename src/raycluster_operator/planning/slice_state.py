@@ -94,6 +94,8 @@ FAULTS = frozenset(
         DeleteReason.HOST_UNREADY,
         # Hosts built from two templates (docs/design.md §4, rule 12a).
         DeleteReason.MIXED_TEMPLATES,
+        # A host of a disrupted slice was evicted (docs/design.md §4, rule 12b).
+        DeleteReason.SLICE_EVICTED,
     }
 )
 #: What removes a whole cluster or group, whatever state its slices are in.
@@ -113,6 +115,11 @@ _REQUESTS = _STOPS | {
     DeleteReason.DUPLICATE_REPLICA_INDEX,
     # An upgrade replaces a slice built from an older template (docs/design.md §4, rule 12a).
     DeleteReason.TEMPLATE_CHANGED,
+    # A planned disruption takes a host's node: the slice is moved (rule 12b).
+    DeleteReason.NODE_DRAIN,
+    DeleteReason.NODE_SCALE_DOWN,
+    DeleteReason.NODE_TERMINATION,
+    DeleteReason.HOST_MAINTENANCE,
 }
 #: Why a slice in backoff is created: its wait is over, or its template changed.
 _RETRIES = frozenset({CreateReason.BACKOFF_RETRY, CreateReason.TEMPLATE_FIXED})

@@ -173,6 +173,9 @@ def _group_entry(
     if tally.group in seen.groups_suspending:
         # Read back by planning/suspension.py: the group keeps suspending after a restart.
         entry["suspending"] = True
+    if tally.disrupted:
+        # Rule 12b: which slices a planned disruption is moving, why, and by when.
+        entry["disruptedSlices"] = [dict(d) for d in tally.disrupted]
     waiting = seen.backoff.get(tally.group)
     if waiting:
         # Rule 13a: which indices wait out a crash-loop backoff, and until when.

@@ -48,6 +48,8 @@ class GroupTally:
     slices: Mapping[SliceState, int] = field(default_factory=dict)
     #: Serving slices of the current template (rule 12a); None when not computed.
     updated_slices: int | None = None
+    #: Planned disruptions (rule 12b): the disrupted slices still serving, as status entries.
+    disrupted: tuple[Mapping[str, object], ...] = ()
 
     @property
     def desired_pods(self) -> int:
@@ -208,7 +210,8 @@ class ClusterTurn:
     objects: list[dict[str, Any]] = field(default_factory=list)
     #: RayCluster metadata annotations to merge-patch (None removes one).
     annotations: dict[str, str | None] = field(default_factory=dict)
-    #: Objects of the cluster's namespace to delete, as (kind, name): a slice's ComputeDomain.
+    #: Objects of the cluster's namespace to delete, as (kind, name): a slice's ComputeDomain
+    #: (rule 13b), the per-slice budgets no slice keeps (rule 12b).
     object_deletes: list[tuple[str, str]] = field(default_factory=list)
     #: Pod name -> ``gracePeriodSeconds`` for its delete, whoever planned it (rule 8b).
     grace: dict[str, int] = field(default_factory=dict)

@@ -1,0 +1,296 @@
+"""Planned disruptions move whole slices (docs/design.md §4 rule 12b), proven with the real
+kubectl against the dev cluster, as an administrator would drain a node:
+
+- `kubectl drain` of one host of a 4-host slice in a 2-slice group, with a spare node pool:
+  the slice is moved make-before-break (two ready slices throughout), the drain completes, no
+  slice ever ran with a host missing (every moved slice's pods were deleted in one pass), and
+  the Events name the drain;
+- the same without a spare pool: the slice goes whole at the drain's eviction, the drain
+  completes, the group never has fewer than replicas - maxUnavailable ready slices, and the
+  slice comes back when capacity does (uncordon);
+- a maintenance announced 20 s ahead: the slice is moved before the time, then the node's
+  kubelet stops (the dev cluster's opt-in maintenance simulation).
+
+Figures (drain duration, ready slices over time) are printed: `pytest -s` shows them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from operator_harness import World, eventually, raycluster, running_world, tpu_group
+
+from devkube import DevCluster
+from harness.kubectl import runner
+
+Obj = dict[str, Any]
+HOSTS = 4
+
+
+def kubectl_for(world: World, tmp_path: Path) -> Any:
+    return runner(world.cluster.write_kubeconfig(tmp_path / "admin"))
+
+
+def by_slice(pods: list[Obj]) -> dict[str, list[Obj]]:
+    out: dict[str, list[Obj]] = {}
+    for pod in pods:
+        name = pod["metadata"]["labels"].get("ray.io/worker-group-replica-name")
+        if name:
+            out.setdefault(name, []).append(pod)
+    return out
+
+
+def ready_pod(pod: Obj) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return not pod["metadata"].get("deletionTimestamp") and any(
+        c["type"] == "Ready" and c["status"] == "True" for c in conditions
+    )
+
+
+def ready_slices(pods: list[Obj]) -> set[str]:
+    return {
+        name
+        for name, members in by_slice(pods).items()
+        if len(members) == HOSTS and all(ready_pod(p) for p in members)
+    }
+
+
+class Sampler:
+    """Samples the group's pods until stopped: ready slices over time, and every pod seen
+    terminating (its deletionTimestamp) to check that slices were deleted whole."""
+
+    def __init__(self, cluster: DevCluster, name: str) -> None:
+        self.cluster = cluster
+        self.name = name
+        self.curve: list[tuple[float, int]] = []
+        self.deleted: dict[str, dict[str, str]] = {}
+        self.start = time.monotonic()
+        self._task: asyncio.Task[None] | None = None
+
+    async def _run(self) -> None:
+        while True:
+            listing = await self.cluster.client.list(
+                "/api/v1/namespaces/default/pods",
+                labelSelector=f"ray.io/cluster={self.name},ray.io/node-type=worker",
+            )
+            pods = listing["items"]
+            self.curve.append((time.monotonic() - self.start, len(ready_slices(pods))))
+            for name, members in by_slice(pods).items():
+                for pod in members:
+                    stamp = pod["metadata"].get("deletionTimestamp")
+                    if stamp:
+                        self.deleted.setdefault(name, {})[pod["metadata"]["name"]] = stamp
+            await asyncio.sleep(0.05)
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[Sampler]:
+        self._task = asyncio.create_task(self._run())
+        try:
+            yield self
+        finally:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def lowest(self) -> int:
+        return min(count for _, count in self.curve)
+
+    def table(self) -> str:
+        """Ready slices over time, one line per change."""
+        lines, last = [], None
+        for at, count in self.curve:
+            if count != last:
+                lines.append(f"  t={at:6.1f}s ready slices={count}")
+                last = count
+        return "\n".join(lines)
+
+
+async def two_ready_slices(world: World, name: str) -> list[Obj]:
+    async def check() -> list[Obj]:
+        pods = await world.workers(name)
+        assert len(ready_slices(pods)) == 2 and len(pods) == 2 * HOSTS
+        return pods
+
+    pods: list[Obj] = await eventually(check, within=60)
+    return pods
+
+
+async def budgets_settled(world: World, kubectl: Any, name: str) -> None:
+    async def check() -> None:
+        out = await kubectl("get", "pdb", "-l", f"ray.io/cluster={name}", "-o", "json")
+        items = json.loads(out.stdout)["items"]
+        assert len(items) == 2
+        for pdb in items:
+            status = pdb.get("status") or {}
+            assert status.get("currentHealthy") == HOSTS, status
+            assert status.get("disruptionsAllowed") == 0
+            assert pdb["spec"]["minAvailable"] == HOSTS
+
+    await eventually(check, within=30)
+
+
+async def events(kubectl: Any, reason: str) -> list[Obj]:
+    out = await kubectl(
+        "get",
+        "events.v1.events.k8s.io",
+        "--field-selector",
+        f"regarding.kind=RayCluster,reason={reason}",
+        "-o",
+        "json",
+    )
+    items: list[Obj] = json.loads(out.stdout)["items"]
+    return items
+
+
+def assert_whole(sampler: Sampler) -> None:
+    """Every slice that lost a pod lost all of them in one pass (deletion stamps within 1 s):
+    no slice ran with a host missing."""
+    for name, stamps in sampler.deleted.items():
+        assert len(stamps) == HOSTS, (name, stamps)
+        seconds = sorted(
+            int(time.mktime(time.strptime(s[:19], "%Y-%m-%dT%H:%M:%S"))) for s in stamps.values()
+        )
+        assert seconds[-1] - seconds[0] <= 1, (name, stamps)
+
+
+async def drained_node(world: World, name: str) -> tuple[str, str]:
+    pods = await world.workers(name)
+    victim = next(
+        p
+        for p in pods
+        if p["metadata"]["labels"]["ray.io/worker-group-replica-index"] == "0"
+        and p["metadata"]["labels"]["ray.io/replica-host-index"] == "1"
+    )
+    return victim["spec"]["nodeName"], victim["metadata"]["labels"][
+        "ray.io/worker-group-replica-name"
+    ]
+
+
+@pytest.fixture
+async def spare() -> AsyncIterator[World]:
+    async with running_world(["tpu:v6e:4x4:3", "cpu:2"]) as world:
+        yield world
+
+
+@pytest.fixture
+async def full() -> AsyncIterator[World]:
+    async with running_world(["tpu:v6e:4x4:2", "cpu:2"]) as world:
+        yield world
+
+
+async def test_drain_moves_the_slice_before_its_host_goes(spare: World, tmp_path: Path) -> None:
+    world = spare
+    kubectl = kubectl_for(world, tmp_path)
+    await world.start_operator()
+    await world.apply(raycluster("drain", [tpu_group("tpu", replicas=2)]))
+    await two_ready_slices(world, "drain")
+    await budgets_settled(world, kubectl, "drain")
+    table = await kubectl("get", "pdb")
+    print("\n" + table.stdout)
+    node, moved = await drained_node(world, "drain")
+    sampler = Sampler(world.cluster, "drain")
+    async with sampler.running():
+        began = time.monotonic()
+        done = await kubectl(
+            "drain", node, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=300s"
+        )
+        took = time.monotonic() - began
+        assert done.returncode == 0, done.stderr
+        await two_ready_slices(world, "drain")
+    print(f"\ndrain with a spare pool: {took:.1f} s\n{sampler.table()}")
+    # kubectl met the slice's budget and retried, as against a real cluster.
+    assert "Cannot evict pod as it would violate the pod's disruption budget." in done.stderr
+    assert sampler.lowest() >= 2
+    assert_whole(sampler)
+    assert set(sampler.deleted) == {moved}
+    pods = await world.workers("drain")
+    assert moved not in by_slice(pods)
+    assert all(p["spec"]["nodeName"] != node for p in pods)
+    drained = await events(kubectl, "NodeDrain")
+    assert any(
+        node in e["note"] and moved in e["note"] and "cordoned" in e["note"] for e in drained
+    )
+    assert await events(kubectl, "SliceMove")
+    status = (await world.get_cluster("drain"))["status"]["workerGroups"][0]
+    assert status["readySlices"] == 2 and "disruptedSlices" not in status
+
+
+async def test_drain_without_room_takes_the_slice_whole_at_the_eviction(
+    full: World, tmp_path: Path
+) -> None:
+    world = full
+    kubectl = kubectl_for(world, tmp_path)
+    await world.start_operator()
+    await world.apply(raycluster("tight", [tpu_group("tpu", replicas=2)]))
+    await two_ready_slices(world, "tight")
+    await budgets_settled(world, kubectl, "tight")
+    node, moved = await drained_node(world, "tight")
+    sampler = Sampler(world.cluster, "tight")
+    async with sampler.running():
+        began = time.monotonic()
+        done = await kubectl(
+            "drain", node, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=300s"
+        )
+        took = time.monotonic() - began
+        assert done.returncode == 0, done.stderr
+    print(f"\ndrain without a spare pool: {took:.1f} s\n{sampler.table()}")
+    # replicas 2 - maxUnavailable 1: one ready slice at least, all along.
+    assert sampler.lowest() >= 1
+    assert_whole(sampler)
+    assert set(sampler.deleted) == {moved}
+    evicted = await events(kubectl, "SliceEvicted")
+    assert any(moved in e["note"] and node in e["note"] for e in evicted)
+    # The stand-in waits for room, and gets it when the node comes back.
+    status = (await world.get_cluster("tight"))["status"]["workerGroups"][0]
+    assert status["readySlices"] == 1
+    assert (await kubectl("uncordon", node)).returncode == 0
+    await two_ready_slices(world, "tight")
+
+
+async def test_maintenance_moves_the_slice_before_the_time_then_the_kubelet_stops(
+    spare: World, tmp_path: Path
+) -> None:
+    world = spare
+    kubectl = kubectl_for(world, tmp_path)
+    await world.start_operator()
+    await world.apply(raycluster("maint", [tpu_group("tpu", replicas=2)]))
+    await two_ready_slices(world, "maint")
+    node, moved = await drained_node(world, "maint")
+    at = int(time.time()) + 20
+    await kubectl("annotate", "node", node, "dev.raycluster-operator.io/maintenance=stop-kubelet")
+    sampler = Sampler(world.cluster, "maint")
+    async with sampler.running():
+        labelled = await kubectl(
+            "label", "node", node, f"cloud.google.com/scheduled-maintenance-time={at}"
+        )
+        assert labelled.returncode == 0
+
+        async def moved_off() -> None:
+            pods = await world.workers("maint")
+            assert len(ready_slices(pods)) == 2 and moved not in by_slice(pods)
+
+        await eventually(moved_off, within=60)
+        moved_at = time.time()
+        assert moved_at < at, f"moved {moved_at - at:.1f} s after the maintenance time"
+
+        async def stopped() -> None:
+            got = await world.cluster.client.get(f"/api/v1/nodes/{node}")
+            assert (
+                got["metadata"]["annotations"].get("dev.raycluster-operator.io/kubelet")
+                == "stopped"
+            )
+
+        await eventually(stopped, within=60)
+        assert time.time() >= at
+    print(f"\nmaintenance: moved {at - moved_at:.1f} s before the time\n{sampler.table()}")
+    assert sampler.lowest() >= 2
+    assert_whole(sampler)
+    notes = await events(kubectl, "HostMaintenance")
+    assert any(node in e["note"] and moved in e["note"] for e in notes)
