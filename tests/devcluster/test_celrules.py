@@ -64,12 +64,32 @@ def test_an_evaluation_error_is_worded_as_cel_go_words_it() -> None:
     ]
 
 
-def test_kubernetes_libraries_are_accepted_and_not_checked() -> None:
-    rule = {"rule": "quantity(self).isLessThan(quantity('1Gi'))"}
+def test_other_kubernetes_libraries_are_accepted_and_not_checked() -> None:
+    rule = {"rule": "isURL(self) && url(self).getScheme() == 'https'"}
     s = schema({"type": "string", "x-kubernetes-validations": [rule]})
     crd = {"spec": {"versions": [{"schema": {"openAPIV3Schema": s}}]}}
     assert celrules.crd_problems(crd) == []
-    assert celrules.validate(s, obj("2Gi"), None) == []
+    assert celrules.validate(s, obj("ftp://x"), None) == []
+
+
+def test_the_quantity_library_compares_exactly() -> None:
+    rules = [
+        {"rule": "isQuantity(self)", "message": "not a quantity"},
+        {
+            "rule": "!isQuantity(self) || quantity(self).isLessThan(quantity('1Gi'))",
+            "messageExpression": "'at most 1Gi, not ' + self",
+        },
+        {"rule": "!isQuantity(self) || quantity(self).add(quantity('1m')).sign() == 1"},
+    ]
+    s = schema({"type": "string", "x-kubernetes-validations": rules})
+    assert celrules.validate(s, obj("1023Mi"), None) == []
+    assert celrules.validate(s, obj("1Gi"), None) == [
+        ("spec", 'Invalid value: "string": at most 1Gi, not 1Gi', "FieldValueInvalid")
+    ]
+    assert [c[1] for c in celrules.validate(s, obj("lots"), None)] == [
+        'Invalid value: "string": not a quantity'
+    ]
+    assert celrules.validate(s, obj("-1m"), None)[0][1].endswith("sign() == 1")
 
 
 def test_rules_compile_once_per_schema_object() -> None:

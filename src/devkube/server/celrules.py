@@ -19,11 +19,11 @@ Kept from kube-apiserver (``apiextensions-apiserver/pkg/apiserver/schema/cel``):
   appended to the node's path; the invalid value printed is the node's schema type;
 - a rule that does not compile, or does not yield a bool, refuses the CRD with kube's text.
 
-Not enforced: the cost budget and cost estimates, the Kubernetes-specific libraries
-(``quantity``, ``url``, ``format``, ``ip``/``cidr``, ``sets``, the ``lists`` extension
-functions, ``authz``): a rule calling them is accepted and skipped, so what it guards is not
-checked. Object fields are typed as maps, so a misspelt field is an evaluation error, not a
-compile error.
+Kubernetes' quantity library is there (``cellibs``). Not enforced: the cost budget and cost
+estimates, the other Kubernetes-specific libraries (``url``, ``format``, ``ip``/``cidr``,
+``sets``, the ``lists`` extension functions, ``authz``): a rule calling them is accepted and
+skipped, so what it guards is not checked. Object fields are typed as maps, so a misspelt
+field is an evaluation error, not a compile error.
 """
 
 from __future__ import annotations
@@ -42,6 +42,8 @@ from cel_expr_python.ext import (  # type: ignore[import-untyped]
     ext_strings,
 )
 
+from .cellibs import quantity_library
+
 #: (field path, message, cause reason) as a Status cause carries them.
 Cause = tuple[str, str, str]
 
@@ -49,7 +51,7 @@ _OLD_SELF = re.compile(r"\boldSelf\b")
 _STRING_LITERAL = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
 #: Kubernetes' own CEL libraries this runtime lacks: a rule naming one is skipped.
 _KUBE_LIBRARIES = re.compile(
-    r"\b(isQuantity|quantity|isURL|url|format\.|isIP|ip\(|isCIDR|cidr\(|sets\.|isSorted|"
+    r"\b(isURL|url|format\.|isIP|ip\(|isCIDR|cidr\(|sets\.|isSorted|"
     r"authorizer|optional\.ofNonZeroValue|\.sum\(\)|\.min\(\)|\.max\(\)|lastIndexOf)"
 )
 #: The optional oldSelf of ``optionalOldSelf`` (the Python binding cannot pass an optional):
@@ -125,6 +127,7 @@ def _env(key: str) -> Any:
             ext_optional.ExtOptional(),
             ext_bindings.ExtBindings(),
             ext_math.ExtMath(),
+            quantity_library(),
         ],
     )
 
