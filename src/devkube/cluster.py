@@ -28,6 +28,7 @@ from devkube.controllers.gc import GarbageCollector
 from devkube.controllers.nodelifecycle import NodeLifecycleController
 from devkube.controllers.podgc import PodGarbageCollector
 from devkube.controllers.replicasets import ReplicaSetController
+from devkube.controllers.resourcequota import ResourceQuotaController
 from devkube.controllers.tainteviction import TaintEvictionController
 from devkube.kubelet.agent import Kubelet
 from devkube.kubelet.runtime import Runtime, RuntimeContext, simulated_runtime
@@ -128,6 +129,7 @@ class DevCluster:
         self._node_lifecycle: NodeLifecycleController | None = None
         self._taint_eviction: TaintEvictionController | None = None
         self._pod_gc: PodGarbageCollector | None = None
+        self._quotas: ResourceQuotaController | None = None
         self._discovery: Discovery | None = None
         self._replicasets: ReplicaSetController | None = None
         self._deployments: DeploymentController | None = None
@@ -213,6 +215,12 @@ class DevCluster:
         )
         self._replicasets = ReplicaSetController(self._client, pods=pods, replicasets=sets)
         self._deployments = DeploymentController(self._client, pods=pods, replicasets=sets)
+        self._quotas = ResourceQuotaController(
+            self._client,
+            self._discovery,
+            pods=pods,
+            quotas=Informer(self._client, "/api/v1/resourcequotas"),
+        )
         self.server.log_source = self._kubelet.log_source
         self.server.stream_backend = stream_backend(runtime)
         await self._kubelet.start()  # starts the shared informers, nodes first
@@ -224,11 +232,13 @@ class DevCluster:
             self._pod_gc.start(),
             self._replicasets.start(),
             self._deployments.start(),
+            self._quotas.start(),
         )
         log.info("dev cluster up at %s with %d nodes", self.url, len(self.node_manifests))
 
     async def stop(self) -> None:
         for part in (
+            self._quotas,
             self._deployments,
             self._replicasets,
             self._pod_gc,

@@ -21,6 +21,7 @@ from kubefacts.names import random_suffix
 from kubefacts.timestamps import rfc3339
 
 from . import (
+    admitting,
     builtin,
     crds,
     defaults,
@@ -77,6 +78,10 @@ class Objects:
         self._cluster_ips = defaults.ClusterIPs()
         # Admission run on create and update before validation: (type, old or None, new).
         self.admission: list[Callable[[ResourceType, Obj | None, Obj], None]] = []
+        # Validating admission, run after validation (LimitRanger's checks, PodSecurity,
+        # ResourceQuota last), as kube-apiserver's registry runs it; `admitting` tells them
+        # whether the write is a dry run and collects their warnings.
+        self.validating: list[Callable[[ResourceType, Obj | None, Obj], None]] = []
         for ns in SYSTEM_NAMESPACES:
             self.create(self._type("", "namespaces"), None, {"metadata": {"name": ns}})
 
@@ -160,9 +165,12 @@ class Objects:
         if rt.status_subresource and not rt.builtin:
             obj.pop("status", None)
         self._prepare_create(rt, obj)
-        for admit in self.admission:
-            admit(rt, None, obj)
-        self._validate(rt, obj)
+        with admitting.request(dry_run, fields):
+            for admit in self.admission:
+                admit(rt, None, obj)
+            self._validate(rt, obj)
+            for admit in self.validating:
+                admit(rt, None, obj)
         if dry_run:
             meta["resourceVersion"] = str(self.store.rv)
             return Stored(obj, self.store.rv)
@@ -374,10 +382,13 @@ class Objects:
                     obj["status"] = copy.deepcopy(old["status"])
                 else:
                     obj.pop("status", None)
-            for admit in self.admission:
-                admit(rt, old, obj)
-            self._check_update(rt, old, obj)
-            self._validate(rt, obj)
+            with admitting.request(dry_run, None):
+                for admit in self.admission:
+                    admit(rt, old, obj)
+                self._check_update(rt, old, obj)
+                self._validate(rt, obj)
+                for admit in self.validating:
+                    admit(rt, old, obj)
         if "generation" in old["metadata"]:
             meta["generation"] = old["metadata"]["generation"]
             if _spec_of(rt, obj) != _spec_of(rt, old):
