@@ -37,6 +37,9 @@ def operator_rules() -> list[Obj]:
             ["rbac.authorization.k8s.io"], ["roles", "rolebindings"], ["list", "watch", "create"]
         ),
         _rule(["events.k8s.io"], ["events"], ["create", "patch"]),
+        # list/watch: a slice is checked against the namespace's quotas before it is created
+        # (§4 rule 13b); without this grant the operator runs without the check.
+        _rule([""], ["resourcequotas"], ["list", "watch"]),
         # Held only so the operator may grant them to the Ray autoscaler's Role.
         _rule([""], ["pods/resize"], ["patch"]),
         _rule(["ray.io"], ["rayclusters"], ["delete"]),

@@ -121,6 +121,7 @@ class Manager:
         tasks: list[asyncio.Task[None]] = []
         try:
             await self.serving.start()
+            await self.sources.quotas.probe()  # rule 13b: watched only with the grant
             tasks = [
                 asyncio.create_task(inf.run(), name=f"informer {inf.name}")
                 for inf in self.informers

@@ -31,6 +31,7 @@ from raycluster_operator.controller.crdfit import InstalledCrd
 from raycluster_operator.controller.events import EventRecorder
 from raycluster_operator.controller.expectations import Expectations
 from raycluster_operator.controller.metrics import Metrics
+from raycluster_operator.controller.refusals import RefusalHolds, refusal_reason
 from raycluster_operator.controller.sources import (
     BY_CLUSTER,
     BY_NAMESPACE,
@@ -45,6 +46,7 @@ from raycluster_operator.kube import (
     RAYCLUSTERS,
     AlreadyExists,
     Conflict,
+    Forbidden,
     KubeClient,
     KubeError,
     NotFound,
@@ -62,6 +64,7 @@ from raycluster_operator.planning import (
     object_id,
     plan_pass,
 )
+from raycluster_operator.planning.reasons import DeleteReason, HoldReason
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +122,8 @@ class Reconciler:
         #: Per cluster: the annotations last patched, and the resourceVersion they were
         #: planned from (shown instead of the cached ones until the cache moves past it).
         self._annotations: dict[str, tuple[str, dict[str, str | None]]] = {}
+        #: Rule 13b: groups held after the API refused a pod of their slice.
+        self.holds = RefusalHolds()
 
     def observe(self, change: Change) -> None:
         """A sighting from the sources: proves (or retracts) a write the pass waits for."""
@@ -140,25 +145,29 @@ class Reconciler:
             return Result(requeue_after=self.expectations.remaining(key))
         obj = self._as_written(key, obj)
         obj = self._with_annotations(key, obj)
+        now = datetime.now(UTC)
+        quotas = self.caches.quotas
         state = ClusterState(
             cluster=obj,
             pods=pods,
             services=self.caches.services.by_index(BY_OWNER, key),
             present=self._present(key),
             nodes=self._nodes(pods),
+            quotas=quotas.in_namespace(split_key(key)[0]) if quotas is not None else None,
+            holds=self.holds.active(key, now),
         )
-        plan = plan_pass(
-            state, now=datetime.now(UTC), new_suffix=random_suffix, options=self.options
-        )
+        plan = plan_pass(state, now=now, new_suffix=random_suffix, options=self.options)
         if plan.note:
             log.debug("reconcile %s: %s", key, plan.note)
-        await self._execute(key, obj, plan, pods)
-        return Result(requeue_after=plan.requeue_after)
+        held = await self._execute(key, obj, plan, pods)
+        due = [d for d in (plan.requeue_after, held) if d is not None]
+        return Result(requeue_after=min(due) if due else None)
 
     # -- reading ---------------------------------------------------------------------------
 
     def _forget(self, key: str) -> None:
         self.expectations.forget(key)
+        self.holds.forget(key)
         self.metrics.forget_cluster(*split_key(key))
         self._annotations.pop(key, None)
 
@@ -188,8 +197,12 @@ class Reconciler:
 
     # -- writing ---------------------------------------------------------------------------
 
-    async def _execute(self, key: str, obj: Obj, plan: PassPlan, pods: Sequence[Obj]) -> None:
+    async def _execute(
+        self, key: str, obj: Obj, plan: PassPlan, pods: Sequence[Obj]
+    ) -> float | None:
+        """Carry the plan out; answers when a group held by a refusal may try again."""
         failures: list[_Failure] = []
+        held: float | None = None
         if plan.annotations:
             await self._patch_annotations(key, obj, plan.annotations, failures)
         if plan.objects:
@@ -197,7 +210,7 @@ class Reconciler:
         if plan.deletes:
             await self._delete_pods(key, plan.deletes, pods, failures)
         if plan.creates:
-            await self._create_pods(key, plan.creates, failures)
+            held = await self._create_pods(key, plan.creates, failures)
         if plan.release_finalizer:
             await self._release_finalizer(key, plan.release_finalizer, failures)
         await self._record(obj, plan.events, pods)
@@ -207,6 +220,7 @@ class Reconciler:
             self.metrics.set_slices(*split_key(key), list(plan.slices))
         if failures:
             await self._fail(obj, failures)
+        return held
 
     async def _create_objects(
         self, key: str, objects: Sequence[Obj], failures: list[_Failure]
@@ -255,7 +269,7 @@ class Reconciler:
 
     async def _create_pods(
         self, key: str, creates: Sequence[PodCreate], failures: list[_Failure]
-    ) -> None:
+    ) -> float | None:
         ns, _ = split_key(key)
         results = await self.writer.run_all(
             self.client.create(PODS, _in_namespace(c.manifest, ns), namespace=ns) for c in creates
@@ -263,7 +277,8 @@ class Reconciler:
         created: list[str] = []
         for c, result in zip(creates, results, strict=True):
             if isinstance(result, BaseException):
-                failures.append(_Failure(f"create pod in group {c.group}", result))
+                if not _quota_race(result):
+                    failures.append(_Failure(f"create pod in group {c.group}", result))
                 continue
             created.append(str(result["metadata"]["name"]))
             self.metrics.pods_created.labels(str(c.reason)).inc()
@@ -272,6 +287,50 @@ class Reconciler:
         self.expectations.expect(key, creates=unseen)
         if created:
             log.info("created %d pods for %s: %s", len(created), key, ", ".join(created))
+        return await self._refused_slices(key, creates, results, failures)
+
+    async def _refused_slices(
+        self,
+        key: str,
+        creates: Sequence[PodCreate],
+        results: Sequence[Any],
+        failures: list[_Failure],
+    ) -> float | None:
+        """Rule 13b: a slice with a pod the API refused (403) loses the pods it got in this
+        pass at once, and its group is held; a slice created whole releases its group."""
+        now = datetime.now(UTC)
+        slices: dict[tuple[str, str | None, int | None], list[int]] = {}
+        for i, c in enumerate(creates):
+            slices.setdefault((c.group, c.replica_name or str(i), c.replica_index), []).append(i)
+        whole, undo, wait = [], [], None
+        for (group, _, _), positions in slices.items():
+            refused = [i for i in positions if isinstance(results[i], Forbidden)]
+            if not refused:
+                if not any(isinstance(results[i], BaseException) for i in positions):
+                    whole.append(group)
+                continue
+            hold = self.holds.refuse(key, creates[refused[0]], str(results[refused[0]]), now)
+            remaining = (hold.until - now).total_seconds()
+            wait = remaining if wait is None else min(wait, remaining)
+            log.warning("group %s of %s held %.0fs: %s", group, key, remaining, hold.message)
+            for i in positions:
+                result = results[i]
+                if not isinstance(result, BaseException):
+                    meta = result["metadata"]
+                    undo.append(
+                        PodDelete(
+                            str(meta["name"]),
+                            group,
+                            creates[i].replica_name,
+                            DeleteReason.REPLICA_INCOMPLETE,
+                            f"slice refused mid-creation: {hold.message}",
+                            uid=meta.get("uid"),
+                        )
+                    )
+        self.holds.created(key, whole)
+        if undo:
+            await self._delete_pods(key, undo, (), failures)
+        return wait
 
     async def _release_finalizer(
         self, key: str, patch: Sequence[dict[str, Any]], failures: list[_Failure]
@@ -357,6 +416,14 @@ class Reconciler:
             await self.recorder.emit(obj, "Warning", WRITE_REJECTED, text, action="Reconcile")
             raise TerminalError(text)
         raise ReconcileError(text)
+
+
+def _quota_race(error: BaseException) -> bool:
+    """A quota refusal is handled by the hold (rule 13b), not a failed pass."""
+    return (
+        isinstance(error, Forbidden)
+        and refusal_reason(str(error)) == HoldReason.SLICE_QUOTA_EXCEEDED
+    )
 
 
 def _version(obj: Obj) -> str:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from raycluster_operator.api.labels import CLUSTER
 from raycluster_operator.api.objects import Obj, Resource
 from raycluster_operator.controller.informer import Handler, Informer
+from raycluster_operator.controller.quotas import QuotaWatch
 from raycluster_operator.controller.store import (
     IndexFunc,
     StoreView,
@@ -97,6 +98,8 @@ class Caches:
     rbac: Mapping[str, StoreView]
     #: Nodes (cluster-scoped, key ``/name``); None when nodes are not watched.
     nodes: StoreView | None = None
+    #: ResourceQuotas by namespace (rule 13b); answers None when they are not watched.
+    quotas: QuotaWatch | None = None
 
 
 class Sources:
@@ -142,12 +145,17 @@ class Sources:
             )
             for kind in RBAC_KINDS
         }
+        # Rule 13b: the namespaces' quotas, when the operator may read them (probed at start).
+        self.quotas = QuotaWatch(
+            client, self._namespaces, options.watch_timeout, self._on_quota_namespace
+        )
         self.caches = Caches(
             clusters=_view(self.clusters),
             pods=_view(self.pods),
             services=_view(self.services),
             rbac={kind: _view(infs) for kind, infs in self.rbac.items()},
             nodes=_view(self.nodes) if self.nodes else None,
+            quotas=self.quotas,
         )
         self._listeners: list[Listener] = []
 
@@ -180,7 +188,7 @@ class Sources:
     @property
     def informers(self) -> list[Informer]:
         rbac = [inf for infs in self.rbac.values() for inf in infs]
-        return self.clusters + self.pods + self.services + rbac + self.nodes
+        return self.clusters + self.pods + self.services + rbac + self.nodes + self.quotas.informers
 
     def subscribe(self, listener: Listener) -> None:
         self._listeners.append(listener)
@@ -248,6 +256,12 @@ class Sources:
                 keys.add(f"{view.namespace or ''}/{cluster}")
         for key in sorted(keys):
             self._emit(Change(key, "Node", node, etype == "DELETED", observed=False))
+
+    def _on_quota_namespace(self, namespace: str) -> None:
+        """A quota changed: every cluster of its namespace may now fit (or no longer)."""
+        for key in sorted(_view(self.clusters).all_keys()):
+            if key.startswith(f"{namespace}/"):
+                self._emit(Change(key, "ResourceQuota", "", False, observed=False))
 
 
 def _by_node(obj: Obj) -> list[str]:

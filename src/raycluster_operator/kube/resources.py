@@ -42,6 +42,7 @@ EVENTS = Kind("events.k8s.io", "v1", "Event", "events")
 LEASES = Kind("coordination.k8s.io", "v1", "Lease", "leases")
 NODES = Kind("", "v1", "Node", "nodes", namespaced=False)
 NAMESPACES = Kind("", "v1", "Namespace", "namespaces", namespaced=False)
+RESOURCE_QUOTAS = Kind("", "v1", "ResourceQuota", "resourcequotas")
 CRDS = Kind(
     "apiextensions.k8s.io",
     "v1",

@@ -15,7 +15,7 @@ show and the controller only carries the writes out (docs/design.md §7):
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -27,6 +27,14 @@ from raycluster_operator.planning.backoff import DEFAULT_POLICY, BackoffPolicy
 from raycluster_operator.planning.cluster_plan import ClusterPlan, plan_cluster
 from raycluster_operator.planning.deletion import plan_deletion
 from raycluster_operator.planning.group_plan import GroupTally
+from raycluster_operator.planning.quota import CONDITION as QUOTA_CONDITION
+from raycluster_operator.planning.quota import (
+    AdmissionHold,
+    fit_slices,
+    soonest_hold,
+    with_quota_status,
+    without_create_events,
+)
 from raycluster_operator.planning.reasons import DeleteReason, EventReason
 from raycluster_operator.planning.status import INVALID_SPEC, unreadable_status
 
@@ -80,6 +88,12 @@ class ClusterState:
     #: The Nodes the cluster's pods are bound to, by name, as cached (host loss); a node not
     #: cached (or not watched) is missing and reads as healthy.
     nodes: Mapping[str, Obj] = field(default_factory=dict)
+    #: The ResourceQuotas of the cluster's namespace as cached; None when the operator does
+    #: not watch them (no grant): slices are then not checked before creation (rule 13b).
+    quotas: Sequence[Obj] | None = None
+    #: Per worker group, the executor's record of a pod of its slice refused by the API
+    #: (rule 13b): the group creates no slice until the hold ends.
+    holds: Mapping[str, AdmissionHold] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -138,7 +152,30 @@ def plan_pass(
         unready_slice_timeout=options.unready_slice_timeout,
         backoff=options.backoff,
     )
-    return _full(plan, state.present)
+    return _fit_quota(_full(plan, state.present), state, stored, now)
+
+
+def _fit_quota(
+    plan: PassPlan, state: ClusterState, stored: RayClusterObject, now: datetime
+) -> PassPlan:
+    """Rule 13b: slices that do not fit the namespace's quotas, or whose group is held after
+    a refusal, wait whole; the status and a Warning Event say which and why."""
+    creates, waiting = fit_slices(plan.creates, state.quotas, state.holds, now)
+    before = stored.status
+    had = any(c.get("type") == QUOTA_CONDITION for c in before.get("conditions") or ())
+    if not waiting and not had:
+        return plan
+    if plan.status is None:
+        return replace(plan, creates=creates)
+    status, events = with_quota_status(plan.status, before, waiting, stored.generation, now)
+    due = [d for d in (plan.requeue_after, soonest_hold(state.holds, now)) if d is not None]
+    return replace(
+        plan,
+        creates=creates,
+        events=(*without_create_events(plan.events, waiting), *events),
+        status=status,
+        requeue_after=min(due) if due else None,
+    )
 
 
 def _full(plan: ClusterPlan, present: frozenset[ObjectId]) -> PassPlan:
