@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import k8s_openapi
+import k8s_protobuf
 import k8s_schemas
 
 from raycluster_operator.api.crd import crd_manifest
@@ -32,6 +34,8 @@ def write(name: str, objects: list[dict[str, Any]], what: str) -> None:
 
 def main() -> None:
     k8s_schemas.main()  # first: the CRD embeds these
+    k8s_protobuf.main()
+    k8s_openapi.main()
     write("base/crd.yaml", [crd_manifest()], "the rayclusters.ray.io CRD")
     write(
         "base/rbac.yaml",

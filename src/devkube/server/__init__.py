@@ -51,8 +51,9 @@ Approximated (documented so nobody relies on more):
 - CRD schemas: no CEL rules (`x-kubernetes-validations`), `uniqueItems`, `multipleOf`,
   list/map-type checks or string formats; a CRD's own schema is only checked for types and
   defaults;
-- protobuf request bodies are decoded for Namespace, ConfigMap, Secret and ServiceAccount only
-  (what `kubectl create namespace|configmap|secret|serviceaccount` sends), others get 415;
+- protobuf request bodies are decoded for every served built-in kind (field numbers from the
+  kubectl binary's Go types, `protobuf.py`); CBOR and protobuf bodies of custom resources get
+  415, as kube-apiserver answers them;
 - CRD versions share storage without conversion (apiVersion is rewritten);
 - apps/v1, policy/v1 and scheduling.k8s.io/v1 kinds are stored only, nothing acts on them;
 - pods/log answers from `ApiServer.log_source` when a kubelet runtime provides one;

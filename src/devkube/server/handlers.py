@@ -411,8 +411,8 @@ CBOR = "application/cbor"
 
 async def _body(request: web.Request, *, yaml_ok: bool = False) -> Any:
     if request.content_type in (PROTOBUF, CBOR):
-        # Typed Go clients (`kubectl create namespace|configmap|secret`) send protobuf: the
-        # few small kinds protobuf.py knows are decoded, the rest are refused the standard way.
+        # Typed Go clients (`kubectl create pdb|quota|job|...`) send protobuf: every built-in
+        # kind is decoded (protobuf.py); anything else is refused the standard way.
         try:
             if request.content_type == PROTOBUF:
                 return protobuf.decode(await request.read())

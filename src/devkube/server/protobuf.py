@@ -1,21 +1,39 @@
-"""Just enough Kubernetes protobuf to accept what kubectl's typed commands send.
+"""Kubernetes protobuf request bodies, decoded into the JSON the rest of the server reads.
 
-kubectl encodes built-in objects as protobuf in commands like `kubectl create namespace`,
-`kubectl create configmap`, `kubectl create secret`, `kubectl create token` and
-`kubectl auth can-i`. Without the generated schemas we
-decode only those few small kinds, by field number, into the JSON shape; anything else is
-answered 415 by the caller.
+kubectl's typed commands (`kubectl create pdb|quota|job|deployment|namespace|...`, `kubectl
+create token`, `kubectl auth can-i`, `kubectl drain`'s evictions) send protobuf, not JSON. A
+server that refuses them is not kube-apiserver, so every built-in kind the server serves is
+decoded: the field numbers, JSON names and value shapes of each Go type come from
+``protobuf_types.json``, generated from the Go struct tags of ``k8s.io/api`` that the kubectl
+binary carries (``deploy/k8s_protobuf.py``). The result is what Go's JSON encoding of the
+decoded struct would print: a pointer field present in the message is kept even when zero,
+an ``omitempty`` scalar at its zero value is dropped, as Go drops it.
 """
 
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable, Iterator
+import json
+import struct
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from functools import cache
+from importlib import resources
 from typing import Any
 
 MAGIC = b"k8s\x00"
 
 Field = tuple[int, int, Any]  # number, wire type, value (int or bytes)
+
+#: Kinds answered but never stored (reviews), which kubectl also sends as protobuf.
+REVIEW_KINDS = (
+    ("authentication.k8s.io/v1", "TokenRequest"),
+    ("authentication.k8s.io/v1", "SelfSubjectReview"),
+    ("authorization.k8s.io/v1", "SelfSubjectAccessReview"),
+    ("authorization.k8s.io/v1", "SubjectAccessReview"),
+    ("authorization.k8s.io/v1", "SelfSubjectRulesReview"),
+    ("policy/v1", "Eviction"),
+)
 
 
 class ProtobufError(ValueError):
@@ -59,200 +77,158 @@ def fields(buf: bytes) -> Iterator[Field]:
             raise ProtobufError(f"unsupported wire type {wire}")
 
 
-def _text(value: Any) -> str:
-    return bytes(value).decode()
+@cache
+def _table() -> dict[str, Any]:
+    text = resources.files("devkube.server").joinpath("protobuf_types.json").read_text()
+    table: dict[str, Any] = json.loads(text)
+    return table
 
 
-def _entry(value: bytes) -> tuple[str, bytes]:
-    key, raw = "", b""
-    for number, _, item in fields(value):
+def _signed(value: int) -> int:
+    """Go's int32/int64 travel as two's complement varints."""
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _scalar(shape: str, wire: int, value: Any) -> Any:
+    if shape == "string":
+        return bytes(value).decode()
+    if shape == "bytes":
+        return base64.b64encode(bytes(value)).decode()
+    if shape == "int":
+        return _signed(int(value))
+    if shape == "bool":
+        return bool(value)
+    if shape == "float64":
+        return struct.unpack("<d", bytes(value))[0]
+    if shape == "float32":
+        return struct.unpack("<f", bytes(value))[0]
+    return _special(shape, bytes(value))
+
+
+def _numbers(buf: bytes) -> dict[int, Any]:
+    return {number: value for number, _, value in fields(buf)}
+
+
+def _special(shape: str, buf: bytes) -> Any:
+    """The Go types whose protobuf form is written by hand in apimachinery."""
+    parts = _numbers(buf)
+    if shape == "quantity":
+        return bytes(parts.get(1, b"")).decode()
+    if shape == "intorstring":
+        if parts.get(1, 0) == 1:
+            return bytes(parts.get(3, b"")).decode()
+        return _signed(int(parts.get(2, 0)))
+    if shape in ("time", "microtime"):
+        seconds, nanos = _signed(int(parts.get(1, 0))), int(parts.get(2, 0))
+        if not seconds and not nanos:
+            return None  # the zero time, which Go prints as null
+        moment = datetime.fromtimestamp(seconds, UTC)
+        if shape == "time":
+            return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+        return moment.strftime("%Y-%m-%dT%H:%M:%S") + f".{nanos // 1000:06d}Z"
+    if shape == "duration":
+        return _go_duration(_signed(int(parts.get(1, 0))))
+    if shape == "rawjson":
+        raw = bytes(parts.get(1, b""))
+        try:
+            return json.loads(raw) if raw else None
+        except ValueError as exc:
+            raise ProtobufError("an embedded object is not JSON") from exc
+    raise ProtobufError(f"unknown value shape {shape}")
+
+
+def _go_duration(nanos: int) -> str:
+    """Go's time.Duration.String() for whole seconds and below (what metav1.Duration prints)."""
+    sign, nanos = ("-", -nanos) if nanos < 0 else ("", nanos)
+    hours, rest = divmod(nanos, 3600 * 10**9)
+    minutes, rest = divmod(rest, 60 * 10**9)
+    seconds = rest / 10**9
+    text = f"{seconds:g}s"
+    if hours:
+        return f"{sign}{hours}h{minutes}m{text}"
+    return f"{sign}{minutes}m{text}" if minutes else sign + text
+
+
+def _zero(value: Any) -> bool:
+    return value in ("", 0, False, None) or value == [] or value == {}
+
+
+def _value(shape: Any, wire: int, value: Any) -> Any:
+    if isinstance(shape, str):
+        return _scalar(shape, wire, value)
+    if "message" in shape:
+        return message(shape["message"], bytes(value))
+    if "map" in shape:
+        return _entry(shape["map"], bytes(value))
+    raise ProtobufError(f"unexpected value shape {shape}")
+
+
+def _entry(shapes: list[Any], buf: bytes) -> tuple[Any, Any]:
+    """One map entry: key 1, value 2; a slice value travels wrapped as `items` (1)."""
+    key_shape, value_shape = shapes
+    key: Any = _zero_of(key_shape)
+    item: Any = _zero_of(value_shape)
+    for number, wire, value in fields(buf):
         if number == 1:
-            key = _text(item)
+            key = _value(key_shape, wire, value)
+        elif number == 2 and isinstance(value_shape, dict) and "list" in value_shape:
+            item = [_value(value_shape["list"], w, v) for n, w, v in fields(bytes(value)) if n == 1]
         elif number == 2:
-            raw = bytes(item)
-    return key, raw
+            item = _value(value_shape, wire, value)
+    return key, item
 
 
-def _owner(value: bytes) -> dict[str, Any]:
-    names = {1: "kind", 3: "name", 4: "uid", 5: "apiVersion"}
-    ref: dict[str, Any] = {}
-    for number, _, item in fields(value):
-        if number in names:
-            ref[names[number]] = _text(item)
-        elif number == 6:
-            ref["controller"] = bool(item)
-        elif number == 7:
-            ref["blockOwnerDeletion"] = bool(item)
-    return ref
+def _zero_of(shape: Any) -> Any:
+    if shape == "string":
+        return ""
+    if shape in ("int", "float64", "float32"):
+        return 0
+    if shape == "bool":
+        return False
+    if isinstance(shape, dict) and "list" in shape:
+        return []
+    return {} if isinstance(shape, dict) else None
 
 
-def object_meta(buf: bytes) -> dict[str, Any]:
-    meta: dict[str, Any] = {}
-    strings = {1: "name", 2: "generateName", 3: "namespace", 6: "resourceVersion"}
-    for number, _, value in fields(buf):
-        if number in strings:
-            if value:  # proto2 writes unset optional strings as empty
-                meta[strings[number]] = _text(value)
-        elif number in (11, 12):
-            key, raw = _entry(value)
-            meta.setdefault("labels" if number == 11 else "annotations", {})[key] = raw.decode()
-        elif number == 13:
-            meta.setdefault("ownerReferences", []).append(_owner(value))
-        elif number == 14:
-            meta.setdefault("finalizers", []).append(_text(value))
-    return meta
+def _repeated(shape: Any, wire: int, value: Any) -> list[Any]:
+    """One occurrence of a repeated field; numbers may come packed."""
+    if wire == 2 and shape in ("int", "bool"):
+        out, pos, buf = [], 0, bytes(value)
+        while pos < len(buf):
+            number, pos = _varint(buf, pos)
+            out.append(_scalar(shape, 0, number))
+        return out
+    return [_value(shape, wire, value)]
 
 
-def _configmap(obj: dict[str, Any], number: int, value: Any) -> None:
-    if number in (2, 3):
-        key, raw = _entry(value)
-        if number == 2:
-            obj.setdefault("data", {})[key] = raw.decode()
-        else:
-            obj.setdefault("binaryData", {})[key] = base64.b64encode(raw).decode()
-    elif number == 4:
-        obj["immutable"] = bool(value)
-
-
-def _secret(obj: dict[str, Any], number: int, value: Any) -> None:
-    if number in (2, 4):
-        key, raw = _entry(value)
-        if number == 2:
-            obj.setdefault("data", {})[key] = base64.b64encode(raw).decode()
-        else:
-            obj.setdefault("stringData", {})[key] = raw.decode()
-    elif number == 3 and value:
-        obj["type"] = _text(value)
-    elif number == 5:
-        obj["immutable"] = bool(value)
-
-
-def _metadata_only(obj: dict[str, Any], number: int, value: Any) -> None:
-    return None
-
-
-def _strings(buf: bytes, names: dict[int, str]) -> dict[str, Any]:
+def message(type_key: str, buf: bytes) -> dict[str, Any]:
+    """The JSON form of one message of the Go type ``type_key``."""
+    spec = _table()["messages"].get(type_key)
+    if spec is None:
+        raise ProtobufError(f"no protobuf table for {type_key}")
     out: dict[str, Any] = {}
-    for number, _, value in fields(buf):
-        if number in names and value:
-            out[names[number]] = _text(value)
+    for number, wire, value in fields(buf):
+        known = spec.get(str(number))
+        if known is None:
+            continue  # a field newer than our table: Go's decoder skips it too
+        name, shape, flags = known
+        if isinstance(shape, dict) and "list" in shape:
+            out.setdefault(name, []).extend(_repeated(shape["list"], wire, value))
+        elif isinstance(shape, dict) and "map" in shape:
+            key, item = _entry(shape["map"], bytes(value))
+            out.setdefault(name, {})[key] = item
+        else:
+            decoded = _value(shape, wire, value)
+            dropped = "p" not in flags and "o" in flags and isinstance(shape, str)
+            if decoded is None or (dropped and _zero(decoded)):
+                out.pop(name, None)
+                continue
+            out[name] = decoded
     return out
 
 
-_RESOURCE_ATTRIBUTES = {
-    1: "namespace",
-    2: "verb",
-    3: "group",
-    4: "version",
-    5: "resource",
-    6: "subresource",
-    7: "name",
-}
-_NON_RESOURCE_ATTRIBUTES = {1: "path", 2: "verb"}
-
-
-def _access_review_spec(buf: bytes) -> dict[str, Any]:
-    """(Self)SubjectAccessReviewSpec: what `kubectl auth can-i` asks."""
-    spec: dict[str, Any] = {}
-    for number, _, value in fields(buf):
-        if number == 1:
-            spec["resourceAttributes"] = _strings(value, _RESOURCE_ATTRIBUTES)
-        elif number == 2:
-            spec["nonResourceAttributes"] = _strings(value, _NON_RESOURCE_ATTRIBUTES)
-        elif number == 3 and value:
-            spec["user"] = _text(value)
-        elif number == 4:
-            spec.setdefault("groups", []).append(_text(value))
-        elif number == 6 and value:
-            spec["uid"] = _text(value)
-    return spec
-
-
-def _rules_review_spec(buf: bytes) -> dict[str, Any]:
-    return _strings(buf, {1: "namespace"})
-
-
-_BOUND_OBJECT = {1: "kind", 2: "apiVersion", 3: "name", 4: "uid"}
-
-
-def _token_request_spec(buf: bytes) -> dict[str, Any]:
-    """TokenRequestSpec: audiences (1), boundObjectRef (3), expirationSeconds (4)."""
-    spec: dict[str, Any] = {}
-    for number, _, value in fields(buf):
-        if number == 1:
-            spec.setdefault("audiences", []).append(_text(value))
-        elif number == 3:
-            spec["boundObjectRef"] = _strings(value, _BOUND_OBJECT)
-        elif number == 4:
-            spec["expirationSeconds"] = int(value)
-    return spec
-
-
-Decoder = Callable[[dict[str, Any], int, Any], None]
-
-_POLICY_RULE = {
-    1: "verbs",
-    2: "apiGroups",
-    3: "resources",
-    4: "resourceNames",
-    5: "nonResourceURLs",
-}
-
-
-def _policy_rule(buf: bytes) -> dict[str, Any]:
-    rule: dict[str, Any] = {}
-    for number, _, value in fields(buf):
-        if number in _POLICY_RULE:
-            rule.setdefault(_POLICY_RULE[number], []).append(_text(value))
-    return rule
-
-
-def _role(obj: dict[str, Any], number: int, value: Any) -> None:
-    """Role and ClusterRole: rules (2); a ClusterRole's aggregationRule (3) is refused."""
-    if number == 2:
-        obj.setdefault("rules", []).append(_policy_rule(bytes(value)))
-    elif number == 3:
-        raise ProtobufError("aggregationRule is not supported")
-
-
-def _binding(obj: dict[str, Any], number: int, value: Any) -> None:
-    """RoleBinding and ClusterRoleBinding: subjects (2) and roleRef (3)."""
-    if number == 2:
-        subject = _strings(bytes(value), {1: "kind", 2: "apiGroup", 3: "name", 4: "namespace"})
-        obj.setdefault("subjects", []).append(subject)
-    elif number == 3:
-        obj["roleRef"] = _strings(bytes(value), {1: "apiGroup", 2: "kind", 3: "name"})
-
-
-def _with_spec(decode_spec: Callable[[bytes], dict[str, Any]]) -> Decoder:
-    def handler(obj: dict[str, Any], number: int, value: Any) -> None:
-        if number == 2:
-            obj["spec"] = decode_spec(bytes(value))
-
-    return handler
-
-
-_KINDS: dict[tuple[str, str], Callable[[dict[str, Any], int, Any], None]] = {
-    ("v1", "Namespace"): _metadata_only,
-    ("v1", "ConfigMap"): _configmap,
-    ("v1", "Secret"): _secret,
-    ("v1", "ServiceAccount"): _metadata_only,
-    # `kubectl create role|clusterrole|rolebinding|clusterrolebinding`.
-    ("rbac.authorization.k8s.io/v1", "Role"): _role,
-    ("rbac.authorization.k8s.io/v1", "ClusterRole"): _role,
-    ("rbac.authorization.k8s.io/v1", "RoleBinding"): _binding,
-    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): _binding,
-    # What `kubectl create token`, `kubectl auth can-i` and `kubectl auth whoami` send.
-    ("authentication.k8s.io/v1", "TokenRequest"): _with_spec(_token_request_spec),
-    ("authentication.k8s.io/v1", "SelfSubjectReview"): _metadata_only,
-    ("authorization.k8s.io/v1", "SelfSubjectAccessReview"): _with_spec(_access_review_spec),
-    ("authorization.k8s.io/v1", "SubjectAccessReview"): _with_spec(_access_review_spec),
-    ("authorization.k8s.io/v1", "SelfSubjectRulesReview"): _with_spec(_rules_review_spec),
-}
-
-
 def decode(body: bytes) -> dict[str, Any]:
-    """The JSON form of a protobuf-encoded object of a supported kind (else ProtobufError)."""
+    """The JSON form of a protobuf-encoded built-in object (else ProtobufError)."""
     if not body.startswith(MAGIC):
         raise ProtobufError("missing the k8s protobuf envelope")
     api_version = kind = ""
@@ -261,18 +237,13 @@ def decode(body: bytes) -> dict[str, Any]:
         if number == 1:
             for sub, _, item in fields(value):
                 if sub == 1:
-                    api_version = _text(item)
+                    api_version = bytes(item).decode()
                 elif sub == 2:
-                    kind = _text(item)
+                    kind = bytes(item).decode()
         elif number == 2:
             raw = bytes(value)
-    handler = _KINDS.get((api_version, kind))
-    if handler is None:
+    type_key = _table()["kinds"].get(f"{api_version}/{kind}")
+    if type_key is None:
         raise ProtobufError(f"protobuf bodies of {api_version}/{kind} are not supported")
-    obj: dict[str, Any] = {"apiVersion": api_version, "kind": kind}
-    for number, _, value in fields(raw):
-        if number == 1:
-            obj["metadata"] = object_meta(value)
-        else:
-            handler(obj, number, value)
-    return obj
+    obj = message(type_key, raw)
+    return {"apiVersion": api_version, "kind": kind, **obj}
