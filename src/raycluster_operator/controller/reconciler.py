@@ -64,6 +64,7 @@ from raycluster_operator.planning import (
     object_id,
     plan_pass,
 )
+from raycluster_operator.planning.quota import HOLD_KIND, QUOTA_KIND, hold_object
 from raycluster_operator.planning.reasons import DeleteReason, HoldReason
 
 log = logging.getLogger(__name__)
@@ -146,15 +147,13 @@ class Reconciler:
         obj = self._as_written(key, obj)
         obj = self._with_annotations(key, obj)
         now = datetime.now(UTC)
-        quotas = self.caches.quotas
         state = ClusterState(
             cluster=obj,
             pods=pods,
             services=self.caches.services.by_index(BY_OWNER, key),
             present=self._present(key),
             nodes=self._nodes(pods),
-            quotas=quotas.in_namespace(split_key(key)[0]) if quotas is not None else None,
-            holds=self.holds.active(key, now),
+            objects=self._objects(key, now),
         )
         plan = plan_pass(state, now=now, new_suffix=random_suffix, options=self.options)
         if plan.note:
@@ -186,6 +185,19 @@ class Reconciler:
             name = (pod.get("spec") or {}).get("nodeName")
             if name and name not in out and (node := cache.get(f"/{name}")) is not None:
                 out[name] = node
+        return out
+
+    def _objects(self, key: str, now: datetime) -> dict[str, list[Any]]:
+        """Rule 13b's inputs: the namespace's quotas (absent when not watched) and the
+        groups held after a refused pod."""
+        out: dict[str, list[Any]] = {}
+        quotas = self.caches.quotas
+        found = quotas.in_namespace(split_key(key)[0]) if quotas is not None else None
+        if found is not None:
+            out[QUOTA_KIND] = list(found)
+        holds = self.holds.active(key, now)
+        if holds:
+            out[HOLD_KIND] = [hold_object(g, h) for g, h in holds.items()]
         return out
 
     def _present(self, key: str) -> frozenset[ObjectId]:

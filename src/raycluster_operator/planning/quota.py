@@ -27,12 +27,19 @@ from fractions import Fraction
 from typing import Any
 
 from kubefacts import quota as q
-from kubefacts.timestamps import rfc3339
+from kubefacts.timestamps import parse_time
 from raycluster_operator.planning.actions import CREATE_POD, PlannedEvent, PodCreate
-from raycluster_operator.planning.reasons import HoldReason
+from raycluster_operator.planning.feature import Feature
+from raycluster_operator.planning.reasons import ConditionReason, HoldReason
+from raycluster_operator.planning.status import previous_status
+from raycluster_operator.planning.turn import ClusterTurn
 
 Obj = Mapping[str, Any]
 CONDITION = "SliceQuotaExceeded"
+#: `ClusterState.objects` keys: the namespace's ResourceQuotas (absent: not watched), and the
+#: executor's holds after a refused pod.
+QUOTA_KIND = "ResourceQuota"
+HOLD_KIND = "AdmissionHold"
 TEMPLATE_HASH = "ray.io/pod-template-hash"
 
 
@@ -203,79 +210,74 @@ def without_create_events(
     return out
 
 
-def with_quota_status(
-    status: Mapping[str, Any],
-    before: Mapping[str, Any],
-    waiting: Sequence[Waiting],
-    generation: int | None,
-    now: datetime,
-) -> tuple[dict[str, Any], list[PlannedEvent]]:
-    """The status with the condition and each group's `quotaWaiting`, and the Warning Events
-    to record (only when the condition's message is new)."""
-    out = dict(status)
-    by_group: dict[str, list[int]] = {}
-    for w in waiting:
-        if w.index is not None:
-            by_group.setdefault(w.group, []).append(w.index)
-    groups = []
-    for entry in out.get("workerGroups") or []:
-        entry = dict(entry)
-        entry.pop("quotaWaiting", None)
-        if entry.get("groupName") in by_group:
-            entry["quotaWaiting"] = sorted(by_group[str(entry["groupName"])])
-        groups.append(entry)
-    if groups:
-        out["workerGroups"] = groups
-    previous = next((c for c in before.get("conditions") or () if c.get("type") == CONDITION), None)
-    conditions = [c for c in out.get("conditions") or () if c.get("type") != CONDITION]
-    events: list[PlannedEvent] = []
-    if waiting:
-        message = "; ".join(sentence(w) for w in waiting)
-        reason = waiting[0].reason.value
-        condition = _condition("True", reason, message, previous, generation, now)
-        conditions.append(condition)
-        if (
-            previous is None
-            or previous.get("message") != message
-            or previous.get("status") != "True"
-        ):
-            events = [
-                PlannedEvent("Warning", w.reason, sentence(w), action="Reconcile") for w in waiting
-            ]
-    elif previous is not None:
-        conditions.append(_condition("False", "QuotaAvailable", "", previous, generation, now))
-    out["conditions"] = conditions
-    unchanged = {k: v for k, v in before.items() if k != "lastUpdateTime"} == {
-        k: v for k, v in out.items() if k != "lastUpdateTime"
-    }
-    if unchanged and "lastUpdateTime" in before:
-        out["lastUpdateTime"] = before["lastUpdateTime"]
-    return out, events
-
-
-def _condition(
-    value: str,
-    reason: str,
-    message: str,
-    previous: Mapping[str, Any] | None,
-    generation: int | None,
-    now: datetime,
-) -> dict[str, Any]:
-    since = (
-        previous["lastTransitionTime"]
-        if previous and previous.get("status") == value and previous.get("lastTransitionTime")
-        else rfc3339(now)
-    )
-    out: dict[str, Any] = {
-        "type": CONDITION,
-        "status": value,
-        "reason": reason,
-        "message": message,
-        "lastTransitionTime": since,
-    }
-    if generation is not None:
-        out["observedGeneration"] = generation
+def read_holds(objects: Sequence[Obj]) -> dict[str, AdmissionHold]:
+    """The executor's holds, handed over as `ClusterState.objects["AdmissionHold"]`."""
+    out = {}
+    for o in objects:
+        out[str(o["group"])] = AdmissionHold(
+            parse_time(str(o["until"])),
+            HoldReason(str(o["reason"])),
+            str(o.get("message") or ""),
+            str(o.get("template") or ""),
+        )
     return out
+
+
+def hold_object(group: str, hold: AdmissionHold) -> dict[str, Any]:
+    return {
+        "group": group,
+        "until": hold.until.isoformat(),
+        "reason": hold.reason.value,
+        "message": hold.message,
+        "template": hold.template,
+    }
+
+
+class Quota(Feature):
+    """Rule 13b as a lifecycle feature: at `finish`, when every group and the head are
+    planned, the pass's new slices are fitted to the quotas in plan order."""
+
+    rule = "13b"
+
+    def __init__(self, turn: ClusterTurn) -> None:
+        objects = turn.context.state.objects
+        self.quotas = objects.get(QUOTA_KIND)
+        self.holds = read_holds(objects.get(HOLD_KIND) or ())
+        self.now = turn.context.now
+        conditions = previous_status(turn.cluster).get("conditions") or []
+        self.previous: Mapping[str, Any] | None = next(
+            (c for c in conditions if isinstance(c, Mapping) and c.get("type") == CONDITION), None
+        )
+
+    def finish(self, turn: ClusterTurn) -> None:
+        if self.quotas is None and not self.holds and self.previous is None:
+            return
+        creates, waiting = fit_slices(turn.creates, self.quotas, self.holds, self.now)
+        turn.creates[:] = creates
+        due = soonest_hold(self.holds, self.now)
+        if due is not None:
+            turn.requeue.append(due)
+        by_group: dict[str, list[int]] = {}
+        for w in waiting:
+            if w.index is not None:
+                by_group.setdefault(w.group, []).append(w.index)
+        turn.seen["quota_waiting"] = by_group
+        if not waiting:
+            if self.previous is not None:
+                turn.seen["quota"] = (False, ConditionReason.QUOTA_AVAILABLE, "")
+            return
+        turn.events[:] = without_create_events(turn.events, waiting)
+        message = "; ".join(sentence(w) for w in waiting)
+        reason = (
+            ConditionReason.POD_REJECTED
+            if waiting[0].reason == HoldReason.POD_REJECTED
+            else ConditionReason.SLICE_QUOTA_EXCEEDED
+        )
+        turn.seen["quota"] = (True, reason, message)
+        previous = self.previous or {}
+        if previous.get("status") != "True" or previous.get("message") != message:
+            # Recorded when the wait begins or changes, never at steady state.
+            turn.events += [PlannedEvent("Warning", w.reason, sentence(w)) for w in waiting]
 
 
 def soonest_hold(holds: Mapping[str, AdmissionHold], now: datetime) -> float | None:

@@ -46,7 +46,7 @@ class DeleteReason(StrEnum):
     DUPLICATE_HEAD = "DuplicateHead"
     #: Gate RayMultiHostIndexing off: a single pod failed and is replaced on its own.
     POD_FAILED = "PodFailed"
-    # -- host loss (planning/host_loss.py, docs/design.md §4 rule 8) --
+    # -- host loss (planning/host_loss.py, docs/design.md §4 rules 8a and 8b) --
     #: A host's node is NotReady/Unknown or tainted unreachable/not-ready NoExecute: the
     #: slice is replaced at once, without waiting for Kubernetes' eviction.
     HOST_LOST = "HostLost"
@@ -147,3 +147,8 @@ class ConditionReason(StrEnum):
     ROLLOUT_PROGRESSING = "Progressing"
     ROLLOUT_PAUSED = "Paused"
     ROLLOUT_COMPLETE = "Complete"
+    #: Ours, condition SliceQuotaExceeded (docs/design.md §4 rule 13b): slices wait for
+    #: quota, or a pod of the group was refused as built; none waits any more.
+    SLICE_QUOTA_EXCEEDED = "SliceQuotaExceeded"
+    POD_REJECTED = "PodRejected"
+    QUOTA_AVAILABLE = "QuotaAvailable"
