@@ -317,3 +317,21 @@ async def test_pod_security_checks_replicaset_pods(dev_cluster: DevCluster, kube
 
     await eventually(replicaset_made)
     assert json.loads(await ok(kubectl, "get", "pods", "-n", ns, "-o", "json"))["items"] == []
+
+
+async def test_kubectl_create_quota_and_describe(dev_cluster: DevCluster, kubectl: Any) -> None:
+    """`kubectl create quota` (a protobuf body) as the issue's user typed it."""
+    ns = "team-e"
+    await ok(kubectl, "create", "namespace", ns)
+    await ok(kubectl, "create", "quota", "q", "--hard=pods=2,requests.nvidia.com/gpu=8", "-n", ns)
+    await quota_synced(kubectl, ns, "q")
+    gpu = {"requests": {"nvidia.com/gpu": "4"}, "limits": {"nvidia.com/gpu": "4"}}
+    await ok(kubectl, "apply", "-f", "-", input=pod("a", ns, resources=gpu))
+    await ok(kubectl, "apply", "-f", "-", input=pod("b", ns, resources=gpu))
+    message = await refused(kubectl, "apply", "-f", "-", input=pod("c", ns, resources=gpu))
+    assert message.endswith(
+        'pods "c" is forbidden: exceeded quota: q, requested: pods=1,requests.nvidia.com/gpu=4, '
+        "used: pods=2,requests.nvidia.com/gpu=8, limited: pods=2,requests.nvidia.com/gpu=8"
+    ), message
+    described = await ok(kubectl, "describe", "quota", "q", "-n", ns)
+    assert "requests.nvidia.com/gpu  8     8" in described, described
