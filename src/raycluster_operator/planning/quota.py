@@ -12,7 +12,7 @@ record of admission refusals, `now` from the caller.
   creation Event is replaced by one Warning Event `SliceQuotaExceeded` (recorded when the
   message changes, not each pass) naming the quota, the resource and how much is missing;
   `status.workerGroups[].quotaWaiting` lists its index, and the condition
-  `SliceQuotaExceeded` is True. The head is charged (so workers count it) but never held.
+  `SliceQuotaExceeded` is True. The head is one pod like any other: it waits the same way.
 - A group under a hold (the API refused a pod of its slice: `exceeded quota` in a race, or
   the pod as built: PodSecurity, LimitRange, `must specify`) creates no slice until the hold
   ends; a refusal of the pod as built ends early when the group's template changes.
@@ -30,7 +30,7 @@ from kubefacts import quota as q
 from kubefacts.timestamps import parse_time
 from raycluster_operator.planning.actions import CREATE_POD, PlannedEvent, PodCreate
 from raycluster_operator.planning.feature import Feature
-from raycluster_operator.planning.reasons import ConditionReason, HoldReason
+from raycluster_operator.planning.reasons import ConditionReason, CreateReason, HoldReason
 from raycluster_operator.planning.status import previous_status
 from raycluster_operator.planning.turn import ClusterTurn
 
@@ -41,6 +41,8 @@ CONDITION = "SliceQuotaExceeded"
 QUOTA_KIND = "ResourceQuota"
 HOLD_KIND = "AdmissionHold"
 TEMPLATE_HASH = "ray.io/pod-template-hash"
+#: `PodCreate.group` of the head pod.
+HEAD_GROUP = "headgroup"
 
 
 @dataclass(frozen=True)
@@ -162,15 +164,14 @@ def fit_slices(
     kept: list[PodCreate] = []
     waiting: list[Waiting] = []
     for unit in _units(creates):
-        head = unit[0].replica_index is None and unit[0].group == "headgroup"
-        hold = None if head else _held(unit, holds, now)
+        hold = _held(unit, holds, now)
         if hold is not None:
             waiting.append(
                 Waiting(unit[0].group, unit[0].replica_index, len(unit), hold.reason, hold.message)
             )
             continue
         charges = ledger.charge(unit) if quotas is not None else {}
-        short = None if head or quotas is None else ledger.shortfall(charges)
+        short = None if quotas is None else ledger.shortfall(charges)
         if short is not None:
             waiting.append(
                 Waiting(
@@ -198,8 +199,11 @@ def without_create_events(
 ) -> list[PlannedEvent]:
     """The plan's Events less the creation Events of slices that wait."""
     held = {(w.group, w.index) for w in waiting}
+    head = any(w.group == HEAD_GROUP for w in waiting)
     out = []
     for e in events:
+        if head and e.reason == CreateReason.HEAD_MISSING:
+            continue
         if e.action == CREATE_POD and any(
             e.message.startswith(f"group {g}: creating ")
             and (i is None or f" at index {i} " in e.message + " ")
