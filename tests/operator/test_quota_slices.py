@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -30,6 +31,7 @@ class PodLog:
     def __init__(self) -> None:
         self.added: dict[str, str] = {}
         self.deleted: set[str] = set()
+        self.first_seen: dict[str, float] = {}
 
     def of_index(self, index: int) -> list[str]:
         return [n for n, i in self.added.items() if i == str(index)]
@@ -40,6 +42,7 @@ class PodLog:
             for pod in objs:
                 meta = pod["metadata"]
                 self.added.setdefault(meta["name"], (meta.get("labels") or {}).get(INDEX, ""))
+                self.first_seen.setdefault(meta["name"], asyncio.get_running_loop().time())
                 if event.type == "DELETED" or meta.get("deletionTimestamp"):
                     self.deleted.add(meta["name"])
 
@@ -217,3 +220,43 @@ async def _passed_hold(world: World, before: dict[str, Any]) -> None:
     the refusal has ended and the cache shows the shrunken quota)."""
     cond = condition(await status(world, "r"))
     assert cond and "missing requests.google.com/tpu=" in cond["message"], cond
+
+
+async def test_without_the_quota_grant_a_refused_slice_is_undone_and_backs_off(
+    world: World,
+) -> None:
+    """The install without `list`/`watch` on resourcequotas: no check before creating, so the
+    API refuses the second slice mid-way; each attempt's admitted host is deleted in its own
+    pass, and attempts are spaced by the doubling hold (5 s, then 10 s), not churned."""
+    await world.operator_kubeconfig()
+    path = "/apis/rbac.authorization.k8s.io/v1/clusterroles/raycluster-operator"
+    role = await world.cluster.client.get(path)
+    role["rules"] = [r for r in role["rules"] if "resourcequotas" not in r["resources"]]
+    await world.cluster.client.replace(path, role)
+    await world.cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    await set_quota(world, 20)  # one slice and one host
+    op = await world.start_operator()
+    assert op.manager.sources.quotas.enabled is False
+    async with pod_log(world) as log:
+        cluster = raycluster("n", [tpu_group("tpu", replicas=2)])
+        cluster["metadata"]["namespace"] = NS
+        await world.apply(cluster)
+
+        def three_attempts() -> None:
+            assert len(log.of_index(1)) >= 3, log.added
+
+        await eventually(three_attempts, within=90)
+        attempts = sorted(log.first_seen[n] for n in log.of_index(1))
+        gaps = [b - a for a, b in itertools.pairwise(attempts)]
+        print(f"attempts of the refused slice spaced {[round(g, 1) for g in gaps]} s")
+        assert gaps[0] >= 4.5 and gaps[1] >= 9.5, gaps
+        # Every attempt got one host in and lost it in the same pass: never a partial slice.
+        await eventually(lambda: _check(set(log.of_index(1)[:3]) <= log.deleted), within=30)
+
+        async def shown_held() -> None:
+            cond = condition(await status(world, "n"))
+            assert cond and cond["status"] == "True" and cond["reason"] == "SliceQuotaExceeded"
+            assert "exceeded quota: tpu" in cond["message"]
+
+        await eventually(shown_held, within=30)
+        assert len(log.of_index(0)) == 4

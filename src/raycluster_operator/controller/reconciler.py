@@ -339,7 +339,10 @@ class Reconciler:
                             uid=meta.get("uid"),
                         )
                     )
-        self.holds.created(key, whole)
+        refused_groups = {d.group for d in undo} | {
+            c.group for c, r in zip(creates, results, strict=True) if isinstance(r, Forbidden)
+        }
+        self.holds.created(key, [g for g in whole if g not in refused_groups])
         if undo:
             await self._delete_pods(key, undo, (), failures)
         return wait
