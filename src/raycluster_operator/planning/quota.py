@@ -254,8 +254,8 @@ class Quota(Feature):
         )
 
     def finish(self, turn: ClusterTurn) -> None:
-        if self.quotas is None and not self.holds and self.previous is None:
-            return
+        if not self.quotas and not self.holds and self.previous is None:
+            return  # nothing to fit to, nothing held, nothing to clear
         creates, waiting = fit_slices(turn.creates, self.quotas, self.holds, self.now)
         turn.creates[:] = creates
         due = soonest_hold(self.holds, self.now)
