@@ -31,6 +31,7 @@ from devkube.controllers.nodelifecycle import NodeLifecycleController
 from devkube.controllers.podgc import PodGarbageCollector
 from devkube.controllers.replicasets import ReplicaSetController
 from devkube.controllers.resourceclaims import ResourceClaimController
+from devkube.controllers.resourcequota import ResourceQuotaController
 from devkube.controllers.tainteviction import TaintEvictionController
 from devkube.kubelet.agent import Kubelet
 from devkube.kubelet.runtime import Runtime, RuntimeContext, simulated_runtime
@@ -146,6 +147,7 @@ class DevCluster:
         self._node_lifecycle: NodeLifecycleController | None = None
         self._taint_eviction: TaintEvictionController | None = None
         self._pod_gc: PodGarbageCollector | None = None
+        self._quotas: ResourceQuotaController | None = None
         self._discovery: Discovery | None = None
         self._replicasets: ReplicaSetController | None = None
         self._deployments: DeploymentController | None = None
@@ -245,6 +247,12 @@ class DevCluster:
         self._deployments = DeploymentController(self._client, pods=pods, replicasets=sets)
         self._disruption = DisruptionController(self._client, pods=pods)
         self._maintenance = HostMaintenance(self._client, nodes=nodes)
+        self._quotas = ResourceQuotaController(
+            self._client,
+            self._discovery,
+            pods=pods,
+            quotas=Informer(self._client, "/api/v1/resourcequotas"),
+        )
         self.server.log_source = self._kubelet.log_source
         self.server.stream_backend = stream_backend(runtime)
         await self._kubelet.start()  # starts the shared informers, nodes first
@@ -262,6 +270,7 @@ class DevCluster:
             self._deployments.start(),
             self._disruption.start(),
             self._maintenance.start(),
+            self._quotas.start(),
         )
         for addon in self.addons:
             self._addons_started.append(addon)
@@ -275,6 +284,7 @@ class DevCluster:
             self._resourceclaims,
             self._maintenance,
             self._disruption,
+            self._quotas,
             self._deployments,
             self._replicasets,
             self._pod_gc,

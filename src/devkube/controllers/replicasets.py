@@ -205,7 +205,10 @@ class ReplicaSetController:
                 )
         except ApiError as error:
             log.warning("replicaset %s/%s: creating a pod: %s", namespace, meta(rs)["name"], error)
-            self._loop.poke()
+            if error.status not in (403, 422):
+                self._loop.poke()
+            # An admission refusal (quota, PodSecurity, LimitRange) waits for the resync, as
+            # kube's rate-limited requeue does, instead of retrying hot.
             return
         expect.created[str(meta(created)["name"])] = loop_now + EXPECTATION_TTL
 

@@ -418,6 +418,17 @@ class Kubelet:
             )
         self._publish(uid)
 
+    def container_waiting(self, uid: str, container: str, reason: str, message: str) -> None:
+        """The runtime cannot create the container (the kubelet's CreateContainerConfigError:
+        an unresolvable env, runAsNonRoot with a root user): waiting, with the reason."""
+        record = self.records.get(uid)
+        if record is None or record.failed_reason:
+            return
+        for c in record.container(container):
+            c.state, c.reason, c.message, c.ready = "waiting", reason, message, False
+            self.logs.write(uid, c.name, f"container {c.name}: {reason}: {message}")
+        self._publish(uid)
+
     def sandbox_refused(self, uid: str, reason: str, message: str) -> None:
         """The runtime will not start this pod (e.g. its ports clash on a shared network):
         a Warning Event and a False PodReadyToStartContainers condition, no restarts."""

@@ -149,6 +149,8 @@ def _container_status(record: PodRecord, c: ContainerRecord) -> dict[str, Any]:
         state = {"terminated": c.terminated()}
     else:
         state = {"waiting": {"reason": c.reason}}
+        if c.message:
+            state["waiting"]["message"] = c.message
     status: dict[str, Any] = {
         "name": c.name,
         "image": c.image,

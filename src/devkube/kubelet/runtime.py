@@ -43,6 +43,9 @@ class PodEvents(Protocol):
         self, uid: str, container: str, exit_code: int, reason: str = ""
     ) -> None: ...
 
+    def container_waiting(self, uid: str, container: str, reason: str, message: str) -> None:
+        """The container cannot be created (CreateContainerConfigError and its message)."""
+
 
 class Runtime(Protocol):
     """A runtime that has real output may also define `logs(request: server.LogRequest) ->

@@ -26,6 +26,7 @@ from devkube.process.probespec import (
 )
 from devkube.process.probing import probe_once
 from devkube.process.sandbox import ContainerProcess, PodSandbox
+from devkube.process.security import RunAs
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,8 @@ class ContainerEvents(Protocol):
     def container_exited(
         self, uid: str, container: str, exit_code: int, reason: str = ""
     ) -> None: ...
+
+    def container_waiting(self, uid: str, container: str, reason: str, message: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,8 @@ class LaunchSpec:
     env: Mapping[str, str]
     workdir: str
     log: Path
+    #: Who the process runs as (securityContext); None: root.
+    user: RunAs | None = None
 
 
 def missing_executable(argv: Sequence[str], path: str | None) -> str:
@@ -137,6 +142,7 @@ class ContainerRunner:
                 self.launch.workdir,
                 self.launch.log,
                 stdin=self.keeps_stdin,
+                user=self.launch.user,
             )
         except (RuntimeError, OSError) as error:
             # The pod's sandbox is gone (its PID 1 died): the container cannot start again.

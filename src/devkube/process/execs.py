@@ -19,6 +19,7 @@ import termios
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from devkube.process.sandbox import PodSandbox, container_limits
+from devkube.process.security import RunAs
 from devkube.server import ExecIO
 
 STDOUT, STDERR = 1, 2
@@ -42,9 +43,11 @@ async def run_exec(
     stdout: bool,
     stderr: bool,
     tty: bool,
+    user: RunAs | None = None,
 ) -> int:
-    """Run `argv` in the pod until it exits; its exit code as a kubelet reports it."""
-    command = [*sandbox.exec_argv(workdir, tty=tty), *argv]
+    """Run `argv` in the pod until it exits, as the container's user; its exit code as a
+    kubelet reports it."""
+    command = [*sandbox.exec_argv(workdir, tty=tty, user=user), *argv]
     if tty:
         return await _with_tty(command, {"TERM": "xterm", **env}, io, stdin=stdin)
     return await _with_pipes(command, env, io, stdin=stdin, stdout=stdout, stderr=stderr)

@@ -24,6 +24,7 @@ from devkube.process.downward import DownwardContext
 from devkube.process.envvars import KeyLookup, container_env, expand_all
 from devkube.process.hosts import pod_record
 from devkube.process.sandbox import PodSandbox, SandboxFiles, write_in_place
+from devkube.process.security import CONFIG_ERROR, non_root_error, run_as
 
 
 def host_environment() -> dict[str, str]:
@@ -107,6 +108,9 @@ class ProcessPod:
             argv = tuple(expand_all(args, env))
         except ValueError as err:
             self.config_errors[name] = str(err)
+        refused = non_root_error(self.pod, container)
+        if refused:
+            self.config_errors[name] = refused
         launch = LaunchSpec(
             argv=argv,
             env={
@@ -117,6 +121,7 @@ class ProcessPod:
             },
             workdir=str(container.get("workingDir") or "/"),
             log=self.files.logs / f"{name}.log",
+            user=run_as(self.pod.get("spec") or {}, container),
         )
         return ContainerRunner(
             self.sandbox,
@@ -156,6 +161,10 @@ class ProcessPod:
 
     async def _start(self, events: ContainerEvents | None) -> None:
         if self.config_errors:
+            # The kubelet's CreateContainerConfigError: nothing of the pod starts.
+            if events is not None:
+                for name, message in self.config_errors.items():
+                    events.container_waiting(self.uid, name, CONFIG_ERROR, message)
             return
         for runner in self.init_runners:
             code = await runner.run_once(None)

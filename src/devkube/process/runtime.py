@@ -487,6 +487,7 @@ class ProcessRuntime:
             runner.launch.env,
             runner.launch.workdir,
             io,
+            user=runner.launch.user,
             stdin=request.stdin,
             stdout=request.stdout,
             stderr=request.stderr,

@@ -22,7 +22,10 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
+
+if TYPE_CHECKING:
+    from devkube.process.security import RunAs
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 _NOFILE = 1048576
@@ -252,18 +255,26 @@ class PodSandbox:
         await self.kill()
         raise RuntimeError(f"pod sandbox did not start: {err.decode(errors='replace').strip()}")
 
-    def _enter(self, workdir: str) -> list[str]:
+    def _enter(self, workdir: str, user: RunAs | None = None) -> list[str]:
         # nsenter's child joins the PID namespace; `sh` makes the working directory and hands
-        # over to `setsid`, so each container is a session the runtime can signal as a whole.
-        script = 'mkdir -p -- "$0" && cd -- "$0" && exec setsid "$@"'
+        # over to `setsid`, so each container is a session the runtime can signal as a whole;
+        # `setpriv` then becomes the container's user (the working directory is made its own).
+        # Only a directory made here is given to the user: never one that already exists.
+        own = f' && chown {user.uid}:{user.gid} -- "$0"' if user else ""
+        drop = " ".join(user.setpriv()) + " " if user else ""
+        script = f'{{ [ -d "$0" ] || {{ mkdir -p -- "$0"{own}; }}; }} && cd -- "$0" && '
+        script += f'exec setsid {drop}"$@"'
         return self._nsenter("sh", "-c", script, workdir or "/")
 
-    def exec_argv(self, workdir: str, *, tty: bool = False) -> list[str]:
-        """The prefix that runs a command in the pod for `kubectl exec`. With a terminal the
-        command leads a session inside the pod whose controlling terminal is its stdin, so a
-        shell's job control finds every process group it deals with in its own namespace."""
+    def exec_argv(self, workdir: str, *, tty: bool = False, user: RunAs | None = None) -> list[str]:
+        """The prefix that runs a command in the pod for `kubectl exec`, as the container's
+        user. With a terminal the command leads a session inside the pod whose controlling
+        terminal is its stdin, so a shell's job control finds every process group it deals
+        with in its own namespace."""
         session = ["setsid", "--ctty"] if tty else []
-        return self._nsenter(*session, "sh", "-c", 'cd -- "$0" && exec "$@"', workdir or "/")
+        drop = user.setpriv() if user else []
+        script = 'cd -- "$0" && exec "$@"'
+        return self._nsenter(*session, *drop, "sh", "-c", script, workdir or "/")
 
     def _nsenter(self, *command: str) -> list[str]:
         """`command` inside every namespace of the pod (its init process as the target)."""
@@ -280,6 +291,7 @@ class PodSandbox:
         log_path: Path,
         *,
         stdin: bool = False,
+        user: RunAs | None = None,
     ) -> ContainerProcess:
         """Start one container's main process, its output appended to `log_path`; with
         `stdin`, its stdin is a pipe the runtime keeps open (the container spec's `stdin:
@@ -288,7 +300,7 @@ class PodSandbox:
             raise RuntimeError("pod sandbox is not running")
         with _append(log_path) as log:
             proc = await asyncio.create_subprocess_exec(
-                *self._enter(workdir),
+                *self._enter(workdir, user),
                 *argv,
                 env=dict(env),
                 stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,

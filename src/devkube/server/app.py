@@ -17,8 +17,11 @@ from .admission import create_on_update, rbac_escalation, service_accounts
 from .auth import Authenticator, auth_middleware
 from .faults import Faults
 from .handlers import Handlers
+from .limitranges import default_limit_range, limit_ranger_defaults, limit_ranger_validate
 from .logs import LogSource
 from .objects import NS_KEY, Objects
+from .podsecurity import pod_security
+from .quota import resource_quota
 from .rbac import Authorizer
 from .resources import Registry
 from .reviews import Reviews
@@ -77,6 +80,14 @@ class ApiServer:
             service_accounts(self.store),
             rbac_escalation(self.authorizer),
             create_on_update(self.authorizer),
+            default_limit_range,
+            limit_ranger_defaults(self.store),
+        ]
+        # kube's order: LimitRanger, PodSecurity, then ResourceQuota, always last.
+        self.objects.validating += [
+            limit_ranger_validate(self.store),
+            pod_security(self.store),
+            resource_quota(self.store),
         ]
         self._bootstrap_rbac()
         self.store.on_change(NS_KEY, self._namespace_changed)

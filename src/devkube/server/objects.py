@@ -22,6 +22,7 @@ from kubefacts.objects import Obj
 from kubefacts.timestamps import rfc3339
 
 from . import (
+    admitting,
     builtin,
     celrules,
     crds,
@@ -79,6 +80,10 @@ class Objects:
         self._cluster_ips = defaults.ClusterIPs()
         # Admission run on create and update before validation: (type, old or None, new).
         self.admission: list[Callable[[ResourceType, Obj | None, Obj], None]] = []
+        # Validating admission, run after validation (LimitRanger's checks, PodSecurity,
+        # ResourceQuota last), as kube-apiserver's registry runs it; `admitting` tells them
+        # whether the write is a dry run and collects their warnings.
+        self.validating: list[Callable[[ResourceType, Obj | None, Obj], None]] = []
         for ns in SYSTEM_NAMESPACES:
             self.create(self._type("", "namespaces"), None, {"metadata": {"name": ns}})
 
@@ -162,10 +167,13 @@ class Objects:
         if rt.status_subresource and not rt.builtin:
             obj.pop("status", None)
         self._prepare_create(rt, obj)
-        for admit in self.admission:
-            admit(rt, None, obj)
-        self._validate(rt, obj)
-        self._rules(rt, obj, None)
+        with admitting.request(dry_run, fields):
+            for admit in self.admission:
+                admit(rt, None, obj)
+            self._validate(rt, obj)
+            self._rules(rt, obj, None)
+            for admit in self.validating:
+                admit(rt, None, obj)
         if dry_run:
             meta["resourceVersion"] = str(self.store.rv)
             return Stored(obj, self.store.rv)
@@ -354,7 +362,7 @@ class Objects:
             obj = self._status_write(old, obj)
             meta = obj["metadata"]
         else:
-            self._spec_write(rt, old, obj)
+            self._spec_write(rt, old, obj, dry_run)
         self._rules(rt, obj, old)
         if "generation" in old["metadata"]:
             meta["generation"] = old["metadata"]["generation"]
@@ -409,7 +417,7 @@ class Objects:
             new.pop("status", None)
         return new
 
-    def _spec_write(self, rt: ResourceType, old: Obj, obj: Obj) -> None:
+    def _spec_write(self, rt: ResourceType, old: Obj, obj: Obj, dry_run: bool) -> None:
         """A main-resource write keeps what clients may not change, then is admitted and
         validated (with a status subresource, the stored status is kept)."""
         meta = obj["metadata"]
@@ -426,10 +434,13 @@ class Objects:
                 obj["status"] = copy.deepcopy(old["status"])
             else:
                 obj.pop("status", None)
-        for admit in self.admission:
-            admit(rt, old, obj)
-        self._check_update(rt, old, obj)
-        self._validate(rt, obj)
+        with admitting.request(dry_run, None):
+            for admit in self.admission:
+                admit(rt, old, obj)
+            self._check_update(rt, old, obj)
+            self._validate(rt, obj)
+            for admit in self.validating:
+                admit(rt, old, obj)
 
     def _rules(self, rt: ResourceType, obj: Obj, old: Obj | None) -> None:
         """The CRD's CEL rules (``celrules``), on every write of a custom object, its status

@@ -164,6 +164,22 @@ def _budget_bound(pdb: Obj, key: str) -> str:
     return "N/A" if value is None else str(value)
 
 
+def _quota_column(limits: bool) -> Callable[[Obj], str]:
+    """kube's printResourceQuota: `name: used/hard` per hard name, limits.* in their own column."""
+
+    def cell(quota: Obj) -> str:
+        hard = (quota.get("status") or {}).get("hard") or {}
+        used = (quota.get("status") or {}).get("used") or {}
+        parts = [
+            f"{name}: {used.get(name, '0')}/{hard.get(name, '0')}"
+            for name in sorted((quota.get("spec") or {}).get("hard") or {})
+            if (name.split(".")[0] == "limits" and "." in name) == limits
+        ]
+        return ", ".join(parts)
+
+    return cell
+
+
 _WORKLOAD_WIDE: list[Column] = [
     ("Containers", "string", 1, lambda o: ",".join(str(c.get("name")) for c in _containers(o))),
     ("Images", "string", 1, lambda o: ",".join(str(c.get("image")) for c in _containers(o))),
@@ -220,6 +236,16 @@ _BUILTIN: dict[str, list[Column]] = {
         ("Name", "string", 0, _name),
         ("Status", "string", 0, lambda n: (n.get("status") or {}).get("phase", "")),
         ("Age", "string", 0, _age),
+    ],
+    "resourcequotas": [
+        ("Name", "string", 0, _name),
+        ("Age", "string", 0, _age),
+        ("Request", "string", 0, _quota_column(False)),
+        ("Limit", "string", 0, _quota_column(True)),
+    ],
+    "limitranges": [
+        ("Name", "string", 0, _name),
+        ("Created At", "date", 0, lambda o: o["metadata"].get("creationTimestamp") or ""),
     ],
     "leases": [
         ("Name", "string", 0, _name),

@@ -397,6 +397,12 @@ def _group_status() -> Schema:
             },
         },
     )
+    props["quotaWaiting"] = _array(
+        "Indices of slices not created because they do not fit the namespace's "
+        "ResourceQuotas, or because the API refused a pod of the group's slices (condition "
+        "SliceQuotaExceeded says why).",
+        _int32("Replica index."),
+    )
     return {
         "description": f"{EXTENSION} per-group slice counts.",
         "type": "array",

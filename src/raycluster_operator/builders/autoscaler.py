@@ -78,6 +78,32 @@ def sidecar(cluster: RayCluster, head_image: str | None) -> dict[str, Any]:
     return container
 
 
+#: What the sidecar never needs, whatever the user's template: it meets Pod Security
+#: `restricted` on these (docs/design.md §3.10), and it never pushes a pod below `baseline`.
+_SIDECAR_SECURITY: dict[str, Any] = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+
+
+def _sidecar_security(spec: dict[str, Any], ray: dict[str, Any]) -> dict[str, Any]:
+    """The sidecar's securityContext: restricted's container fields always; who it runs as
+    follows the Ray container when that one runs as a non-root user (so both share the
+    /tmp/ray files they write), and is otherwise the pod's or the image's, as under KubeRay
+    (a root Ray image keeps a working autoscaler)."""
+    out = dict(_SIDECAR_SECURITY)
+    mine = ray.get("securityContext") or {}
+    pod = spec.get("securityContext") or {}
+    user = mine.get("runAsUser", pod.get("runAsUser"))
+    if mine.get("runAsNonRoot") is True or (isinstance(user, int) and user > 0):
+        out["runAsNonRoot"] = True
+        for key in ("runAsUser", "runAsGroup"):
+            if key in mine:
+                out[key] = mine[key]
+    return out
+
+
 def add_sidecar(cluster: RayCluster, spec: dict[str, Any]) -> None:
     """Add the autoscaler container, the shared log volume and the service account."""
     containers: list[dict[str, Any]] = spec["containers"]
@@ -86,6 +112,8 @@ def add_sidecar(cluster: RayCluster, spec: dict[str, Any]) -> None:
     ray = containers[0]
     image = ray.get("image")
     side = sidecar(cluster, image if isinstance(image, str) else None)
+    if "securityContext" not in side:  # autoscalerOptions.securityContext wins whole
+        side["securityContext"] = _sidecar_security(spec, ray)
     _ensure_log_volume(spec, ray)
     _ensure_log_volume(spec, side)
     containers.append(side)

@@ -122,6 +122,7 @@ class Manager:
         try:
             await self.serving.start()
             await self.sources.detect(self.client)
+            await self.sources.quotas.probe()  # rule 13c: watched only with the grant
             tasks = [
                 asyncio.create_task(inf.run(), name=f"informer {inf.name}")
                 for inf in self.informers

@@ -31,6 +31,7 @@ from raycluster_operator.controller.crdfit import InstalledCrd
 from raycluster_operator.controller.events import EventRecorder
 from raycluster_operator.controller.expectations import Expectations
 from raycluster_operator.controller.metrics import Metrics
+from raycluster_operator.controller.refusals import RefusalHolds, refusal_reason
 from raycluster_operator.controller.sources import (
     BY_CLUSTER,
     BY_NAMESPACE,
@@ -47,6 +48,7 @@ from raycluster_operator.kube import (
     RAYCLUSTERS,
     AlreadyExists,
     Conflict,
+    Forbidden,
     KubeClient,
     KubeError,
     NotFound,
@@ -64,7 +66,8 @@ from raycluster_operator.planning import (
     object_id,
     plan_pass,
 )
-from raycluster_operator.planning.reasons import DISRUPTION_REASONS, DeleteReason
+from raycluster_operator.planning.quota import HOLD_KIND, QUOTA_KIND, hold_object
+from raycluster_operator.planning.reasons import DISRUPTION_REASONS, DeleteReason, HoldReason
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +128,8 @@ class Reconciler:
         #: Per cluster: the annotations last patched, and the resourceVersion they were
         #: planned from (shown instead of the cached ones until the cache moves past it).
         self._annotations: dict[str, tuple[str, dict[str, str | None]]] = {}
+        #: Rule 13c: groups held after the API refused a pod of their slice.
+        self.holds = RefusalHolds()
 
     def observe(self, change: Change) -> None:
         """A sighting from the sources: proves (or retracts) a write the pass waits for."""
@@ -146,26 +151,27 @@ class Reconciler:
             return Result(requeue_after=self.expectations.remaining(key))
         obj = self._as_written(key, obj)
         obj = self._with_annotations(key, obj)
+        now = datetime.now(UTC)
         state = ClusterState(
             cluster=obj,
             pods=pods,
             services=self.caches.services.by_index(BY_OWNER, key),
             present=self._present(key),
             nodes=self._nodes(pods),
-            objects=self._objects(key),
+            objects=self._objects(key, now),
         )
-        plan = plan_pass(
-            state, now=datetime.now(UTC), new_suffix=random_suffix, options=self.options
-        )
+        plan = plan_pass(state, now=now, new_suffix=random_suffix, options=self.options)
         if plan.note:
             log.debug("reconcile %s: %s", key, plan.note)
-        await self._execute(key, obj, plan, pods)
-        return Result(requeue_after=plan.requeue_after)
+        held = await self._execute(key, obj, plan, pods)
+        due = [d for d in (plan.requeue_after, held) if d is not None]
+        return Result(requeue_after=min(due) if due else None)
 
     # -- reading ---------------------------------------------------------------------------
 
     def _forget(self, key: str) -> None:
         self.expectations.forget(key)
+        self.holds.forget(key)
         self.metrics.forget_cluster(*split_key(key))
         self._annotations.pop(key, None)
 
@@ -186,16 +192,24 @@ class Reconciler:
                 out[name] = node
         return out
 
-    def _objects(self, key: str) -> dict[str, list[Obj]]:
+    def _objects(self, key: str, now: datetime) -> dict[str, list[Any]]:
         """Other cached kinds the features plan from: the cluster's per-slice budgets (rule
-        12b) and its ComputeDomains, the latter only when the cluster serves them (rule 13b;
-        the key's absence says it does not)."""
+        12b), its ComputeDomains, only when the cluster serves them (rule 13b; the key's
+        absence says it does not), the namespace's quotas (rule 13c; absent when not watched)
+        and the groups held after a refused pod."""
         caches = self.caches
-        out: dict[str, list[Obj]] = {}
+        out: dict[str, list[Any]] = {}
         if caches.budgets is not None:
             out[POD_DISRUPTION_BUDGETS.kind] = list(caches.budgets.by_index(BY_CLUSTER, key))
         if COMPUTE_DOMAINS.kind in caches.served and caches.domains is not None:
             out[COMPUTE_DOMAINS.kind] = caches.domains.by_index(BY_CLUSTER, key)
+        quotas = caches.quotas
+        found = quotas.in_namespace(split_key(key)[0]) if quotas is not None else None
+        if found is not None:
+            out[QUOTA_KIND] = list(found)
+        holds = self.holds.active(key, now)
+        if holds:
+            out[HOLD_KIND] = [hold_object(g, h) for g, h in holds.items()]
         return out
 
     def _present(self, key: str) -> frozenset[ObjectId]:
@@ -213,8 +227,12 @@ class Reconciler:
 
     # -- writing ---------------------------------------------------------------------------
 
-    async def _execute(self, key: str, obj: Obj, plan: PassPlan, pods: Sequence[Obj]) -> None:
+    async def _execute(
+        self, key: str, obj: Obj, plan: PassPlan, pods: Sequence[Obj]
+    ) -> float | None:
+        """Carry the plan out; answers when a group held by a refusal may try again."""
         failures: list[_Failure] = []
+        held: float | None = None
         if plan.annotations:
             await self._patch_annotations(key, obj, plan.annotations, failures)
         if plan.objects:
@@ -222,7 +240,7 @@ class Reconciler:
         if plan.deletes:
             await self._delete_pods(key, plan.deletes, pods, failures)
         if plan.creates:
-            await self._create_pods(key, plan.creates, failures)
+            held = await self._create_pods(key, plan.creates, failures)
         if plan.object_deletes:
             await self._delete_objects(key, plan.object_deletes, failures)
         if plan.release_finalizer:
@@ -234,6 +252,7 @@ class Reconciler:
             self.metrics.set_slices(*split_key(key), list(plan.slices))
         if failures:
             await self._fail(obj, failures)
+        return held
 
     async def _create_objects(
         self, key: str, objects: Sequence[Obj], failures: list[_Failure]
@@ -308,7 +327,7 @@ class Reconciler:
 
     async def _create_pods(
         self, key: str, creates: Sequence[PodCreate], failures: list[_Failure]
-    ) -> None:
+    ) -> float | None:
         ns, _ = split_key(key)
         results = await self.writer.run_all(
             self.client.create(PODS, _in_namespace(c.manifest, ns), namespace=ns) for c in creates
@@ -316,7 +335,8 @@ class Reconciler:
         created: list[str] = []
         for c, result in zip(creates, results, strict=True):
             if isinstance(result, BaseException):
-                failures.append(_Failure(f"create pod in group {c.group}", result))
+                if not _quota_race(result):
+                    failures.append(_Failure(f"create pod in group {c.group}", result))
                 continue
             created.append(str(result["metadata"]["name"]))
             self.metrics.pods_created.labels(str(c.reason)).inc()
@@ -325,6 +345,53 @@ class Reconciler:
         self.expectations.expect(key, creates=unseen)
         if created:
             log.info("created %d pods for %s: %s", len(created), key, ", ".join(created))
+        return await self._refused_slices(key, creates, results, failures)
+
+    async def _refused_slices(
+        self,
+        key: str,
+        creates: Sequence[PodCreate],
+        results: Sequence[Any],
+        failures: list[_Failure],
+    ) -> float | None:
+        """Rule 13c: a slice with a pod the API refused (403) loses the pods it got in this
+        pass at once, and its group is held; a slice created whole releases its group."""
+        now = datetime.now(UTC)
+        slices: dict[tuple[str, str | None, int | None], list[int]] = {}
+        for i, c in enumerate(creates):
+            slices.setdefault((c.group, c.replica_name or str(i), c.replica_index), []).append(i)
+        whole, undo, wait = [], [], None
+        for (group, _, _), positions in slices.items():
+            refused = [i for i in positions if isinstance(results[i], Forbidden)]
+            if not refused:
+                if not any(isinstance(results[i], BaseException) for i in positions):
+                    whole.append(group)
+                continue
+            hold = self.holds.refuse(key, creates[refused[0]], str(results[refused[0]]), now)
+            remaining = (hold.until - now).total_seconds()
+            wait = remaining if wait is None else min(wait, remaining)
+            log.warning("group %s of %s held %.0fs: %s", group, key, remaining, hold.message)
+            for i in positions:
+                result = results[i]
+                if not isinstance(result, BaseException):
+                    meta = result["metadata"]
+                    undo.append(
+                        PodDelete(
+                            str(meta["name"]),
+                            group,
+                            creates[i].replica_name,
+                            DeleteReason.REPLICA_INCOMPLETE,
+                            f"slice refused mid-creation: {hold.message}",
+                            uid=meta.get("uid"),
+                        )
+                    )
+        refused_groups = {d.group for d in undo} | {
+            c.group for c, r in zip(creates, results, strict=True) if isinstance(r, Forbidden)
+        }
+        self.holds.created(key, [g for g in whole if g not in refused_groups])
+        if undo:
+            await self._delete_pods(key, undo, (), failures)
+        return wait
 
     async def _release_finalizer(
         self, key: str, patch: Sequence[dict[str, Any]], failures: list[_Failure]
@@ -410,6 +477,14 @@ class Reconciler:
             await self.recorder.emit(obj, "Warning", WRITE_REJECTED, text, action="Reconcile")
             raise TerminalError(text)
         raise ReconcileError(text)
+
+
+def _quota_race(error: BaseException) -> bool:
+    """A quota refusal is handled by the hold (rule 13c), not a failed pass."""
+    return (
+        isinstance(error, Forbidden)
+        and refusal_reason(str(error)) == HoldReason.SLICE_QUOTA_EXCEEDED
+    )
 
 
 def _version(obj: Obj) -> str:

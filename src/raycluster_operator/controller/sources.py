@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from raycluster_operator.api.labels import CLUSTER
 from raycluster_operator.api.objects import Obj, Resource
 from raycluster_operator.controller.informer import Handler, Informer
+from raycluster_operator.controller.quotas import QuotaWatch
 from raycluster_operator.controller.store import (
     IndexFunc,
     StoreView,
@@ -112,6 +113,8 @@ class Caches:
     #: The per-slice PodDisruptionBudgets (rule 12b), indexed ``BY_CLUSTER`` and
     #: ``BY_NAMESPACE``; None when nodes are not watched (no planned disruptions).
     budgets: StoreView | None = None
+    #: ResourceQuotas by namespace (rule 13c); answers None when they are not watched.
+    quotas: QuotaWatch | None = None
 
 
 class Sources:
@@ -175,6 +178,10 @@ class Sources:
             indexers={BY_CLUSTER: by_label(CLUSTER)},
             transform=without_managed_fields,
         )
+        # Rule 13c: the namespaces' quotas, when the operator may read them (probed at start).
+        self.quotas = QuotaWatch(
+            client, self._namespaces, options.watch_timeout, self._on_quota_namespace
+        )
         self.caches = Caches(
             clusters=_view(self.clusters),
             pods=_view(self.pods),
@@ -183,6 +190,7 @@ class Sources:
             nodes=_view(self.nodes) if self.nodes else None,
             domains=_view(self.domains),
             budgets=_view(self.budgets) if self.budgets else None,
+            quotas=self.quotas,
         )
         self._listeners: list[Listener] = []
 
@@ -217,7 +225,14 @@ class Sources:
         rbac = [inf for infs in self.rbac.values() for inf in infs]
         domains = self.domains if COMPUTE_DOMAINS.kind in self.caches.served else []
         return (
-            self.clusters + self.pods + self.services + rbac + self.nodes + self.budgets + domains
+            self.clusters
+            + self.pods
+            + self.services
+            + rbac
+            + self.nodes
+            + self.budgets
+            + domains
+            + self.quotas.informers
         )
 
     async def detect(self, client: KubeClient) -> None:
@@ -313,6 +328,12 @@ class Sources:
                 keys.add(f"{view.namespace or ''}/{cluster}")
         for key in sorted(keys):
             self._emit(Change(key, "Node", node, etype == "DELETED", observed=False))
+
+    def _on_quota_namespace(self, namespace: str) -> None:
+        """A quota changed: every cluster of its namespace may now fit (or no longer)."""
+        for key in sorted(_view(self.clusters).all_keys()):
+            if key.startswith(f"{namespace}/"):
+                self._emit(Change(key, "ResourceQuota", "", False, observed=False))
 
 
 def _by_node(obj: Obj) -> list[str]:

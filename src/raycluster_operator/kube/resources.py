@@ -45,6 +45,7 @@ NAMESPACES = Kind("", "v1", "Namespace", "namespaces", namespaced=False)
 #: NVIDIA's DRA driver's (docs/design.md §3.9); served only where the driver is installed.
 COMPUTE_DOMAINS = Kind("resource.nvidia.com", "v1beta1", "ComputeDomain", "computedomains")
 POD_DISRUPTION_BUDGETS = Kind("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets")
+RESOURCE_QUOTAS = Kind("", "v1", "ResourceQuota", "resourcequotas")
 CRDS = Kind(
     "apiextensions.k8s.io",
     "v1",

@@ -147,6 +147,12 @@ class HoldReason(StrEnum):
     #: The slice at this index broke again soon after it was recreated: its re-creation waits
     #: out an exponential backoff (docs/design.md §4 rule 13a).
     SLICE_BACKOFF = "SliceBackoff"
+    #: The slice does not fit the namespace's ResourceQuotas (or the API refused one of its
+    #: pods for quota in a race): it waits until quota frees (docs/design.md §4 rule 13c).
+    SLICE_QUOTA_EXCEEDED = "SliceQuotaExceeded"
+    #: The API refused a pod of the slice as built (Pod Security, a LimitRange, a quota's
+    #: `must specify`): a spec problem, retried when the template changes or after a wait.
+    POD_REJECTED = "PodRejected"
 
 
 #: Every reason an Event of the operator may carry.
@@ -176,3 +182,8 @@ class ConditionReason(StrEnum):
     ROLLOUT_PROGRESSING = "Progressing"
     ROLLOUT_PAUSED = "Paused"
     ROLLOUT_COMPLETE = "Complete"
+    #: Ours, condition SliceQuotaExceeded (docs/design.md §4 rule 13c): slices wait for
+    #: quota, or a pod of the group was refused as built; none waits any more.
+    SLICE_QUOTA_EXCEEDED = "SliceQuotaExceeded"
+    POD_REJECTED = "PodRejected"
+    QUOTA_AVAILABLE = "QuotaAvailable"

@@ -40,6 +40,9 @@ class ConditionType(StrEnum):
     #: Ours, with upgradeStrategy RollingUpdate only: True while pods of an older template
     #: remain (Progressing, or Paused while suspended), False once none do (Complete).
     ROLLING_UPDATE = "RollingUpdate"
+    #: Ours (rule 13c): True while slices are not created because they do not fit the
+    #: namespace's quotas (or a pod of their group was refused); present once it has been.
+    SLICE_QUOTA_EXCEEDED = "SliceQuotaExceeded"
 
 
 HEAD_POD_READY = ConditionType.HEAD_POD_READY
@@ -96,6 +99,10 @@ class Observed:
     rolling_update: tuple[bool, ConditionReason, str] | None = None
     #: Group -> its indices waiting out a crash-loop backoff (planning/backoff.py).
     backoff: Mapping[str, Sequence[Mapping[str, Any]]] = field(default_factory=dict)
+    #: Group -> indices of slices waiting for quota (planning/quota.py, rule 13c).
+    quota_waiting: Mapping[str, Sequence[int]] = field(default_factory=dict)
+    #: The SliceQuotaExceeded condition (status, reason, message); None leaves it out.
+    quota: tuple[bool, ConditionReason, str] | None = None
 
 
 def previous_status(cluster: RayCluster) -> dict[str, Any]:
@@ -180,6 +187,8 @@ def _group_entry(
     if waiting:
         # Rule 13a: which indices wait out a crash-loop backoff, and until when.
         entry["backoff"] = [dict(w) for w in waiting]
+    if seen.quota_waiting.get(tally.group):
+        entry["quotaWaiting"] = sorted(seen.quota_waiting[tally.group])
     # "Why did my slice go away?" stays answerable after the Event has expired: the latest
     # deletion in the group, kept from the previous status until a newer one replaces it.
     deletion = seen.deletions.get(tally.group)
@@ -281,6 +290,8 @@ def _conditions(
         out.append(WantedCondition(INVALID_SPEC, False, why.SPEC_VALID))
     if seen.rolling_update is not None:
         out.append(WantedCondition(ConditionType.ROLLING_UPDATE, *seen.rolling_update))
+    if seen.quota is not None:
+        out.append(WantedCondition(ConditionType.SLICE_QUOTA_EXCEEDED, *seen.quota))
     return out
 
 

@@ -1,0 +1,258 @@
+"""What a pod costs against a ResourceQuota, read the way Kubernetes' quota evaluator reads it.
+
+Both the dev cluster (its quota admission and controller) and the operator (which checks a
+whole slice against the namespace's quotas before creating any of its pods) must charge a pod
+the same amounts, so the rules live once, here:
+
+- every pod counts `count/pods`; a pod that is not terminal also counts `pods` and its compute
+  resources: `cpu`/`requests.cpu`, `limits.cpu`, `memory`/`requests.memory`, `limits.memory`,
+  `ephemeral-storage`/`requests.ephemeral-storage`, `limits.ephemeral-storage`, and
+  `requests.<name>` for an extended resource (`google.com/tpu`, `nvidia.com/gpu`);
+- a pod's requests are the sum of its containers' and its sidecars' (init containers with
+  `restartPolicy: Always`), or the largest plain init container's if larger, plus overhead;
+- quantities keep Kubernetes' formats (`1Gi` stays binary, `1000` prints `1k`) so a message
+  reads as kube-apiserver's would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from fractions import Fraction
+from typing import Any
+
+from .quantities import parse_quantity
+
+Obj = Mapping[str, Any]
+#: An exact amount and the format it prints in (DecimalSI or BinarySI), as a Quantity keeps.
+Amount = tuple[Fraction, str]
+Usage = dict[str, Amount]
+
+DECIMAL, BINARY = "DecimalSI", "BinarySI"
+_DECIMAL_SCALES = [
+    ("E", 18),
+    ("P", 15),
+    ("T", 12),
+    ("G", 9),
+    ("M", 6),
+    ("k", 3),
+    ("", 0),
+    ("m", -3),
+    ("u", -6),
+    ("n", -9),
+]
+_BINARY_SCALES = [("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10)]
+#: The resources the pod evaluator requires every container to state when a quota names them
+#: (kube's backward-compatibility rule for cpu and memory; no other resource is required).
+MUST_SPECIFY = frozenset(
+    {"cpu", "memory", "requests.cpu", "requests.memory", "limits.cpu", "limits.memory"}
+)
+_STANDARD = ("cpu", "memory", "ephemeral-storage")
+#: Legacy object-count names and the resource they count.
+LEGACY_COUNTS = {
+    "pods": "pods",
+    "services": "services",
+    "configmaps": "configmaps",
+    "secrets": "secrets",
+    "resourcequotas": "resourcequotas",
+    "replicationcontrollers": "replicationcontrollers",
+    "persistentvolumeclaims": "persistentvolumeclaims",
+}
+
+
+def amount(value: object) -> Amount:
+    """A quantity and its format: binary suffixes (Ki, Mi, ...) print binary, all else decimal."""
+    text = str(value).strip()
+    fmt = BINARY if text.endswith("i") else DECIMAL
+    return parse_quantity(value), fmt
+
+
+def format_amount(value: Amount) -> str:
+    """The canonical string Kubernetes prints for a quantity (Quantity.String)."""
+    number, fmt = value
+    if number == 0:
+        return "0"
+    if fmt == BINARY and number.denominator == 1 and abs(number) >= 1024:
+        for suffix, power in _BINARY_SCALES:
+            scaled = number / (2**power)
+            if scaled.denominator == 1:
+                return f"{scaled.numerator}{suffix}"
+        return str(number.numerator)
+    for suffix, exponent in _DECIMAL_SCALES:
+        scaled = number / Fraction(10) ** exponent
+        if scaled.denominator == 1:
+            return f"{scaled.numerator}{suffix}"
+    nanos = -(-number * 10**9 // 1)  # kube rounds up below a nano
+    return f"{nanos}n"
+
+
+def add(a: Usage, b: Mapping[str, Amount]) -> Usage:
+    """Sum by name; a zero takes the other's format, as Quantity.Add does."""
+    out = dict(a)
+    for name, (value, fmt) in b.items():
+        if name in out:
+            mine, my_fmt = out[name]
+            out[name] = (mine + value, fmt if mine == 0 else my_fmt)
+        else:
+            out[name] = (value, fmt)
+    return out
+
+
+def is_extended(name: str) -> bool:
+    """An extended resource: a domain-qualified name outside kubernetes.io, not a request."""
+    if "/" not in name or name.startswith("requests.") or name.startswith("limits."):
+        return False
+    domain = name.split("/", 1)[0]
+    return not (domain == "kubernetes.io" or domain.endswith(".kubernetes.io"))
+
+
+def _resources(container: Obj) -> tuple[Usage, Usage]:
+    res = container.get("resources") or {}
+    requests = {k: amount(v) for k, v in (res.get("requests") or {}).items()}
+    limits = {k: amount(v) for k, v in (res.get("limits") or {}).items()}
+    return requests, limits
+
+
+def _max(a: Usage, b: Usage) -> Usage:
+    out = dict(a)
+    for name, value in b.items():
+        if name not in out or value[0] > out[name][0]:
+            out[name] = value
+    return out
+
+
+def _pod_totals(spec: Obj, which: int) -> Usage:
+    """The pod's requests (which=0) or limits (which=1) as the resource helper sums them."""
+    total: Usage = {}
+    for c in spec.get("containers") or []:
+        total = add(total, _resources(c)[which])
+    largest_init: Usage = {}
+    sidecars: Usage = {}
+    for c in spec.get("initContainers") or []:
+        own = _resources(c)[which]
+        if c.get("restartPolicy") == "Always":
+            sidecars = add(sidecars, own)
+            total = add(total, own)
+        else:
+            largest_init = _max(largest_init, add(sidecars, own))
+    total = _max(total, largest_init)
+    overhead = {k: amount(v) for k, v in (spec.get("overhead") or {}).items()}
+    return add(total, overhead)
+
+
+def compute_usage(requests: Usage, limits: Usage) -> Usage:
+    """The quota names a set of requests and limits is charged under (podComputeUsageHelper)."""
+    out: Usage = {"pods": (Fraction(1), DECIMAL)}
+    for name in _STANDARD:
+        if name in requests:
+            out[name] = requests[name]
+            out[f"requests.{name}"] = requests[name]
+        if name in limits:
+            out[f"limits.{name}"] = limits[name]
+    for name, value in requests.items():
+        if name.startswith("hugepages-"):
+            out[name] = value
+            out[f"requests.{name}"] = value
+        if is_extended(name):
+            out[f"requests.{name}"] = value
+    return out
+
+
+def terminal(pod: Obj) -> bool:
+    """Failed, Succeeded, or past its deletion grace: no longer charged for compute."""
+    phase = (pod.get("status") or {}).get("phase")
+    return phase in ("Failed", "Succeeded")
+
+
+def pod_usage(pod: Obj) -> Usage:
+    """Everything a pod is charged (PodUsageFunc)."""
+    out: Usage = {"count/pods": (Fraction(1), DECIMAL)}
+    if terminal(pod):
+        return out
+    spec = pod.get("spec") or {}
+    return add(out, compute_usage(_pod_totals(spec, 0), _pod_totals(spec, 1)))
+
+
+def best_effort(pod: Obj) -> bool:
+    """QoS BestEffort: no container (init included) requests or limits cpu or memory."""
+    spec = pod.get("spec") or {}
+    for c in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+        requests, limits = _resources(c)
+        if any(k in ("cpu", "memory") for k in [*requests, *limits]):
+            return False
+    return True
+
+
+def pod_matches_scope(pod: Obj, scope: str) -> bool:
+    spec = pod.get("spec") or {}
+    if scope == "Terminating":
+        return spec.get("activeDeadlineSeconds") is not None
+    if scope == "NotTerminating":
+        return spec.get("activeDeadlineSeconds") is None
+    if scope == "BestEffort":
+        return best_effort(pod)
+    if scope == "NotBestEffort":
+        return not best_effort(pod)
+    return False  # PriorityClass, CrossNamespacePodAffinity, ...: not evaluated here
+
+
+def quota_scopes(quota: Obj) -> list[tuple[str, str, list[str]]]:
+    """(scope, operator, values) from `spec.scopes` and `spec.scopeSelector`."""
+    spec = quota.get("spec") or {}
+    out: list[tuple[str, str, list[str]]] = [
+        (str(s), "Exists", []) for s in spec.get("scopes") or []
+    ]
+    for expr in (spec.get("scopeSelector") or {}).get("matchExpressions") or []:
+        out.append(
+            (
+                str(expr.get("scopeName")),
+                str(expr.get("operator") or "Exists"),
+                [str(v) for v in expr.get("values") or []],
+            )
+        )
+    return out
+
+
+def quota_covers_pod(quota: Obj, pod: Obj) -> bool:
+    """A pod is charged to a quota when it matches every scope of it."""
+    for scope, op, values in quota_scopes(quota):
+        if scope == "PriorityClass":
+            pc = str((pod.get("spec") or {}).get("priorityClassName") or "")
+            ok = {
+                "In": pc in values,
+                "NotIn": pc not in values,
+                "Exists": bool(pc),
+                "DoesNotExist": not pc,
+            }.get(op, False)
+            if not ok:
+                return False
+        elif not pod_matches_scope(pod, scope):
+            return False
+    return True
+
+
+def pod_resource(name: str) -> bool:
+    """Quota names the pod evaluator charges (MatchingResources)."""
+    return (
+        name in ("pods", "count/pods")
+        or name in _STANDARD
+        or name.startswith("requests.")
+        or name.startswith("limits.")
+        or name.startswith("hugepages-")
+    )
+
+
+def missing_required(pod: Obj, hard: Iterable[str]) -> dict[str, list[str]]:
+    """Resource -> containers that do not state it, for the cpu/memory names a quota holds."""
+    required = MUST_SPECIFY.intersection(hard)
+    missing: dict[str, set[str]] = {}
+    spec = pod.get("spec") or {}
+    for c in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+        have = compute_usage(*_resources(c))
+        for name in required - set(have):
+            missing.setdefault(name, set()).add(str(c.get("name") or ""))
+    return {name: sorted(names) for name, names in sorted(missing.items())}
+
+
+def pretty(usage: Mapping[str, Amount]) -> str:
+    """`name=quantity,...` sorted by name, as kube's quota messages print a resource list."""
+    return ",".join(f"{k}={format_amount(usage[k])}" for k in sorted(usage))

@@ -1,0 +1,289 @@
+"""A slice is created whole or not at all (docs/design.md §4 rule 13c): new slices are checked
+against the namespace's ResourceQuotas before any of their pods is created.
+
+Pure: the quotas come from the operator's cache (None when it may not read them: then nothing
+is checked here and the executor's refusal path protects alone), the holds from the executor's
+record of admission refusals, `now` from the caller.
+
+- Each new slice (every host of one replica; a single-host pod alone; the head alone) is
+  charged what kube's quota admission charges its pods (`kubefacts.quota`), against each
+  quota's `status.hard` and `status.used` plus what this plan already charged before it, in
+  plan order. A slice that does not fit is not created: none of its pods is in the plan, its
+  creation Event is replaced by one Warning Event `SliceQuotaExceeded` (recorded when the
+  message changes, not each pass) naming the quota, the resource and how much is missing;
+  `status.workerGroups[].quotaWaiting` lists its index, and the condition
+  `SliceQuotaExceeded` is True. The head is one pod like any other: it waits the same way.
+- A group under a hold (the API refused a pod of its slice: `exceeded quota` in a race, or
+  the pod as built: PodSecurity, LimitRange, `must specify`) creates no slice until the hold
+  ends; a refusal of the pod as built ends early when the group's template changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from fractions import Fraction
+from typing import Any
+
+from kubefacts import quota as q
+from kubefacts.timestamps import parse_time
+from raycluster_operator.planning.actions import CREATE_POD, PlannedEvent, PodCreate
+from raycluster_operator.planning.feature import Feature
+from raycluster_operator.planning.reasons import ConditionReason, CreateReason, HoldReason
+from raycluster_operator.planning.status import previous_status
+from raycluster_operator.planning.turn import ClusterTurn
+
+Obj = Mapping[str, Any]
+CONDITION = "SliceQuotaExceeded"
+#: `ClusterState.objects` keys: the namespace's ResourceQuotas (absent: not watched), and the
+#: executor's holds after a refused pod.
+QUOTA_KIND = "ResourceQuota"
+HOLD_KIND = "AdmissionHold"
+TEMPLATE_HASH = "ray.io/pod-template-hash"
+#: `PodCreate.group` of the head pod.
+HEAD_GROUP = "headgroup"
+
+
+@dataclass(frozen=True)
+class AdmissionHold:
+    """The API refused a pod of a slice of this group: create none of its slices until
+    `until`, or (a refusal of the pod as built) until the template is no longer `template`."""
+
+    until: datetime
+    reason: HoldReason
+    message: str
+    template: str = ""
+
+
+@dataclass(frozen=True)
+class Waiting:
+    group: str
+    index: int | None
+    hosts: int
+    reason: HoldReason
+    message: str
+
+
+def _units(creates: Sequence[PodCreate]) -> list[list[PodCreate]]:
+    """Creates by slice, in plan order: a replica's hosts together, anything else alone."""
+    units: list[list[PodCreate]] = []
+    where: dict[tuple[str, int | None, str], int] = {}
+    for c in creates:
+        if c.replica_name is None:
+            units.append([c])
+            continue
+        key = (c.group, c.replica_index, c.replica_name)
+        if key not in where:
+            where[key] = len(units)
+            units.append([])
+        units[where[key]].append(c)
+    return units
+
+
+class _Ledger:
+    """Each quota's hard and used figures, charged as slices are admitted into the plan."""
+
+    def __init__(self, quotas: Sequence[Obj]) -> None:
+        self.quotas = sorted(quotas, key=lambda o: str((o.get("metadata") or {}).get("name")))
+        self.used: dict[str, q.Usage] = {}
+        for quota in self.quotas:
+            status = quota.get("status") or {}
+            self.used[_name(quota)] = {
+                k: q.amount(v) for k, v in (status.get("used") or {}).items()
+            }
+
+    def charge(self, unit: Sequence[PodCreate]) -> dict[str, q.Usage]:
+        """Per quota, what the unit's pods cost under the names it holds."""
+        out: dict[str, q.Usage] = {}
+        for quota in self.quotas:
+            hard = (quota.get("status") or {}).get("hard") or {}
+            total: q.Usage = {}
+            for c in unit:
+                if q.quota_covers_pod(quota, c.manifest):
+                    usage = q.pod_usage(c.manifest)
+                    total = q.add(total, {k: v for k, v in usage.items() if k in hard})
+            out[_name(quota)] = {k: v for k, v in total.items() if v[0] != 0}
+        return out
+
+    def shortfall(self, charges: Mapping[str, q.Usage]) -> str | None:
+        """Kube's `exceeded quota` sentence for the first quota the charge does not fit, and
+        what is missing; None when it fits every quota."""
+        zero: q.Amount = (Fraction(0), q.DECIMAL)
+        for quota in self.quotas:
+            name = _name(quota)
+            status = quota.get("status") or {}
+            hard = {k: q.amount(v) for k, v in (status.get("hard") or {}).items()}
+            used = self.used[name]
+            requested = charges.get(name) or {}
+            over = sorted(
+                k for k, v in requested.items() if used.get(k, zero)[0] + v[0] > hard[k][0]
+            )
+            if not over:
+                continue
+            was = {k: used.get(k, zero) for k in over}
+            missing = {k: (was[k][0] + requested[k][0] - hard[k][0], requested[k][1]) for k in over}
+            return (
+                f"exceeded quota: {name}, requested: {q.pretty({k: requested[k] for k in over})}"
+                f", used: {q.pretty(was)}, limited: {q.pretty({k: hard[k] for k in over})}"
+                f"; missing {q.pretty(missing)}"
+            )
+        return None
+
+    def take(self, charges: Mapping[str, q.Usage]) -> None:
+        for name, usage in charges.items():
+            self.used[name] = q.add(self.used[name], usage)
+
+
+def _name(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("name") or "")
+
+
+def _held(
+    unit: Sequence[PodCreate], holds: Mapping[str, AdmissionHold], now: datetime
+) -> AdmissionHold | None:
+    hold = holds.get(unit[0].group)
+    if hold is None or now >= hold.until:
+        return None
+    template = str(
+        ((unit[0].manifest.get("metadata") or {}).get("annotations") or {}).get(TEMPLATE_HASH) or ""
+    )
+    if hold.reason == HoldReason.POD_REJECTED and hold.template and template != hold.template:
+        return None  # the template changed: the fix deserves a try at once
+    return hold
+
+
+def fit_slices(
+    creates: Sequence[PodCreate],
+    quotas: Sequence[Obj] | None,
+    holds: Mapping[str, AdmissionHold],
+    now: datetime,
+) -> tuple[tuple[PodCreate, ...], list[Waiting]]:
+    """The creates that go ahead, and the slices that wait (for quota, or out a hold)."""
+    ledger = _Ledger(quotas or ())
+    kept: list[PodCreate] = []
+    waiting: list[Waiting] = []
+    for unit in _units(creates):
+        hold = _held(unit, holds, now)
+        if hold is not None:
+            waiting.append(
+                Waiting(unit[0].group, unit[0].replica_index, len(unit), hold.reason, hold.message)
+            )
+            continue
+        charges = ledger.charge(unit) if quotas is not None else {}
+        short = None if quotas is None else ledger.shortfall(charges)
+        if short is not None:
+            waiting.append(
+                Waiting(
+                    unit[0].group,
+                    unit[0].replica_index,
+                    len(unit),
+                    HoldReason.SLICE_QUOTA_EXCEEDED,
+                    short,
+                )
+            )
+            continue
+        ledger.take(charges)
+        kept += unit
+    return tuple(kept), waiting
+
+
+def sentence(w: Waiting) -> str:
+    where = f"slice at index {w.index}" if w.index is not None else "a pod"
+    size = f" ({w.hosts} hosts)" if w.hosts > 1 else ""
+    return f"group {w.group}: {where}{size} waits, not created: {w.message}"
+
+
+def without_create_events(
+    events: Sequence[PlannedEvent], waiting: Sequence[Waiting]
+) -> list[PlannedEvent]:
+    """The plan's Events less the creation Events of slices that wait."""
+    held = {(w.group, w.index) for w in waiting}
+    head = any(w.group == HEAD_GROUP for w in waiting)
+    out = []
+    for e in events:
+        if head and e.reason == CreateReason.HEAD_MISSING:
+            continue
+        if e.action == CREATE_POD and any(
+            e.message.startswith(f"group {g}: creating ")
+            and (i is None or f" at index {i} " in e.message + " ")
+            for g, i in held
+        ):
+            continue
+        out.append(e)
+    return out
+
+
+def read_holds(objects: Sequence[Obj]) -> dict[str, AdmissionHold]:
+    """The executor's holds, handed over as `ClusterState.objects["AdmissionHold"]`."""
+    out = {}
+    for o in objects:
+        out[str(o["group"])] = AdmissionHold(
+            parse_time(str(o["until"])),
+            HoldReason(str(o["reason"])),
+            str(o.get("message") or ""),
+            str(o.get("template") or ""),
+        )
+    return out
+
+
+def hold_object(group: str, hold: AdmissionHold) -> dict[str, Any]:
+    return {
+        "group": group,
+        "until": hold.until.isoformat(),
+        "reason": hold.reason.value,
+        "message": hold.message,
+        "template": hold.template,
+    }
+
+
+class Quota(Feature):
+    """Rule 13c as a lifecycle feature: at `finish`, when every group and the head are
+    planned, the pass's new slices are fitted to the quotas in plan order."""
+
+    rule = "13c"
+
+    def __init__(self, turn: ClusterTurn) -> None:
+        objects = turn.context.state.objects
+        self.quotas = objects.get(QUOTA_KIND)
+        self.holds = read_holds(objects.get(HOLD_KIND) or ())
+        self.now = turn.context.now
+        conditions = previous_status(turn.cluster).get("conditions") or []
+        self.previous: Mapping[str, Any] | None = next(
+            (c for c in conditions if isinstance(c, Mapping) and c.get("type") == CONDITION), None
+        )
+
+    def finish(self, turn: ClusterTurn) -> None:
+        if not self.quotas and not self.holds and self.previous is None:
+            return  # nothing to fit to, nothing held, nothing to clear
+        creates, waiting = fit_slices(turn.creates, self.quotas, self.holds, self.now)
+        turn.creates[:] = creates
+        due = soonest_hold(self.holds, self.now)
+        if due is not None:
+            turn.requeue.append(due)
+        by_group: dict[str, list[int]] = {}
+        for w in waiting:
+            if w.index is not None:
+                by_group.setdefault(w.group, []).append(w.index)
+        turn.seen["quota_waiting"] = by_group
+        if not waiting:
+            if self.previous is not None:
+                turn.seen["quota"] = (False, ConditionReason.QUOTA_AVAILABLE, "")
+            return
+        turn.events[:] = without_create_events(turn.events, waiting)
+        message = "; ".join(sentence(w) for w in waiting)
+        reason = (
+            ConditionReason.POD_REJECTED
+            if waiting[0].reason == HoldReason.POD_REJECTED
+            else ConditionReason.SLICE_QUOTA_EXCEEDED
+        )
+        turn.seen["quota"] = (True, reason, message)
+        previous = self.previous or {}
+        if previous.get("status") != "True" or previous.get("message") != message:
+            # Recorded when the wait begins or changes, never at steady state.
+            turn.events += [PlannedEvent("Warning", w.reason, sentence(w)) for w in waiting]
+
+
+def soonest_hold(holds: Mapping[str, AdmissionHold], now: datetime) -> float | None:
+    due = [(h.until - now).total_seconds() for h in holds.values() if h.until > now]
+    return max(0.0, min(due)) if due else None
