@@ -22,7 +22,7 @@ from typing import Any
 
 from .quantities import parse_quantity
 
-Obj = Mapping[str, Any]
+View = Mapping[str, Any]  # read only: what the checks read of an object
 #: An exact amount and the format it prints in (DecimalSI or BinarySI), as a Quantity keeps.
 Amount = tuple[Fraction, str]
 Usage = dict[str, Amount]
@@ -105,7 +105,7 @@ def is_extended(name: str) -> bool:
     return not (domain == "kubernetes.io" or domain.endswith(".kubernetes.io"))
 
 
-def _resources(container: Obj) -> tuple[Usage, Usage]:
+def _resources(container: View) -> tuple[Usage, Usage]:
     res = container.get("resources") or {}
     requests = {k: amount(v) for k, v in (res.get("requests") or {}).items()}
     limits = {k: amount(v) for k, v in (res.get("limits") or {}).items()}
@@ -120,7 +120,7 @@ def _max(a: Usage, b: Usage) -> Usage:
     return out
 
 
-def _pod_totals(spec: Obj, which: int) -> Usage:
+def _pod_totals(spec: View, which: int) -> Usage:
     """The pod's requests (which=0) or limits (which=1) as the resource helper sums them."""
     total: Usage = {}
     for c in spec.get("containers") or []:
@@ -157,13 +157,13 @@ def compute_usage(requests: Usage, limits: Usage) -> Usage:
     return out
 
 
-def terminal(pod: Obj) -> bool:
+def terminal(pod: View) -> bool:
     """Failed, Succeeded, or past its deletion grace: no longer charged for compute."""
     phase = (pod.get("status") or {}).get("phase")
     return phase in ("Failed", "Succeeded")
 
 
-def pod_usage(pod: Obj) -> Usage:
+def pod_usage(pod: View) -> Usage:
     """Everything a pod is charged (PodUsageFunc)."""
     out: Usage = {"count/pods": (Fraction(1), DECIMAL)}
     if terminal(pod):
@@ -172,7 +172,7 @@ def pod_usage(pod: Obj) -> Usage:
     return add(out, compute_usage(_pod_totals(spec, 0), _pod_totals(spec, 1)))
 
 
-def best_effort(pod: Obj) -> bool:
+def best_effort(pod: View) -> bool:
     """QoS BestEffort: no container (init included) requests or limits cpu or memory."""
     spec = pod.get("spec") or {}
     for c in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
@@ -182,7 +182,7 @@ def best_effort(pod: Obj) -> bool:
     return True
 
 
-def pod_matches_scope(pod: Obj, scope: str) -> bool:
+def pod_matches_scope(pod: View, scope: str) -> bool:
     spec = pod.get("spec") or {}
     if scope == "Terminating":
         return spec.get("activeDeadlineSeconds") is not None
@@ -195,7 +195,7 @@ def pod_matches_scope(pod: Obj, scope: str) -> bool:
     return False  # PriorityClass, CrossNamespacePodAffinity, ...: not evaluated here
 
 
-def quota_scopes(quota: Obj) -> list[tuple[str, str, list[str]]]:
+def quota_scopes(quota: View) -> list[tuple[str, str, list[str]]]:
     """(scope, operator, values) from `spec.scopes` and `spec.scopeSelector`."""
     spec = quota.get("spec") or {}
     out: list[tuple[str, str, list[str]]] = [
@@ -212,7 +212,7 @@ def quota_scopes(quota: Obj) -> list[tuple[str, str, list[str]]]:
     return out
 
 
-def quota_covers_pod(quota: Obj, pod: Obj) -> bool:
+def quota_covers_pod(quota: View, pod: View) -> bool:
     """A pod is charged to a quota when it matches every scope of it."""
     for scope, op, values in quota_scopes(quota):
         if scope == "PriorityClass":
@@ -241,7 +241,7 @@ def pod_resource(name: str) -> bool:
     )
 
 
-def missing_required(pod: Obj, hard: Iterable[str]) -> dict[str, list[str]]:
+def missing_required(pod: View, hard: Iterable[str]) -> dict[str, list[str]]:
     """Resource -> containers that do not state it, for the cpu/memory names a quota holds."""
     required = MUST_SPECIFY.intersection(hard)
     missing: dict[str, set[str]] = {}

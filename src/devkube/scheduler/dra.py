@@ -24,7 +24,7 @@ from typing import Any
 
 from devkube.machinery.selectors import node_selector_term_matches
 
-Obj = Mapping[str, Any]
+View = Mapping[str, Any]  # read only: what the checks read of an object
 
 #: kube-scheduler's words (pkg/scheduler/framework/plugins/dynamicresources).
 CANNOT_ALLOCATE = "cannot allocate all claims"
@@ -36,7 +36,7 @@ def waiting_for_claim(name: str) -> str:
     return f'waiting for dynamic resource controller to create the resourceclaim "{name}"'
 
 
-def pod_claim_names(pod: Obj) -> tuple[list[str], str | None]:
+def pod_claim_names(pod: View) -> tuple[list[str], str | None]:
     """The names of the ResourceClaims the pod uses, or the first it still waits for."""
     spec, status = pod.get("spec") or {}, pod.get("status") or {}
     generated = {
@@ -72,7 +72,7 @@ def _literal(text: str) -> str | int | bool:
     return int(text)
 
 
-def _attribute(device: Obj, driver: str, domain: str, name: str) -> object:
+def _attribute(device: View, driver: str, domain: str, name: str) -> object:
     attributes = device.get("attributes") or {}
     value = attributes.get(f"{domain}/{name}")
     if value is None and domain == driver:
@@ -85,7 +85,7 @@ def _attribute(device: Obj, driver: str, domain: str, name: str) -> object:
     return None
 
 
-def selector_matches(expression: str, driver: str, device: Obj) -> bool:
+def selector_matches(expression: str, driver: str, device: View) -> bool:
     """A CEL selector of the forms above, evaluated for one device of `driver`."""
     for part in expression.split("&&"):
         match = _TERM.fullmatch(part)
@@ -101,7 +101,7 @@ def selector_matches(expression: str, driver: str, device: Obj) -> bool:
     return True
 
 
-def _selectors_match(selectors: Iterable[Obj], driver: str, device: Obj) -> bool:
+def _selectors_match(selectors: Iterable[View], driver: str, device: View) -> bool:
     return all(
         selector_matches(str((s.get("cel") or {}).get("expression", "")), driver, device)
         for s in selectors
@@ -116,7 +116,7 @@ class Device:
     driver: str
     pool: str
     name: str
-    spec: Obj
+    spec: View
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -128,8 +128,8 @@ class DraWorld:
     """Slices, classes and claims as one pass sees them; `allocate` records what it hands out,
     so two pods of the pass never get one device."""
 
-    slices: Sequence[Obj]
-    classes: Mapping[str, Obj]
+    slices: Sequence[View]
+    classes: Mapping[str, View]
     claims: dict[tuple[str, str], dict[str, Any]]
     in_use: set[tuple[str, str, str]] = field(default_factory=set)
 
@@ -138,7 +138,7 @@ class DraWorld:
             for result in _results(claim):
                 self.in_use.add((result["driver"], result["pool"], result["device"]))
 
-    def devices_for(self, node: Obj) -> list[Device]:
+    def devices_for(self, node: View) -> list[Device]:
         name = str((node.get("metadata") or {}).get("name", ""))
         labels = (node.get("metadata") or {}).get("labels") or {}
         found: list[Device] = []
@@ -160,7 +160,7 @@ class DraWorld:
             ]
         return found
 
-    def claims_of(self, pod: Obj) -> tuple[list[dict[str, Any]], str | None]:
+    def claims_of(self, pod: View) -> tuple[list[dict[str, Any]], str | None]:
         """The pod's claims, or why the pod cannot be tried yet."""
         names, waiting = pod_claim_names(pod)
         if waiting is not None:
@@ -176,7 +176,7 @@ class DraWorld:
             claims.append(claim)
         return claims, None
 
-    def allocate(self, claims: Sequence[Obj], node: Obj) -> dict[str, dict[str, Any]] | None:
+    def allocate(self, claims: Sequence[View], node: View) -> dict[str, dict[str, Any]] | None:
         """The allocation of each unallocated claim on `node` (by claim name), or None when
         one cannot be allocated there (or an allocated one pins another node)."""
         name = str((node.get("metadata") or {}).get("name", ""))
@@ -200,7 +200,7 @@ class DraWorld:
         return answer
 
     def _allocate_claim(
-        self, claim: Obj, devices: Sequence[Device], taken: set[tuple[str, str, str]]
+        self, claim: View, devices: Sequence[Device], taken: set[tuple[str, str, str]]
     ) -> list[tuple[str, Device]] | None:
         chosen: list[tuple[str, Device]] = []
         for request in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
@@ -237,14 +237,14 @@ class DraWorld:
             }
 
 
-def _results(claim: Obj) -> list[Mapping[str, Any]]:
+def _results(claim: View) -> list[Mapping[str, Any]]:
     allocation = (claim.get("status") or {}).get("allocation") or {}
     results: list[Mapping[str, Any]] = (allocation.get("devices") or {}).get("results") or []
     return results
 
 
 def _allocation(
-    chosen: Sequence[tuple[str, Device]], claim: Obj, classes: Mapping[str, Obj], node: str
+    chosen: Sequence[tuple[str, Device]], claim: View, classes: Mapping[str, View], node: str
 ) -> dict[str, Any]:
     """`status.allocation`: the devices, the configuration from the classes (FromClass) then
     the claim (FromClaim), and a node selector pinning the claim's pods to `node`."""

@@ -29,20 +29,19 @@ from raycluster_operator.api import labels, names
 from raycluster_operator.api.models import WorkerGroupSpec
 from raycluster_operator.builders.compute_domain import KIND, compute_domain, wire_channel
 from raycluster_operator.planning.actions import PlannedEvent
+from raycluster_operator.planning.context import Cached
 from raycluster_operator.planning.feature import Feature
 from raycluster_operator.planning.reasons import EventReason
 from raycluster_operator.planning.slice_state import SliceState
 from raycluster_operator.planning.turn import ClusterTurn, GroupTurn
 
-Obj = Mapping[str, Any]
 
-
-def _meta(obj: Obj) -> Mapping[str, Any]:
+def _meta(obj: Cached) -> Mapping[str, Any]:
     meta: Mapping[str, Any] = obj.get("metadata") or {}
     return meta
 
 
-def domain_ready(domain: Obj) -> bool:
+def domain_ready(domain: Cached) -> bool:
     status = domain.get("status") or {}
     return status.get("status") == "Ready" and not _meta(domain).get("deletionTimestamp")
 
@@ -58,7 +57,7 @@ class ComputeDomains(Feature):
         }
         cached = turn.context.state.objects.get(KIND)
         self.served = cached is not None
-        self.domains: dict[str, Obj] = {
+        self.domains: dict[str, Cached] = {
             str(_meta(d).get("name")): d
             for d in cached or ()
             if (_meta(d).get("labels") or {}).get(labels.CLUSTER) == self.name
@@ -107,7 +106,9 @@ class ComputeDomains(Feature):
         ]
 
 
-def _unused(domains: Mapping[str, Obj], pods: Sequence[Obj], new: Mapping[str, Any]) -> list[str]:
+def _unused(
+    domains: Mapping[str, Cached], pods: Sequence[Cached], new: Mapping[str, Any]
+) -> list[str]:
     """Domains whose slice has no pod (live or terminating) and none created this pass."""
     in_use = set(new)
     for pod in pods:

@@ -51,13 +51,12 @@ from raycluster_operator.api import labels
 from raycluster_operator.api.models import RayCluster
 from raycluster_operator.api.objects import Pod
 from raycluster_operator.builders.budgets import PDB_KIND, avoid_nodes, slice_budget
+from raycluster_operator.planning.context import Cached
 from raycluster_operator.planning.feature import Feature
 from raycluster_operator.planning.reasons import CreateReason, DeleteReason
 from raycluster_operator.planning.replicas import GroupPods, Replica
 from raycluster_operator.planning.slice_state import SliceState
 from raycluster_operator.planning.turn import ClusterTurn, GroupPlan, GroupTurn
-
-Obj = Mapping[str, Any]
 
 MAINTENANCE_LABEL = "cloud.google.com/scheduled-maintenance-time"
 AUTOSCALER_TAINT = "ToBeDeletedByClusterAutoscaler"
@@ -111,7 +110,7 @@ NO_DISRUPTIONS = DisruptionCheck()
 
 
 def node_disruption(
-    node: Obj, now: datetime, window: float
+    node: Cached, now: datetime, window: float
 ) -> tuple[NodeDisruption | None, float | None]:
     """The node's planned disruption, if any, and when to look again (a window not yet open,
     a maintenance time not yet come)."""
@@ -152,7 +151,7 @@ def node_disruption(
 
 
 def check_disruptions(
-    pods: Iterable[Obj], nodes: Mapping[str, Obj], *, now: datetime, window: float
+    pods: Iterable[Cached], nodes: Mapping[str, Cached], *, now: datetime, window: float
 ) -> DisruptionCheck:
     """Read every pod of the cluster against its node."""
     disrupted: dict[str, NodeDisruption] = {}
@@ -453,7 +452,7 @@ def _max_unavailable(turn: GroupTurn) -> int:
     return turn.job.spec.max_unavailable or DEFAULT_MAX_UNAVAILABLE
 
 
-def _owned(obj: Obj, cluster: RayCluster) -> bool:
+def _owned(obj: Cached, cluster: RayCluster) -> bool:
     meta = obj.get("metadata") or {}
     return (meta.get("labels") or {}).get(labels.CLUSTER) == cluster.metadata.name and meta.get(
         "namespace"

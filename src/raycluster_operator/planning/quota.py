@@ -29,12 +29,12 @@ from typing import Any
 from kubefacts import quota as q
 from kubefacts.timestamps import parse_time
 from raycluster_operator.planning.actions import CREATE_POD, PlannedEvent, PodCreate
+from raycluster_operator.planning.context import Cached
 from raycluster_operator.planning.feature import Feature
 from raycluster_operator.planning.reasons import ConditionReason, CreateReason, HoldReason
 from raycluster_operator.planning.status import previous_status
 from raycluster_operator.planning.turn import ClusterTurn
 
-Obj = Mapping[str, Any]
 CONDITION = "SliceQuotaExceeded"
 #: `ClusterState.objects` keys: the namespace's ResourceQuotas (absent: not watched), and the
 #: executor's holds after a refused pod.
@@ -84,7 +84,7 @@ def _units(creates: Sequence[PodCreate]) -> list[list[PodCreate]]:
 class _Ledger:
     """Each quota's hard and used figures, charged as slices are admitted into the plan."""
 
-    def __init__(self, quotas: Sequence[Obj]) -> None:
+    def __init__(self, quotas: Sequence[Cached]) -> None:
         self.quotas = sorted(quotas, key=lambda o: str((o.get("metadata") or {}).get("name")))
         self.used: dict[str, q.Usage] = {}
         for quota in self.quotas:
@@ -135,7 +135,7 @@ class _Ledger:
             self.used[name] = q.add(self.used[name], usage)
 
 
-def _name(obj: Obj) -> str:
+def _name(obj: Cached) -> str:
     return str((obj.get("metadata") or {}).get("name") or "")
 
 
@@ -155,7 +155,7 @@ def _held(
 
 def fit_slices(
     creates: Sequence[PodCreate],
-    quotas: Sequence[Obj] | None,
+    quotas: Sequence[Cached] | None,
     holds: Mapping[str, AdmissionHold],
     now: datetime,
 ) -> tuple[tuple[PodCreate, ...], list[Waiting]]:
@@ -214,7 +214,7 @@ def without_create_events(
     return out
 
 
-def read_holds(objects: Sequence[Obj]) -> dict[str, AdmissionHold]:
+def read_holds(objects: Sequence[Cached]) -> dict[str, AdmissionHold]:
     """The executor's holds, handed over as `ClusterState.objects["AdmissionHold"]`."""
     out = {}
     for o in objects:
