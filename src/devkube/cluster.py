@@ -25,6 +25,7 @@ import yaml
 
 from devkube.controllers.deployments import DeploymentController
 from devkube.controllers.gc import GarbageCollector
+from devkube.controllers.jobs import JobController
 from devkube.controllers.nodelifecycle import NodeLifecycleController
 from devkube.controllers.podgc import PodGarbageCollector
 from devkube.controllers.replicasets import ReplicaSetController
@@ -131,6 +132,7 @@ class DevCluster:
         self._discovery: Discovery | None = None
         self._replicasets: ReplicaSetController | None = None
         self._deployments: DeploymentController | None = None
+        self._jobs: JobController | None = None
         self._shared: list[Informer] = []
         self._network: Any = None
         # Why pods of the process runtime share the host's network ("" when they do not).
@@ -213,6 +215,7 @@ class DevCluster:
         )
         self._replicasets = ReplicaSetController(self._client, pods=pods, replicasets=sets)
         self._deployments = DeploymentController(self._client, pods=pods, replicasets=sets)
+        self._jobs = JobController(self._client, pods=pods)
         self.server.log_source = self._kubelet.log_source
         self.server.stream_backend = stream_backend(runtime)
         await self._kubelet.start()  # starts the shared informers, nodes first
@@ -224,11 +227,13 @@ class DevCluster:
             self._pod_gc.start(),
             self._replicasets.start(),
             self._deployments.start(),
+            self._jobs.start(),
         )
         log.info("dev cluster up at %s with %d nodes", self.url, len(self.node_manifests))
 
     async def stop(self) -> None:
         for part in (
+            self._jobs,
             self._deployments,
             self._replicasets,
             self._pod_gc,
