@@ -12,6 +12,7 @@ from typing import Any
 import k8s_schemas
 
 from raycluster_operator.api.crd import crd_manifest
+from raycluster_operator.api.rayjob_crd import rayjob_crd_manifest
 from raycluster_operator.cli.manifests import render
 from raycluster_operator.controller import install
 
@@ -33,6 +34,7 @@ def write(name: str, objects: list[dict[str, Any]], what: str) -> None:
 def main() -> None:
     k8s_schemas.main()  # first: the CRD embeds these
     write("base/crd.yaml", [crd_manifest()], "the rayclusters.ray.io CRD")
+    write("base/rayjob-crd.yaml", [rayjob_crd_manifest()], "the rayjobs.ray.io CRD")
     write(
         "base/rbac.yaml",
         [install.service_account(NS), *install.cluster_rbac(NS)],

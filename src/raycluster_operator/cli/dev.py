@@ -252,6 +252,10 @@ async def _install_crd(cluster: DevCluster) -> None:
     crd = module.crd_manifest()
     await cluster.apply(crd)
     log.info("installed CRD %s", crd.get("metadata", {}).get("name"))
+    from raycluster_operator.api.rayjob_crd import rayjob_crd_manifest
+
+    await cluster.apply(rayjob_crd_manifest())
+    log.info("installed CRD rayjobs.ray.io")
 
 
 async def operator_kubeconfig(cluster: DevCluster) -> dict[str, Any]:
@@ -268,6 +272,13 @@ async def operator_kubeconfig(cluster: DevCluster) -> dict[str, Any]:
     return await cluster.service_account_kubeconfig(namespace, install.NAME)
 
 
+def jobs_api_via(cluster: DevCluster) -> str:
+    """How an operator on this host reaches a head's Jobs API: no cluster DNS here, so the
+    head pod's IP when pods really run (the process runtime), else the service name."""
+    runtime = getattr(cluster.kubelet, "runtime", None)
+    return "head-pod-ip" if type(runtime).__name__ == "ProcessRuntime" else "service"
+
+
 @contextlib.asynccontextmanager
 async def _operator_attached(
     cluster: DevCluster, *, enabled: bool, planning: PlanOptions = DEFAULT_PLANNING
@@ -280,6 +291,7 @@ async def _operator_attached(
         return
     from raycluster_operator.controller.controller import ControllerOptions
     from raycluster_operator.controller.manager import Manager, ManagerOptions
+    from raycluster_operator.controller.rayjobs import RayJobOptions
     from raycluster_operator.controller.serving import ServingOptions
     from raycluster_operator.kube import KubeClient
 
@@ -296,6 +308,8 @@ async def _operator_attached(
             ),
             controller=ControllerOptions(resync_period=60.0),
             planning=planning,
+            # On the host, the operator reaches a head's Jobs API at the head pod's IP.
+            rayjobs=RayJobOptions(jobs_api_via=jobs_api_via(cluster)),
         ),
     )
     task = asyncio.create_task(manager.run(), name="operator")
@@ -341,9 +355,10 @@ def deployed_manifests(unready_slice_timeout: float = 60.0) -> list[dict[str, An
     share one network namespace there, so the servers bind the pod IP rather than every
     address (two replicas on :8082 would collide)."""
     from raycluster_operator.api.crd import crd_manifest
+    from raycluster_operator.api.rayjob_crd import rayjob_crd_manifest
     from raycluster_operator.controller.install import operator_manifests
 
-    objects = [crd_manifest(), *operator_manifests()]
+    objects = [crd_manifest(), rayjob_crd_manifest(), *operator_manifests()]
     for obj in objects:
         if obj["kind"] == "Deployment":
             container = obj["spec"]["template"]["spec"]["containers"][0]

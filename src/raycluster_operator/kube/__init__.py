@@ -16,12 +16,14 @@ from raycluster_operator.kube.errors import (
 )
 from raycluster_operator.kube.pruning import prune
 from raycluster_operator.kube.resources import (
+    BATCH_JOBS,
     CRDS,
     EVENTS,
     LEASES,
     NODES,
     PODS,
     RAYCLUSTERS,
+    RAYJOBS,
     ROLE_BINDINGS,
     ROLES,
     SERVICE_ACCOUNTS,
@@ -31,12 +33,14 @@ from raycluster_operator.kube.resources import (
 )
 
 __all__ = [
+    "BATCH_JOBS",
     "CRDS",
     "EVENTS",
     "LEASES",
     "NODES",
     "PODS",
     "RAYCLUSTERS",
+    "RAYJOBS",
     "ROLES",
     "ROLE_BINDINGS",
     "SERVICES",
