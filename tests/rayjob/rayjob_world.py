@@ -4,7 +4,6 @@ the simulated runtime). One world per module; each test uses its own namespace."
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -143,7 +142,3 @@ def rayjob(name: str, ns: str, **spec: Any) -> Obj:
 
 def as_yaml(*objs: Mapping[str, Any]) -> str:
     return yaml.safe_dump_all([dict(o) for o in objs])
-
-
-def loads(text: str) -> Any:
-    return json.loads(text)
