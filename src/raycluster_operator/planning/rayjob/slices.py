@@ -73,35 +73,61 @@ def _broken_pod(pod: Mapping[str, Any]) -> str:
     return ""
 
 
+def _incidents(recorded: Sequence[Mapping[str, Any]]) -> dict[str, datetime]:
+    """Per slice, when its latest recorded break was seen."""
+    out: dict[str, datetime] = {}
+    for record in recorded:
+        try:
+            when = parse_time(str(record.get("time") or ""))
+        except ValueError:
+            continue
+        name = str(record.get("slice"))
+        out[name] = max(when, out.get(name, when))
+    return out
+
+
+def _order(pod: Mapping[str, Any]) -> tuple[int, str, str]:
+    """The pod that broke its slice first: a failed one, else the first to be deleted."""
+    meta = pod.get("metadata") or {}
+    return (
+        0 if _broken_pod(pod) == "Failed" else 1,
+        str(meta.get("deletionTimestamp") or ""),
+        _labels(pod).get(labels.HOST_INDEX, ""),
+    )
+
+
 def find_breaks(
     pods: Sequence[Mapping[str, Any]],
     started: str | None,
     recorded: Sequence[Mapping[str, Any]],
 ) -> list[SliceBreak]:
-    """New breaks among the worker pods, once the Ray job has a start time."""
+    """New breaks among the worker pods, at most one per slice, once the Ray job has a start
+    time. A break is one incident: the slice's other pods going (the operator deletes a
+    broken slice whole) and its replacement are part of it; a pod created after the incident
+    was recorded that breaks later is a new one."""
     if not started:
         return []
     start = parse_time(started)
-    seen = {(r.get("slice"), r.get("pod")) for r in recorded}
-    seen_slices = {r.get("slice") for r in recorded}
+    incidents = _incidents(recorded)
     by_slice: dict[str, list[Mapping[str, Any]]] = {}
-    out: list[SliceBreak] = []
     for pod in pods:
-        if _labels(pod).get(labels.NODE_TYPE) != labels.NODE_TYPE_WORKER:
-            continue
-        name = slice_of(pod)
-        by_slice.setdefault(name, []).append(pod)
-        reason = _broken_pod(pod)
-        pod_name = str((pod.get("metadata") or {}).get("name"))
-        if reason and (name, pod_name) not in seen:
-            seen.add((name, pod_name))
-            out.append(_break(pod, name, reason))
+        if _labels(pod).get(labels.NODE_TYPE) == labels.NODE_TYPE_WORKER:
+            by_slice.setdefault(slice_of(pod), []).append(pod)
+    out: list[SliceBreak] = []
     for name, members in sorted(by_slice.items()):
-        created = [_created(p) for p in members]
-        replaced = all(c is not None and c > start for c in created)
-        if replaced and name not in seen_slices and not any(b.slice == name for b in out):
+        since = incidents.get(name)
+        fresh = [p for p in members if since is None or _after(p, since)]
+        broken = sorted((p for p in fresh if _broken_pod(p)), key=_order)
+        if broken:
+            out.append(_break(broken[0], name, _broken_pod(broken[0])))
+        elif since is None and all(_after(p, start) for p in members):
             out.append(_break(members[0], name, "Replaced", keep_pod=False))
     return out
+
+
+def _after(pod: Mapping[str, Any], moment: datetime) -> bool:
+    created = _created(pod)
+    return created is not None and created > moment
 
 
 def _break(
