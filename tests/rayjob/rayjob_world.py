@@ -62,6 +62,13 @@ class RayJobWorld(DevWorld):
         got: Obj = await self.kube.get(RAYJOBS, ns, name)
         return got
 
+    async def rayjob_exists(self, ns: str, name: str) -> bool:
+        try:
+            await self.rayjob(ns, name)
+        except NotFound:
+            return False
+        return True
+
     async def status(self, ns: str, name: str) -> Obj:
         return dict((await self.rayjob(ns, name)).get("status") or {})
 

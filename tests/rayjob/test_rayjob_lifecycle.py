@@ -14,7 +14,7 @@ from rayjob_world import NODES, RayJobWorld, as_yaml, rayjob, tpu_cluster_spec
 
 from harness.waiting import eventually
 from harness.world import open_world
-from raycluster_operator.kube import PODS, RAYCLUSTERS, RAYJOBS, NotFound
+from raycluster_operator.kube import PODS, RAYCLUSTERS, RAYJOBS
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 HTTP: dict[str, Any] = {"submissionMode": "HTTPMode"}
@@ -167,8 +167,7 @@ async def test_deletion_policy(world: RayJobWorld, tmp_path: Path, policy: str) 
     elif policy == "DeleteSelf":
 
         async def self_gone() -> None:
-            with pytest.raises(NotFound):
-                await world.kube.get(RAYJOBS, ns, "done")
+            assert not await world.rayjob_exists(ns, "done")
 
         await eventually(self_gone, 30)
         await gone(world, ns, cluster)  # the garbage collector follows the owner reference

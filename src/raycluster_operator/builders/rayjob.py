@@ -6,8 +6,9 @@ RayJob's labels plus ``ray.io/originated-from-cr-name`` / ``-crd``, and a contro
 ownerReference to the RayJob (so deleting the RayJob takes it); the submitter Job is named
 after the RayJob, backoffLimit ``submitterConfig.backoffLimit`` (2 by default), its pod from
 ``submitterPodTemplate`` or one container of the head's image with restartPolicy Never; its
-command waits for the dashboard, submits only when the submission id is unknown, then follows
-the logs, so a retried submitter pod never submits twice.
+command waits for the dashboard, submits only when the submission id is unknown (trying again
+on a refused connection), then follows the logs, so a retried submitter pod never submits
+twice.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ DASHBOARD_PORT = 8265
 SUBMITTER_BACKOFF_LIMIT = 2
 SUBMITTER_CONTAINER = "ray-job-submitter"
 CREATED_BY_VALUE = "raycluster-operator"
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -66,7 +68,10 @@ def ray_cluster(rayjob: Mapping[str, Any], name: str) -> Obj:
             "name": name,
             "namespace": meta.get("namespace"),
             "labels": cluster_labels,
-            "annotations": dict(meta.get("annotations") or {}),
+            # Not kubectl's record of the RayJob's manifest: it would read as the cluster's.
+            "annotations": {
+                k: v for k, v in (meta.get("annotations") or {}).items() if k != LAST_APPLIED
+            },
             "ownerReferences": [owner_reference(rayjob)],
         },
         "spec": spec,
@@ -130,7 +135,10 @@ def submit_command(rayjob: Mapping[str, Any], address: str, job_id: str) -> str:
     )
     status = f"ray job status --address {quoted} {shlex.quote(job_id)} >/dev/null 2>&1"
     follow = f"ray job logs --address {quoted} --follow {shlex.quote(job_id)}"
-    return f"{wait}; if ! {status}; then {' '.join(submit)}; fi; {follow}"
+    # Submitted unless the id is known already; a refused connection (the dashboard is up but
+    # still starting its modules) is tried again before the pod fails.
+    submit_once = f"if {status} || {' '.join(submit)}; then break; fi; sleep 3"
+    return f"{wait}; for attempt in 1 2 3 4 5; do {submit_once}; done; {follow}"
 
 
 def _default_submitter_pod(cluster_spec: Mapping[str, Any]) -> Obj:

@@ -278,7 +278,14 @@ class RayJobController:
             await self._act(rayjob, observed, action)
         await self._write_status(rayjob, plan)
         await self._record(rayjob, plan)
-        log.debug("rayjob %s pass: %.3fs", key, time.monotonic() - started)
+        log.debug(
+            "rayjob %s pass (%.3fs): %s actions %s requeue %s",
+            key,
+            time.monotonic() - started,
+            [m.target.value for m in plan.moves],
+            [a.kind.value for a in plan.actions],
+            plan.requeue_after,
+        )
         return plan.requeue_after
 
     async def _act(self, rayjob: Obj, observed: Observed, action: Action) -> None:
