@@ -60,6 +60,12 @@ async def test_k8s_job_mode_runs_to_complete(world: RayJobWorld, tmp_path: Path)
         assert reason in reasons, reasons
     # No deletion policy: the cluster stays.
     assert await world.cluster_exists(ns, cluster)
+    registry = world.operators[0].manager.metrics.registry
+    moved = registry.get_sample_value(
+        "raycluster_operator_rayjob_transitions_total",
+        {"source": "Running", "target": "Complete", "cause": "JobEnded"},
+    )
+    assert moved is not None and moved >= 1
 
 
 async def _status_is(world: RayJobWorld, ns: str, name: str, job_status: str) -> None:
