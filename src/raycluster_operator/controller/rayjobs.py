@@ -48,6 +48,7 @@ from raycluster_operator.kube import (
     RAYCLUSTERS,
     RAYJOBS,
     AlreadyExists,
+    Conflict,
     KubeClient,
     NotFound,
 )
@@ -219,6 +220,10 @@ class RayJobController:
                 return
             try:
                 requeue = await self.reconcile(key)
+            except Conflict as exc:
+                # The pass read a stale RayJob: planned again from the newer one.
+                delay = queue.add_rate_limited(key)
+                log.debug("rayjob %s: stale (retry in %.2fs): %s", key, delay, exc)
             except Exception as exc:
                 delay = queue.add_rate_limited(key)
                 log.warning("rayjob %s failed (retry in %.2fs): %s", key, delay, exc)
