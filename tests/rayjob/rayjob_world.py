@@ -16,7 +16,6 @@ from harness import manifests as m
 from harness.kubectl import Run, runner
 from harness.waiting import eventually
 from harness.world import DevWorld
-from raycluster_operator.api.rayjob_crd import rayjob_crd_manifest
 from raycluster_operator.controller.rayjobs import RayJobController
 from raycluster_operator.kube import BATCH_JOBS, PODS, RAYCLUSTERS, RAYJOBS, NotFound
 
@@ -39,7 +38,6 @@ class RayJobWorld(DevWorld):
     jobs_api: JobsApiStandIn = field(default_factory=JobsApiStandIn)
 
     async def opened(self) -> None:
-        await self.cluster.apply(rayjob_crd_manifest())
         await self.jobs_api.start()
         op = await self.start_operator()
         controller: RayJobController = op.manager.rayjobs
