@@ -14,6 +14,7 @@ import k8s_protobuf
 import k8s_schemas
 
 from raycluster_operator.api.crd import crd_manifest
+from raycluster_operator.api.rayjob_crd import rayjob_crd_manifest
 from raycluster_operator.cli.manifests import render
 from raycluster_operator.controller import install
 
@@ -37,6 +38,7 @@ def main() -> None:
     k8s_protobuf.main()
     k8s_openapi.main()
     write("base/crd.yaml", [crd_manifest()], "the rayclusters.ray.io CRD")
+    write("base/rayjob-crd.yaml", [rayjob_crd_manifest()], "the rayjobs.ray.io CRD")
     write(
         "base/rbac.yaml",
         [install.service_account(NS), *install.cluster_rbac(NS)],

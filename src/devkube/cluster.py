@@ -27,6 +27,7 @@ from devkube.addons.maintenance import HostMaintenance
 from devkube.controllers.deployments import DeploymentController
 from devkube.controllers.disruption import DisruptionController
 from devkube.controllers.gc import GarbageCollector
+from devkube.controllers.jobs import JobController
 from devkube.controllers.nodelifecycle import NodeLifecycleController
 from devkube.controllers.podgc import PodGarbageCollector
 from devkube.controllers.replicasets import ReplicaSetController
@@ -154,6 +155,7 @@ class DevCluster:
         self._resourceclaims: ResourceClaimController | None = None
         self._disruption: DisruptionController | None = None
         self._maintenance: HostMaintenance | None = None
+        self._jobs: JobController | None = None
         self._shared: list[Informer] = []
         self._network: Any = None
         # Why pods of the process runtime share the host's network ("" when they do not).
@@ -206,6 +208,31 @@ class DevCluster:
         slices = Informer(self._client, "/apis/resource.k8s.io/v1/resourceslices")
         classes = Informer(self._client, "/apis/resource.k8s.io/v1/deviceclasses")
         self._shared = [pods, nodes, sets, claims, templates, slices, classes]
+        kubelet, controllers = self._make_controllers(
+            pods, nodes, sets, (claims, templates, slices, classes)
+        )
+        await kubelet.start()  # starts the shared informers, nodes first
+        for informer in (claims, templates, slices, classes):
+            informer.start()
+        await asyncio.gather(*(i.synced.wait() for i in (claims, templates, slices, classes)))
+        await asyncio.gather(*(controller.start() for controller in controllers))
+        for addon in self.addons:
+            self._addons_started.append(addon)
+            await addon.start(self)
+        log.info("dev cluster up at %s with %d nodes", self.url, len(self.node_manifests))
+
+    def _make_controllers(
+        self,
+        pods: Informer,
+        nodes: Informer,
+        sets: Informer,
+        dra: tuple[Informer, Informer, Informer, Informer],
+    ) -> tuple[Kubelet, list[Any]]:
+        """Every controller on the shared watches (kube-controller-manager's, the scheduler's
+        and the kubelet's parts), built before any starts: the kubelet, and the rest in the
+        order they start."""
+        assert self._client is not None and self._discovery is not None
+        claims, templates, slices, classes = dra
         self._scheduler = Scheduler(
             self._client, pods=pods, nodes=nodes, dra=(claims, slices, classes)
         )
@@ -253,29 +280,24 @@ class DevCluster:
             pods=pods,
             quotas=Informer(self._client, "/api/v1/resourcequotas"),
         )
+        self._jobs = JobController(self._client, pods=pods)
         self.server.log_source = self._kubelet.log_source
         self.server.stream_backend = stream_backend(runtime)
-        await self._kubelet.start()  # starts the shared informers, nodes first
-        for informer in (claims, templates, slices, classes):
-            informer.start()
-        await asyncio.gather(*(i.synced.wait() for i in (claims, templates, slices, classes)))
-        await asyncio.gather(
-            self._resourceclaims.start(),
-            self._scheduler.start(),
-            self._gc.start(),
-            self._node_lifecycle.start(),
-            self._taint_eviction.start(),
-            self._pod_gc.start(),
-            self._replicasets.start(),
-            self._deployments.start(),
-            self._disruption.start(),
-            self._maintenance.start(),
-            self._quotas.start(),
-        )
-        for addon in self.addons:
-            self._addons_started.append(addon)
-            await addon.start(self)
-        log.info("dev cluster up at %s with %d nodes", self.url, len(self.node_manifests))
+        controllers: list[Any] = [
+            self._resourceclaims,
+            self._scheduler,
+            self._gc,
+            self._node_lifecycle,
+            self._taint_eviction,
+            self._pod_gc,
+            self._replicasets,
+            self._deployments,
+            self._disruption,
+            self._maintenance,
+            self._quotas,
+            self._jobs,
+        ]
+        return self._kubelet, controllers
 
     async def stop(self) -> None:
         while self._addons_started:
@@ -285,6 +307,7 @@ class DevCluster:
             self._maintenance,
             self._disruption,
             self._quotas,
+            self._jobs,
             self._deployments,
             self._replicasets,
             self._pod_gc,

@@ -174,6 +174,7 @@ async def test_the_shipped_rbac_grants_exactly_what_a_full_run_uses(debug_logs: 
             await w.create(broken)
             await lifecycle(w, "rbac")
             await gb200_domain_lifecycle(w)
+            await rayjob_lifecycle(w)
             await eventually(lambda: w.converged("autoscaled", "team-a"))
             tokens = [w.cluster.token, w.operator_config["users"][0]["user"]["token"]]
         finally:
@@ -221,6 +222,43 @@ async def test_the_shipped_rbac_grants_exactly_what_a_full_run_uses(debug_logs: 
 
 def _assert(cond: bool) -> None:
     assert cond
+
+
+def _rayjob(name: str, **spec: Any) -> dict[str, Any]:
+    cluster = raycluster(name, [cpu_group("w", 1)], ns="team-a")
+    body = {"entrypoint": "python -c 1", "rayClusterSpec": cluster["spec"], **spec}
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {"name": name, "namespace": "team-a"},
+        "spec": body,
+    }
+
+
+async def rayjob_lifecycle(w: World) -> None:
+    """The RayJob controller's grants in use: a RayJob creates its cluster and submitter Job,
+    is suspended (both deleted, status written), and one that fails its deadline deletes itself
+    (deletionStrategy DeleteSelf)."""
+    jobs = Kind("ray.io", "v1", "RayJob", "rayjobs")
+    await w.kube.create(jobs, _rayjob("rj"), "team-a")
+
+    async def state(name: str, want: str) -> None:
+        got = (await w.kube.get(jobs, "team-a", name)).get("status") or {}
+        assert got.get("jobDeploymentStatus") == want, got
+
+    await eventually(lambda: state("rj", "Running"), within=60)
+    await w.kube.patch(jobs, "team-a", "rj", {"spec": {"suspend": True}})
+    await eventually(lambda: state("rj", "Suspended"), within=60)
+    strategy = {"onSuccess": {"policy": "DeleteNone"}, "onFailure": {"policy": "DeleteSelf"}}
+    await w.kube.create(
+        jobs, _rayjob("late", activeDeadlineSeconds=1, deletionStrategy=strategy), "team-a"
+    )
+
+    async def deleted() -> None:
+        names = [j["metadata"]["name"] for j in (await w.kube.list(jobs, "team-a")).items]
+        assert "late" not in names, names
+
+    await eventually(deleted, within=60)
 
 
 async def test_tls_is_verified_unless_the_insecure_flag_is_given() -> None:

@@ -78,7 +78,7 @@ def shipped() -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]:
 #: What the operator must not be able to do (the RayCluster spec, other kinds, other scopes).
 DENIED = [
     ("ray.io", "rayclusters", "update", "team-a"),
-    ("ray.io", "rayclusters", "create", "team-a"),
+    # rayclusters create is granted: the RayJob controller creates a RayJob's cluster.
     ("ray.io", "rayclusters/status", "update", "team-a"),
     ("", "pods", "update", "team-a"),
     ("", "pods/status", "patch", "team-a"),

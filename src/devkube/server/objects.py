@@ -29,6 +29,7 @@ from . import (
     defaults,
     deletion,
     events,
+    jobs,
     patches,
     structural,
     tolerations,
@@ -306,6 +307,8 @@ class Objects:
                 ]["name"]
         elif rt.builtin and rt.group == "apps" and rt.plural == "deployments":
             defaults.deployment(obj)
+        elif rt.builtin and rt.group == "batch" and rt.plural == "jobs":
+            jobs.default_job(obj)
         elif rt.storage_key == CRD_KEY:
             crds.default_crd(obj)
             found = crds.problems(obj)
@@ -464,6 +467,8 @@ class Objects:
             causes += validation.pod_causes(obj)
         elif rt.builtin and rt.group == "" and rt.plural == "services":
             causes += validation.service_causes(obj)
+        elif rt.builtin and rt.group == "batch" and rt.plural == "jobs":
+            causes += jobs.job_causes(obj)
         if causes:
             raise invalid(rt.kind, rt.group, obj["metadata"].get("name", ""), causes)
 

@@ -137,6 +137,7 @@ BUILTIN: tuple[ResourceType, ...] = (
     _grouped("rbac.authorization.k8s.io", "clusterrolebindings", "ClusterRoleBinding", False),
     # Deployments and ReplicaSets have controllers (devkube.controllers.deployments and
     # devkube.controllers.replicasets);
+    # Jobs have devkube.controllers.jobs;
     # StatefulSets and DaemonSets are stored only, so manifests that carry them apply cleanly.
     _apps("deployments", "Deployment", "deploy", "status", "scale"),
     _apps("statefulsets", "StatefulSet", "sts", "status", "scale"),

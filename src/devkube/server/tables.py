@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kubefacts.objects import Obj
+from kubefacts.timestamps import parse_time
 
 from .resources import ResourceType
 
@@ -186,7 +187,52 @@ _WORKLOAD_WIDE: list[Column] = [
     ("Selector", "string", 1, _selector),
 ]
 
+
+def _job_status(job: Obj) -> str:
+    """kubectl's Job STATUS: the terminal or suspended condition, else Running."""
+    held = {
+        c.get("type")
+        for c in (job.get("status") or {}).get("conditions") or []
+        if c.get("status") == "True"
+    }
+    for kind, shown in (
+        ("Complete", "Complete"),
+        ("Failed", "Failed"),
+        ("FailureTarget", "FailureTarget"),
+        ("SuccessCriteriaMet", "SuccessCriteriaMet"),
+        ("Suspended", "Suspended"),
+    ):
+        if kind in held:
+            return shown
+    return "Running"
+
+
+def _job_completions(job: Obj) -> str:
+    completions = (job.get("spec") or {}).get("completions")
+    done = _int(job, "status", "succeeded")
+    return f"{done}/{completions}" if completions is not None else f"{done}/1 of 1"
+
+
+def _job_duration(job: Obj) -> str:
+    status = job.get("status") or {}
+    start = status.get("startTime")
+    if not start:
+        return ""
+    end = status.get("completionTime")
+    if not end:
+        return age(str(start))
+    return age(str(start), parse_time(str(end)))
+
+
 _BUILTIN: dict[str, list[Column]] = {
+    "jobs": [
+        ("Name", "string", 0, _name),
+        ("Status", "string", 0, _job_status),
+        ("Completions", "string", 0, _job_completions),
+        ("Duration", "string", 0, _job_duration),
+        ("Age", "string", 0, _age),
+        *_WORKLOAD_WIDE,
+    ],
     "deployments": [
         ("Name", "string", 0, _name),
         (

@@ -14,6 +14,7 @@ import click
 import yaml
 
 from raycluster_operator.api.crd import crd_manifest
+from raycluster_operator.api.rayjob_crd import rayjob_crd_manifest
 
 _FORMAT = click.option(
     "-o",
@@ -70,6 +71,18 @@ def crd(output: str) -> None:
     click.echo(render([crd_manifest()], output), nl=False)
 
 
+@manifests.command(name="rayjob-crd")
+@_FORMAT
+def rayjob_crd(output: str) -> None:
+    """The rayjobs.ray.io CustomResourceDefinition (kubectl apply -f -).
+
+    KubeRay's RayJob schema (same fields, defaults, enums, CEL rules, printer columns) with
+    our RayCluster spec embedded, plus spec.sliceFailurePolicy and status.sliceFailures
+    (descriptions start with EXTENSION).
+    """
+    click.echo(render([rayjob_crd_manifest()], output), nl=False)
+
+
 @manifests.command(name="all")
 @_FORMAT
 @click.option("--namespace", default="raycluster-operator", show_default=True)
@@ -81,11 +94,12 @@ def crd(output: str) -> None:
     help="Namespaced install: a Role per watched namespace instead of a ClusterRole.",
 )
 def all_manifests(output: str, namespace: str, image: str | None, watched: tuple[str, ...]) -> None:
-    """CRD, namespace, service account, least-privilege RBAC, Deployment, metrics Service."""
+    """CRDs, namespace, service account, least-privilege RBAC, Deployment, metrics Service."""
     from raycluster_operator.controller.install import DEFAULT_IMAGE, operator_manifests
 
     objects = [
         crd_manifest(),
+        rayjob_crd_manifest(),
         *operator_manifests(namespace, image or DEFAULT_IMAGE, list(watched) or None),
     ]
     click.echo(render(objects, output), nl=False)

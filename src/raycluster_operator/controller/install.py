@@ -5,7 +5,8 @@ write only their status; create/delete pods; create services and the autoscaler'
 account, role and binding; write Events and its Lease. Kubernetes lets a subject create a Role
 only with permissions it holds itself, so the operator also holds the ones the Ray autoscaler's
 Role grants beyond that (patch pods and pods/resize for in-place resize, delete rayclusters
-for idle termination); it never uses them. It patches a RayCluster's metadata only to release
+for idle termination); the RayJob controller uses the last (and creates RayClusters and
+submitter Jobs, ``rayjob_rules``). It patches a RayCluster's metadata only to release
 Ray's idle-termination finalizer and to keep the crash-loop backoff's annotation (§4 rule 13a).
 Where NVIDIA's DRA driver is installed it creates and deletes a ComputeDomain per GB200/GB300
 slice (§3.9).
@@ -50,6 +51,20 @@ def operator_rules() -> list[Obj]:
         # Held only so the operator may grant them to the Ray autoscaler's Role.
         _rule([""], ["pods/resize"], ["patch"]),
         _rule(["ray.io"], ["rayclusters"], ["delete"]),
+        *rayjob_rules(),
+    ]
+
+
+def rayjob_rules() -> list[Obj]:
+    """The RayJob controller (docs/design.md §11): it watches RayJobs and writes their status,
+    deletes one only for deletionStrategy DeleteSelf; creates the RayCluster of each attempt
+    (deletes it on retry, suspend and DeleteCluster; patches its worker groups for
+    DeleteWorkers, with the rayclusters patch above) and the submitter Job."""
+    return [
+        _rule(["ray.io"], ["rayjobs"], ["list", "watch", "delete"]),
+        _rule(["ray.io"], ["rayjobs/status"], ["patch"]),
+        _rule(["ray.io"], ["rayclusters"], ["create"]),
+        _rule(["batch"], ["jobs"], ["list", "watch", "create", "delete"]),
     ]
 
 

@@ -23,6 +23,7 @@ from raycluster_operator.controller.events import EventRecorder
 from raycluster_operator.controller.informer import Informer
 from raycluster_operator.controller.metrics import Metrics
 from raycluster_operator.controller.probes import HttpServer
+from raycluster_operator.controller.rayjobs import RayJobController, RayJobOptions
 from raycluster_operator.controller.serving import Serving, ServingOptions
 from raycluster_operator.controller.sources import SourceOptions, Sources
 from raycluster_operator.kube import KubeClient
@@ -37,6 +38,7 @@ class ManagerOptions:
     controller: ControllerOptions = field(default_factory=ControllerOptions)
     serving: ServingOptions = field(default_factory=ServingOptions)
     planning: PlanOptions = field(default_factory=PlanOptions)
+    rayjobs: RayJobOptions = field(default_factory=RayJobOptions)
 
     @classmethod
     def from_flat(cls, **settings: Any) -> ManagerOptions:
@@ -83,6 +85,16 @@ class Manager:
             metrics=self.metrics,
             recorder=EventRecorder(client, instance=self.options.serving.identity),
         )
+        # The second reconciler (docs/design.md §11): RayJobs, under the same lease.
+        self.rayjobs = RayJobController(
+            client,
+            self.sources,
+            self.options.rayjobs,
+            registry=self.metrics.registry,
+            recorder=self.controller.recorder,
+            namespaces=self.options.sources.namespaces,
+            watch_timeout=self.options.sources.watch_timeout,
+        )
         self._stop = asyncio.Event()
 
     # -- state -------------------------------------------------------------------------------
@@ -125,7 +137,7 @@ class Manager:
             await self.sources.quotas.probe()  # rule 13c: watched only with the grant
             tasks = [
                 asyncio.create_task(inf.run(), name=f"informer {inf.name}")
-                for inf in self.informers
+                for inf in [*self.informers, *self.rayjobs.informers]
             ]
             if not await self._until_synced_or_stopped():
                 return
@@ -144,7 +156,10 @@ class Manager:
             await self.serving.stop()
 
     async def _term(self) -> None:
-        await self.controller.lead(stopping=self._stop.is_set)
+        await asyncio.gather(
+            self.controller.lead(stopping=self._stop.is_set),
+            self.rayjobs.lead(stopping=self._stop.is_set),
+        )
 
     async def _until_synced_or_stopped(self) -> bool:
         synced = asyncio.ensure_future(self.sources.wait_synced())

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from raycluster_operator.api.crd import crd_manifest
+from raycluster_operator.api.rayjob_crd import rayjob_crd_manifest
 from raycluster_operator.controller import install
 from raycluster_operator.planning import PlanOptions
 
@@ -47,9 +48,17 @@ def hint(text: str) -> None:
 
 
 async def install_crd(cluster: DevCluster) -> None:
-    crd = crd_manifest()
-    await cluster.apply(crd)
-    log.info("installed CRD %s", crd["metadata"]["name"])
+    """Both CRDs the operator ships: RayCluster and RayJob."""
+    for crd in (crd_manifest(), rayjob_crd_manifest()):
+        await cluster.apply(crd)
+        log.info("installed CRD %s", crd["metadata"]["name"])
+
+
+def jobs_api_via(cluster: DevCluster) -> str:
+    """How an operator on this host reaches a head's Jobs API: no cluster DNS here, so the
+    head pod's IP when pods really run (the process runtime), else the service name."""
+    runtime = getattr(cluster.kubelet, "runtime", None)
+    return "head-pod-ip" if type(runtime).__name__ == "ProcessRuntime" else "service"
 
 
 async def operator_kubeconfig(cluster: DevCluster) -> dict[str, Any]:
@@ -76,6 +85,7 @@ async def operator_attached(
         return
     from raycluster_operator.controller.controller import ControllerOptions
     from raycluster_operator.controller.manager import Manager, ManagerOptions
+    from raycluster_operator.controller.rayjobs import RayJobOptions
     from raycluster_operator.controller.serving import ServingOptions
     from raycluster_operator.kube import KubeClient
 
@@ -92,6 +102,8 @@ async def operator_attached(
             ),
             controller=ControllerOptions(resync_period=60.0),
             planning=planning,
+            # On the host, the operator reaches a head's Jobs API at the head pod's IP.
+            rayjobs=RayJobOptions(jobs_api_via=jobs_api_via(cluster)),
         ),
     )
     task = asyncio.create_task(manager.run(), name="operator")
@@ -120,7 +132,7 @@ def deployed_manifests(unready_slice_timeout: float = 60.0) -> list[dict[str, An
     cluster's own bin directory first on PATH, so the pods run this installation; all pods
     share one network namespace there, so the servers bind the pod IP rather than every
     address (two replicas on :8082 would collide)."""
-    objects = [crd_manifest(), *install.operator_manifests()]
+    objects = [crd_manifest(), rayjob_crd_manifest(), *install.operator_manifests()]
     for obj in objects:
         if obj["kind"] == "Deployment":
             container = obj["spec"]["template"]["spec"]["containers"][0]

@@ -16,6 +16,7 @@ from raycluster_operator.kube.errors import (
 )
 from raycluster_operator.kube.pruning import prune
 from raycluster_operator.kube.resources import (
+    BATCH_JOBS,
     COMPUTE_DOMAINS,
     CRDS,
     EVENTS,
@@ -24,6 +25,7 @@ from raycluster_operator.kube.resources import (
     POD_DISRUPTION_BUDGETS,
     PODS,
     RAYCLUSTERS,
+    RAYJOBS,
     RESOURCE_QUOTAS,
     ROLE_BINDINGS,
     ROLES,
@@ -34,6 +36,7 @@ from raycluster_operator.kube.resources import (
 )
 
 __all__ = [
+    "BATCH_JOBS",
     "COMPUTE_DOMAINS",
     "CRDS",
     "EVENTS",
@@ -42,6 +45,7 @@ __all__ = [
     "PODS",
     "POD_DISRUPTION_BUDGETS",
     "RAYCLUSTERS",
+    "RAYJOBS",
     "RESOURCE_QUOTAS",
     "ROLES",
     "ROLE_BINDINGS",

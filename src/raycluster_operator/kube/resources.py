@@ -33,6 +33,8 @@ class Kind:
 
 
 RAYCLUSTERS = Kind("ray.io", "v1", "RayCluster", "rayclusters")
+RAYJOBS = Kind("ray.io", "v1", "RayJob", "rayjobs")
+BATCH_JOBS = Kind("batch", "v1", "Job", "jobs")
 PODS = Kind("", "v1", "Pod", "pods")
 SERVICES = Kind("", "v1", "Service", "services")
 SERVICE_ACCOUNTS = Kind("", "v1", "ServiceAccount", "serviceaccounts")
@@ -58,6 +60,8 @@ _BY_API = {
     (k.api_version, k.kind): k
     for k in (
         RAYCLUSTERS,
+        RAYJOBS,
+        BATCH_JOBS,
         PODS,
         SERVICES,
         SERVICE_ACCOUNTS,

@@ -1,0 +1,149 @@
+"""A dev cluster (simulated runtime) with both CRDs, the operator acting as its ServiceAccount,
+and a stand-in Jobs API on 127.0.0.1 that the operator's resolver points at (no Ray runs on
+the simulated runtime). One world per module; each test uses its own namespace."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import yaml
+from jobs_api_standin import JobsApiStandIn
+
+from harness import manifests as m
+from harness.kubectl import Run, runner
+from harness.waiting import eventually
+from harness.world import DevWorld
+from raycluster_operator.controller.rayjobs import RayJobController
+from raycluster_operator.kube import BATCH_JOBS, PODS, RAYCLUSTERS, RAYJOBS, NotFound
+
+Obj = dict[str, Any]
+NODES = ["tpu:v5p:2x2x2:6", "cpu:4"]
+SMALL = {"cpu": "100m", "memory": "128Mi"}
+TIMINGS: dict[str, Any] = dict(
+    watch_timeout=30,
+    retry_base_delay=0.02,
+    retry_max_delay=1.0,
+    resync_period=30.0,
+    identity="rayjob-test-operator",
+    rayjob_poll_interval=0.2,
+)
+
+
+@dataclass
+class RayJobWorld(DevWorld):
+    operator_defaults: ClassVar[dict[str, Any]] = TIMINGS
+    jobs_api: JobsApiStandIn = field(default_factory=JobsApiStandIn)
+
+    async def opened(self) -> None:
+        await self.jobs_api.start()
+        op = await self.start_operator()
+        controller: RayJobController = op.manager.rayjobs
+        controller.resolve = lambda rayjob, cluster: self.jobs_api.url
+
+    async def close(self) -> None:
+        await super().close()
+        await self.jobs_api.stop()
+
+    def kubectl(self, tmp: Path) -> Run:
+        return runner(self.cluster.write_kubeconfig(tmp / "kubeconfig"))
+
+    async def namespace(self, name: str) -> str:
+        await self.cluster.apply(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+        )
+        return name
+
+    async def rayjob(self, ns: str, name: str) -> Obj:
+        got: Obj = await self.kube.get(RAYJOBS, ns, name)
+        return got
+
+    async def rayjob_exists(self, ns: str, name: str) -> bool:
+        try:
+            await self.rayjob(ns, name)
+        except NotFound:
+            return False
+        return True
+
+    async def status(self, ns: str, name: str) -> Obj:
+        return dict((await self.rayjob(ns, name)).get("status") or {})
+
+    async def until(self, ns: str, name: str, deployment: str, within: float = 60) -> Obj:
+        """The status once jobDeploymentStatus is `deployment`."""
+        seen: Obj = {}
+
+        async def reached() -> None:
+            seen.clear()
+            seen.update(await self.status(ns, name))
+            assert seen.get("jobDeploymentStatus") == deployment, seen
+
+        await eventually(reached, within)
+        return seen
+
+    async def cluster_exists(self, ns: str, name: str) -> bool:
+        try:
+            await self.kube.get(RAYCLUSTERS, ns, name)
+        except NotFound:
+            return False
+        return True
+
+    async def submitter(self, ns: str, name: str) -> Obj | None:
+        try:
+            found: Obj = await self.kube.get(BATCH_JOBS, ns, name)
+        except NotFound:
+            return None
+        return found
+
+    async def submitter_ran(self, ns: str, name: str, exit_code: int = 0) -> None:
+        """Play the submitter pod: it exits (0: `ray job logs --follow` saw the job end)."""
+
+        async def pod() -> str:
+            listing = await self.kube.list(PODS, ns, label_selector=f"job-name={name}")
+            live = [p for p in listing.items if p["status"].get("phase") == "Running"]
+            assert live, "no running submitter pod"
+            return str(live[0]["metadata"]["name"])
+
+        names: list[str] = []
+
+        async def found() -> None:
+            names.append(await pod())
+
+        await eventually(found, 60)
+        await self.cluster.fail_pod(ns, names[-1], exit_code)
+
+    async def events(self, ns: str, name: str) -> list[Obj]:
+        listing = await self.cluster.client.list(f"/apis/events.k8s.io/v1/namespaces/{ns}/events")
+        return [e for e in listing.get("items") or [] if e["regarding"]["name"] == name]
+
+
+def tpu_cluster_spec(replicas: int = 1) -> Obj:
+    """One head and one group of 2-host v5p slices."""
+    head = m.container(
+        "ray-head", requests=SMALL, ports=[{"name": "dashboard", "containerPort": 8265}]
+    )
+    tpu = {**SMALL, "google.com/tpu": "4"}
+    worker = m.container("ray-worker", requests=tpu, limits=tpu)
+    pod = m.template(worker, nodeSelector=dict(m.V5P_2X2X2))
+    group = m.worker_group("tpu", pod, replicas=replicas, min_replicas=0, max_replicas=4, hosts=2)
+    return {
+        "rayVersion": m.RAY_VERSION,
+        "headGroupSpec": m.head_group(head),
+        "workerGroupSpecs": [group],
+    }
+
+
+def rayjob(name: str, ns: str, **spec: Any) -> Obj:
+    body: Obj = {"entrypoint": "python -c 'print(1)'", "rayClusterSpec": tpu_cluster_spec()}
+    body.update(spec)
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {k: v for k, v in body.items() if v is not None},
+    }
+
+
+def as_yaml(*objs: Mapping[str, Any]) -> str:
+    return yaml.safe_dump_all([dict(o) for o in objs])
