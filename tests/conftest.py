@@ -3,9 +3,6 @@ pieces live in tests/harness/)."""
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -15,29 +12,6 @@ from devkube import DevCluster
 from tests.harness import kubectl as kubectl_bin
 from tests.harness import waiting
 from tests.harness.cluster import running_cluster
-
-#: The harness's names before it moved under `tests.harness` (tests of branches written while it
-#: moved still use them): the same module objects, never a second copy. Delete once no test
-#: imports them.
-OLD_NAMES = {
-    "operator_harness": "tests.harness.operator_world",
-    "hardening_world": "tests.harness.hardening_world",
-    "e2e.ray_world": "tests.harness.ray_world",
-}
-
-
-def _alias_old_names() -> None:
-    import tests.harness as harness
-
-    sys.modules.setdefault("harness", harness)
-    for info in pkgutil.iter_modules(harness.__path__):
-        module = importlib.import_module(f"tests.harness.{info.name}")
-        sys.modules.setdefault(f"harness.{info.name}", module)
-    for old, new in OLD_NAMES.items():
-        sys.modules.setdefault(old, importlib.import_module(new))
-
-
-_alias_old_names()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -77,7 +77,12 @@ def test_every_distribution_the_packages_import_is_a_declared_dependency() -> No
 
 def test_every_distribution_tests_and_benchmarks_import_is_declared_for_them() -> None:
     files = [*(ROOT / "tests").rglob("*.py"), *(ROOT / "benchmarks").rglob("*.py")]
-    local = {*PACKAGES, *(p.stem for p in files), *(p.name for p in (ROOT / "tests").iterdir())}
+    local = {
+        *PACKAGES,
+        "tests",
+        *(p.stem for p in files),
+        *(p.name for p in (ROOT / "tests").iterdir()),
+    }
     assert undeclared(files, declared("test", "ray", "kubectl"), local) == []
 
 

@@ -28,6 +28,8 @@ EXAMPLES = Path(__file__).parents[2] / "examples"
 def _variants() -> Iterator[tuple[str, dict[str, Any]]]:
     for path in sorted(EXAMPLES.glob("*.yaml")):
         obj = yaml.safe_load(path.read_text())
+        if obj.get("kind") != "RayCluster":
+            continue  # a RayJob example: its cluster is the RayJob controller's to build
         obj["metadata"].setdefault("namespace", "default")
         obj["metadata"].setdefault("uid", "uid-example")
         yield path.stem, obj

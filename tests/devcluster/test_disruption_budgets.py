@@ -16,8 +16,8 @@ import pytest
 
 from devkube import DevCluster
 from devkube.machinery.client import ApiError
-from harness import kubectl as kubectl_bin
-from harness.waiting import eventually
+from tests.harness import kubectl as kubectl_bin
+from tests.harness.waiting import eventually
 
 NS_PODS = "/api/v1/namespaces/default/pods"
 PDBS = "/apis/policy/v1/namespaces/default/poddisruptionbudgets"

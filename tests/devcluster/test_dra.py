@@ -12,7 +12,7 @@ import pytest
 
 from devkube import DevCluster
 from devkube.scheduler.dra import selector_matches
-from harness.cluster import start_dev_cluster, stop_dev_cluster
+from tests.harness.cluster import start_dev_cluster, stop_dev_cluster
 
 R = "/apis/resource.k8s.io/v1"
 NS = "default"

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from devkube import DevCluster
-from harness import kubectl as kubectl_bin
-from harness.waiting import eventually
+from tests.harness import kubectl as kubectl_bin
+from tests.harness.waiting import eventually
 
 KUBELET = "dev.raycluster-operator.io/kubelet"
 

@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 from devkube import DevCluster
-from harness.waiting import eventually
+from tests.harness.waiting import eventually
 
 
 def job(name: str, command: str, **spec: Any) -> str:

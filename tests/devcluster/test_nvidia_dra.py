@@ -14,7 +14,7 @@ import pytest
 from devkube import DevCluster, addons_for
 from devkube.addons.nvidia.driver import CHANNEL_DIR, NvidiaDraDriver
 from devkube.process import process_runtime_available
-from harness.cluster import start_dev_cluster, stop_dev_cluster
+from tests.harness.cluster import start_dev_cluster, stop_dev_cluster
 
 NODES = ["gpu:gb200:4:2", "cpu:1"]
 NS = "default"

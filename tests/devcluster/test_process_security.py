@@ -14,8 +14,8 @@ import pytest
 
 from devkube import DevCluster
 from devkube.process import process_runtime_available
-from harness.kubectl import ok
-from harness.waiting import eventually
+from tests.harness.kubectl import ok
+from tests.harness.waiting import eventually
 
 AVAILABLE, WHY = process_runtime_available()
 pytestmark = pytest.mark.skipif(not AVAILABLE, reason=WHY)

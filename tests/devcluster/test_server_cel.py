@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from devkube.server import ApiServer
-from harness.kubectl import KubectlEnv
-from harness.manifests import crd
+from tests.harness.kubectl import KubectlEnv
+from tests.harness.manifests import crd
 
 
 class Kubectl(KubectlEnv):

@@ -17,7 +17,7 @@ import yaml
 
 from devkube.server import ApiServer
 from devkube.server.protobuf import ProtobufError, decode
-from harness.kubectl import KubectlEnv
+from tests.harness.kubectl import KubectlEnv
 
 DEPLOY = Path(__file__).parent.parent.parent / "deploy"
 

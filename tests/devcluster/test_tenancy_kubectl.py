@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from devkube import DevCluster
-from harness.kubectl import ok, refused
-from harness.waiting import eventually
+from tests.harness.kubectl import ok, refused
+from tests.harness.waiting import eventually
 
 
 def pod(name: str, ns: str, *, container: str = "c", resources: Any = None, **spec: Any) -> str:

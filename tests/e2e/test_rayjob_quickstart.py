@@ -19,8 +19,7 @@ from pathlib import Path
 import yaml
 
 from raycluster_operator.api.rayjob_crd import rayjob_crd_manifest
-
-from .ray_world import RayWorld
+from tests.harness.ray_world import RayWorld
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 EXAMPLE = README.parent / "examples" / "rayjob-tpu-v5p-2x2x2-local.yaml"

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from hardening_world import World, cpu_group, eventually, raycluster, world
 
 from raycluster_operator.kube import EVENTS, PODS, RAYCLUSTERS
+from tests.harness.hardening_world import World, cpu_group, eventually, raycluster, world
 
 CORPUS = Path(__file__).parent / "corpus"
 FILES = [

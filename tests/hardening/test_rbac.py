@@ -26,12 +26,12 @@ import yaml
 from scenario import NODES, lifecycle
 
 from devkube import addons_for
-from harness import manifests as m
 from raycluster_operator.api.models import load_cluster
 from raycluster_operator.builders import build_autoscaler_rbac
 from raycluster_operator.controller.manager import Manager
 from raycluster_operator.kube import Kind, KubeClient, KubeError
 from raycluster_operator.planning.backoff import ANNOTATION as BACKOFF_ANNOTATION
+from tests.harness import manifests as m
 from tests.harness.hardening_world import World, cpu_group, eventually, raycluster, world
 
 DEPLOY = Path(__file__).parents[2] / "deploy"

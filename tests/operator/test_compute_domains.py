@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 import yaml
-from operator_harness import World, eventually, raycluster, ready
 
 from devkube import addons_for
-from harness import manifests as m
-from harness.kubectl import Run, runner
-from harness.world import open_world
+from tests.harness import manifests as m
+from tests.harness.kubectl import Run, runner
+from tests.harness.operator_world import World, eventually, raycluster, ready
+from tests.harness.world import open_world
 
 NODES = ["gpu:gb200:4:2", "cpu:1"]
 NAME = "gb"

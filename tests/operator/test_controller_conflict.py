@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from operator_harness import World, cpu_group, eventually, raycluster
-
 from raycluster_operator.kube import EVENTS, PODS
+from tests.harness.operator_world import World, cpu_group, eventually, raycluster
 
 KUBERAY = "kuberay-operator"
 

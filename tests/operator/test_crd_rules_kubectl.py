@@ -14,9 +14,9 @@ import yaml
 from kuberay_crd import kuberay_crd
 
 from devkube.server import ApiServer
-from harness.kubectl import KubectlEnv
-from harness.manifests import container, head_group, raycluster
 from raycluster_operator.api.crd import crd_manifest
+from tests.harness.kubectl import KubectlEnv
+from tests.harness.manifests import container, head_group, raycluster
 
 OUTSIDE = (
     'The RayCluster "rc" is invalid: spec.managedBy: Invalid value: "string": the managedBy '

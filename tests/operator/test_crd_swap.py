@@ -8,10 +8,10 @@ import asyncio
 from typing import Any
 
 from kuberay_crd import kuberay_crd
-from operator_harness import World, cpu_group, eventually, raycluster
 
 from raycluster_operator.api.crd import crd_manifest
 from raycluster_operator.controller.crdfit import served_schema
+from tests.harness.operator_world import World, cpu_group, eventually, raycluster
 
 WINDOW = 20.0  # seconds, the issue's
 

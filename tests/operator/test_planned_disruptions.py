@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from operator_harness import World, eventually, raycluster, running_world, tpu_group
 
 from devkube import DevCluster
-from harness.kubectl import runner
+from tests.harness.kubectl import runner
+from tests.harness.operator_world import World, eventually, raycluster, running_world, tpu_group
 
 Obj = dict[str, Any]
 HOSTS = 4

@@ -14,10 +14,9 @@ import itertools
 from collections.abc import AsyncIterator
 from typing import Any
 
-from operator_harness import World, eventually, raycluster, ready, tpu_group
-
 from devkube.machinery.client import resource_path
 from raycluster_operator.kube import RAYCLUSTERS
+from tests.harness.operator_world import World, eventually, raycluster, ready, tpu_group
 
 NS = "team"
 INDEX = "ray.io/worker-group-replica-index"

@@ -12,12 +12,12 @@ from typing import Any, ClassVar
 import yaml
 from jobs_api_standin import JobsApiStandIn
 
-from harness import manifests as m
-from harness.kubectl import Run, runner
-from harness.waiting import eventually
-from harness.world import DevWorld
 from raycluster_operator.controller.rayjobs import RayJobController
 from raycluster_operator.kube import BATCH_JOBS, PODS, RAYCLUSTERS, RAYJOBS, NotFound
+from tests.harness import manifests as m
+from tests.harness.kubectl import Run, runner
+from tests.harness.waiting import eventually
+from tests.harness.world import DevWorld
 
 Obj = dict[str, Any]
 NODES = ["tpu:v5p:2x2x2:6", "cpu:4"]

@@ -13,9 +13,9 @@ import pytest
 import pytest_asyncio
 from rayjob_world import NODES, RayJobWorld, as_yaml, rayjob, tpu_cluster_spec
 
-from harness import manifests as m
-from harness.waiting import eventually
-from harness.world import open_world
+from tests.harness import manifests as m
+from tests.harness.waiting import eventually
+from tests.harness.world import open_world
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 SAMPLE_CODE = "python /home/ray/samples/sample_code.py"

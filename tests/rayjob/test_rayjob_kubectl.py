@@ -10,8 +10,8 @@ import pytest
 import pytest_asyncio
 from rayjob_world import NODES, RayJobWorld, as_yaml, rayjob
 
-from harness.waiting import eventually
-from harness.world import open_world
+from tests.harness.waiting import eventually
+from tests.harness.world import open_world
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

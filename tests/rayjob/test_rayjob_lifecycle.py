@@ -12,9 +12,9 @@ import pytest
 import pytest_asyncio
 from rayjob_world import NODES, RayJobWorld, as_yaml, rayjob, tpu_cluster_spec
 
-from harness.waiting import eventually
-from harness.world import open_world
 from raycluster_operator.kube import PODS, RAYCLUSTERS, RAYJOBS
+from tests.harness.waiting import eventually
+from tests.harness.world import open_world
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 HTTP: dict[str, Any] = {"submissionMode": "HTTPMode"}

@@ -186,8 +186,13 @@ def deployment(namespace: str, image: str = DEFAULT_IMAGE, watched: list[str] | 
                 "metadata": {"labels": LABELS},
                 "spec": {
                     "serviceAccountName": NAME,
+                    # The image's own user (deploy/Dockerfile: USER 65532), named so that a
+                    # kubelet need not read the image to admit runAsNonRoot (Pod Security
+                    # `restricted`), and the dev cluster's process runtime runs it as such.
                     "securityContext": {
                         "runAsNonRoot": True,
+                        "runAsUser": 65532,
+                        "runAsGroup": 65532,
                         "seccompProfile": {"type": "RuntimeDefault"},
                     },
                     "containers": [
