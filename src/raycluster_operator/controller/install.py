@@ -70,10 +70,10 @@ def rayjob_rules() -> list[Obj]:
 
 def crd_reader_rules() -> list[Obj]:
     """Read and watch the one installed RayCluster CRD (KubeRay's or ours) to compare status
-    after its pruning (controller/crdfit.py, crdwatch.py: list/watch by its name only).
+    after its pruning (controller/crdfit.py; crdwatch.py gets it and watches it by name).
     Cluster-scoped, so a namespaced install (no cluster-level grant at all) goes without:
     the operator then learns the pruning from its own writes."""
-    rule = _rule(["apiextensions.k8s.io"], ["customresourcedefinitions"], ["get", "list", "watch"])
+    rule = _rule(["apiextensions.k8s.io"], ["customresourcedefinitions"], ["get", "watch"])
     rule["resourceNames"] = ["rayclusters.ray.io"]
     return [rule]
 
