@@ -12,7 +12,7 @@ import pytest
 import pytest_asyncio
 from rayjob_world import NODES, RayJobWorld, as_yaml, rayjob, tpu_cluster_spec
 
-from raycluster_operator.kube import PODS, RAYCLUSTERS, RAYJOBS
+from raycluster_operator.kube import EVENTS, PODS, RAYCLUSTERS, RAYJOBS
 from tests.harness.waiting import eventually
 from tests.harness.world import open_world
 
@@ -150,7 +150,8 @@ async def test_deletion_policy(world: RayJobWorld, tmp_path: Path, policy: str) 
     status = await running_job(world, ns, "done")
     cluster = status["rayClusterName"]
     world.jobs_api.finish(status["jobId"], "SUCCEEDED")
-    await world.until(ns, "done", "Complete")
+    if policy != "DeleteSelf":  # DeleteSelf (ttl 0) may delete it before a poll sees Complete
+        await world.until(ns, "done", "Complete")
     if policy == "DeleteCluster":
         await gone(world, ns, cluster)
         assert (await world.status(ns, "done"))["jobDeploymentStatus"] == "Complete"
@@ -171,6 +172,10 @@ async def test_deletion_policy(world: RayJobWorld, tmp_path: Path, policy: str) 
 
         await eventually(self_gone, 30)
         await gone(world, ns, cluster)  # the garbage collector follows the owner reference
+        events = await world.kube.list(EVENTS, ns)
+        about = [(e.get("regarding") or e.get("involvedObject") or {}, e) for e in events.items]
+        reasons = {e.get("reason") for who, e in about if who.get("name") == "done"}
+        assert "JobEnded" in reasons, reasons  # it completed before it deleted itself
     else:
         before = world.operators[0].manager.rayjobs.reconciles
         await world.kube.patch(RAYJOBS, ns, "done", {"metadata": {"annotations": {"poke": "1"}}})
