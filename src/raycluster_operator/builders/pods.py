@@ -316,7 +316,13 @@ class WorkerPods:
         identity = self.identity(replica_index, replica_name, host_index)
         spec = _copy_json(self._spec)
         container = _ray_container(spec)
-        params, start, command = self._start(container, profile.ray_labels(identity))
+        containers = spec["containers"]
+        positions = tpu_container_positions(containers)
+        ray_position = positions.index(0) if 0 in positions else 0
+        ray_labels = profile.ray_labels(
+            identity, container_index=ray_position, tpu_containers=max(len(positions), 1)
+        )
+        params, start, command = self._start(container, ray_labels)
         if command is not None:  # as _set_command does
             container["command"], container["args"] = list(command[0]), list(command[1])
         present = env.env_names(container)
@@ -330,9 +336,6 @@ class WorkerPods:
             env.add_env(container, env.multi_host_env(identity), present=present)
         # TPU env goes into every TPU container (on v7x each is its own TPU worker, with its
         # own id and port); the Ray container gets it even when it requests no chips itself.
-        containers = spec["containers"]
-        positions = tpu_container_positions(containers)
-        ray_position = positions.index(0) if 0 in positions else 0
         env.add_env(
             container,
             profile.host_env(
