@@ -35,7 +35,7 @@ from devkube import DevCluster
 from raycluster_operator.api.crd import crd_manifest
 from raycluster_operator.api.models import load_cluster
 from raycluster_operator.kube import PODS, KubeClient
-from raycluster_operator.planning import plan_cluster
+from raycluster_operator.planning import ClusterState, PlanContext, plan_cluster
 
 RATIO_BUDGET = 1.5
 HOSTS = 4
@@ -138,7 +138,8 @@ async def baseline(kube: KubeClient, slices: int) -> float:
     """The same pod manifests, created by a plain client: the floor for the operator."""
     obj = raycluster("base", slices)
     obj["metadata"]["uid"] = "baseline"
-    plan = plan_cluster(load_cluster(obj), [], [], now=datetime.now(UTC), new_suffix=_suffixes())
+    context = PlanContext(ClusterState(obj), datetime.now(UTC), _suffixes())
+    plan = plan_cluster(load_cluster(obj), context)
     manifests = []
     for create in plan.creates:
         pod = dict(create.manifest)

@@ -20,14 +20,22 @@ from typing import Any
 
 from raycluster_operator import builders
 from raycluster_operator.api import labels
-from raycluster_operator.api.models import RayCluster, load_cluster
-from raycluster_operator.planning import plan_cluster
+from raycluster_operator.api.models import RayCluster, dump_cluster, load_cluster
+from raycluster_operator.api.objects import Obj
+from raycluster_operator.planning import (
+    ClusterPlan,
+    ClusterState,
+    PlanContext,
+    PlanOptions,
+    plan_cluster,
+)
 
 HOSTS = 4
 SIZES = (1_000, 4_000, 16_000)
 BUDGET_MS = 250.0
 GROWTH_BUDGET = 5.0
 NOW = datetime(2026, 11, 29, tzinfo=UTC)
+NO_HOST_LOSS = PlanOptions(unready_slice_timeout=0)
 
 
 def make_cluster(pods: int) -> RayCluster:
@@ -113,6 +121,12 @@ def timings_ms(action: Callable[[], object], runs: int) -> tuple[float, float]:
     return statistics.median(times), min(times)
 
 
+def plan(cluster: RayCluster, pods: list[Obj], services: list[Obj]) -> ClusterPlan:
+    """One plan of ``cluster`` over these pods; no nodes are given, so host loss is off."""
+    state = ClusterState(dump_cluster(cluster), pods, services)
+    return plan_cluster(cluster, PlanContext(state, NOW, suffixes(), NO_HOST_LOSS))
+
+
 def main() -> int:
     steady: dict[int, tuple[float, float]] = {}
     scale_up: dict[int, tuple[float, float]] = {}
@@ -120,18 +134,10 @@ def main() -> int:
         cluster = make_cluster(size)
         pods = existing_pods(cluster)
         services = [builders.build_head_service(cluster), builders.build_headless_service(cluster)]
-        check = plan_cluster(cluster, pods, services, now=NOW, new_suffix=suffixes())
+        check = plan(cluster, pods, services)
         assert check.is_empty, "steady-state benchmark input is not converged"
-        steady[size] = timings_ms(
-            lambda c=cluster, p=pods, s=services: plan_cluster(
-                c, p, s, now=NOW, new_suffix=suffixes()
-            ),
-            runs=9,
-        )
-        scale_up[size] = timings_ms(
-            lambda c=cluster, s=services: plan_cluster(c, [], s, now=NOW, new_suffix=suffixes()),
-            runs=3,
-        )
+        steady[size] = timings_ms(lambda c=cluster, p=pods, s=services: plan(c, p, s), runs=9)
+        scale_up[size] = timings_ms(lambda c=cluster, s=services: plan(c, [], s), runs=3)
     print(f"{'pods':>8} {'steady ms (min)':>18} {'scale-up ms (min)':>20}")
     for size in SIZES:
         (s_med, s_min), (u_med, u_min) = steady[size], scale_up[size]

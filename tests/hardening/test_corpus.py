@@ -33,7 +33,7 @@ from devkube.server import structural
 from raycluster_operator.api.crd import crd_manifest
 from raycluster_operator.api.validation import parse_cluster
 from raycluster_operator.kube import EVENTS, PODS, RAYCLUSTERS, KubeError
-from raycluster_operator.planning import plan_cluster
+from raycluster_operator.planning import ClusterState, PlanContext, plan_cluster
 
 CORPUS = Path(__file__).parent / "corpus"
 FILES = sorted(CORPUS.glob("*.yaml"))
@@ -89,15 +89,12 @@ def test_the_pure_layers_report_or_plan_every_file(path: Path) -> None:
     want = expectation(path)
     counter = itertools.count()
     before = rss_bytes()
-    cluster, problems = parse_cluster(load(path))
+    obj = load(path)
+    cluster, problems = parse_cluster(obj)
     if cluster is not None:
-        plan = plan_cluster(
-            cluster,
-            [],
-            [],
-            now=datetime(2026, 1, 1, tzinfo=UTC),
-            new_suffix=lambda: f"{next(counter):05d}",
-        )
+        now = datetime(2026, 1, 1, tzinfo=UTC)
+        context = PlanContext(ClusterState(obj), now, lambda: f"{next(counter):05d}")
+        plan = plan_cluster(cluster, context)
         problems = list(plan.problems)
     assert rss_bytes() - before < 400 * 1024 * 1024
     paths = [p.path for p in problems]

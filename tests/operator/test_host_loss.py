@@ -1,5 +1,5 @@
-"""Fast failover on host loss (docs/design.md §4 rule 8), on the dev cluster's node lifecycle,
-driven with the real kubectl as a user would:
+"""Fast failover on host loss (docs/design.md §4 rules 8a and 8b), on the dev cluster's node
+lifecycle, driven with the real kubectl as a user would:
 
 - a node whose kubelet stops: its slice is replaced whole at the same index within the node
   grace plus one reconcile, far below Kubernetes' 300 s eviction, and the Event and the status

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from raycluster_operator.api.models import RayCluster, RayClusterStatus, load_cluster
-from raycluster_operator.planning import ClusterPlan, plan_cluster
+from raycluster_operator.api.models import RayCluster, RayClusterStatus, dump_cluster, load_cluster
+from raycluster_operator.planning import (
+    ClusterPlan,
+    ClusterState,
+    PlanContext,
+    PlanOptions,
+    plan_cluster,
+)
+from raycluster_operator.planning.backoff import BackoffPolicy
 
 from .world import BASE, CLUSTER, NAMESPACE, World, suffixes
 
@@ -44,6 +52,30 @@ def cluster(*groups: dict[str, Any], **spec: Any) -> RayCluster:
     return load_cluster(cluster_obj(*groups, **spec))
 
 
+def plan_for(
+    spec: RayCluster,
+    pods: Sequence[Mapping[str, Any]],
+    services: Sequence[Mapping[str, Any]] = (),
+    *,
+    now: datetime,
+    new_suffix: Callable[[], str],
+    nodes: Mapping[str, Mapping[str, Any]] | None = None,
+    backoff: BackoffPolicy | None = None,
+    **options: Any,
+) -> ClusterPlan:
+    """``plan_cluster`` over a context made of these parts. Host loss is off unless a timeout
+    is given (``unready_slice_timeout``), as planning tests without nodes expect."""
+    options.setdefault("unready_slice_timeout", 0.0)
+    if backoff is not None:
+        options.update(
+            slice_backoff_base=backoff.base,
+            slice_backoff_max=backoff.max,
+            slice_backoff_reset=backoff.reset,
+        )
+    state = ClusterState(dump_cluster(spec), pods, services, nodes=nodes or {})
+    return plan_cluster(spec, PlanContext(state, now, new_suffix, PlanOptions(**options)))
+
+
 class Loop:
     """Plans, applies the plan to the world, stores the status, like the controller would."""
 
@@ -69,7 +101,7 @@ class Loop:
 
     def plan(self) -> ClusterPlan:
         self.ticks += 1
-        return plan_cluster(
+        return plan_for(
             self.cluster,
             self.world.list(),
             self.services(),

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from raycluster_operator.api import labels
 from raycluster_operator.api.models import load_cluster
-from raycluster_operator.planning import ClusterPlan, CreateReason, SliceState, plan_cluster
+from raycluster_operator.planning import ClusterPlan, CreateReason, SliceState
 from raycluster_operator.planning.backoff import (
     ANNOTATION,
     BackoffPolicy,
@@ -24,15 +24,27 @@ from raycluster_operator.planning.backoff import (
     render_records,
 )
 from raycluster_operator.planning.desired import desired_slices
-from raycluster_operator.planning.group_plan import plan_group
+from raycluster_operator.planning.feature import Feature
+from raycluster_operator.planning.group_plan import GroupInput, plan_group
 from raycluster_operator.planning.pods import read_pod
 from raycluster_operator.planning.reasons import HoldReason
+from raycluster_operator.planning.turn import GroupTurn
 
-from .cluster import cluster_obj, worker_group
+from .cluster import cluster_obj, plan_for, worker_group
 from .test_group_convergence import scenarios
 from .world import BASE, World, stamp, suffixes
 
 POLICY = BackoffPolicy(base=10, max=300, reset=600)
+
+
+class Held(Feature):
+    """A backoff's word on one group, given outright."""
+
+    def __init__(self, hold: GroupHold) -> None:
+        self.hold = hold
+
+    def gate(self, turn: GroupTurn) -> GroupHold:
+        return self.hold
 
 
 def test_the_first_break_is_replaced_at_once_then_the_wait_doubles_up_to_the_cap() -> None:
@@ -63,7 +75,7 @@ class Crashes:
         return BASE + timedelta(seconds=self.clock)
 
     def plan(self) -> ClusterPlan:
-        return plan_cluster(
+        return plan_for(
             load_cluster(self.obj),
             self.world.list(),
             [],
@@ -301,7 +313,7 @@ def test_a_restarted_planner_reads_the_wait_back_from_the_annotation() -> None:
 
     def restarted() -> ClusterPlan:
         """A planner that knows only the stored cluster and the pods."""
-        return plan_cluster(
+        return plan_for(
             load_cluster(stored),
             loop.world.list(),
             [],
@@ -362,14 +374,8 @@ def test_a_held_index_is_never_created_and_every_backoff_move_is_in_the_table(
     spec, pods, switches = scenario
     retry = {i: r for i, r in retry.items() if i not in waiting}
     hold = GroupHold(tuple(sorted(waiting)), retry)
-    plan = plan_group(
-        spec,
-        [read_pod(p) for p in pods],
-        desired=desired_slices(spec),
-        switches=switches,
-        new_suffix=suffixes(),
-        hold=hold,
-    )
+    job = GroupInput(spec, [read_pod(p) for p in pods], desired_slices(spec), switches, suffixes())
+    plan = plan_group(job, [Held(hold)])
     made = [r.index for r in plan.replicas if r.index is not None]
     assert len(made) == len(set(made))
     held = {m.slice for m in plan.transitions if m.target is SliceState.BACKOFF}

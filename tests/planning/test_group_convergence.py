@@ -17,7 +17,12 @@ from hypothesis import strategies as st
 from raycluster_operator.api import labels
 from raycluster_operator.api.models import WorkerGroupSpec
 from raycluster_operator.planning.desired import desired_slices
-from raycluster_operator.planning.group_plan import GroupPlan, GroupSwitches, plan_group
+from raycluster_operator.planning.group_plan import (
+    GroupInput,
+    GroupPlan,
+    GroupSwitches,
+    plan_group,
+)
 from raycluster_operator.planning.pods import parse_index, read_pod
 from raycluster_operator.planning.reasons import DeleteReason
 from raycluster_operator.planning.replicas import sort_into_replicas
@@ -79,13 +84,8 @@ def scenarios(draw: st.DrawFn) -> tuple[WorkerGroupSpec, list[dict[str, Any]], G
 def plan_once(
     spec: WorkerGroupSpec, world: World, switches: GroupSwitches, suffix: Any
 ) -> GroupPlan:
-    return plan_group(
-        spec,
-        [read_pod(p) for p in world.list()],
-        desired=desired_slices(spec),
-        switches=switches,
-        new_suffix=suffix,
-    )
+    pods = [read_pod(p) for p in world.list()]
+    return plan_group(GroupInput(spec, pods, desired_slices(spec), switches, suffix))
 
 
 def indices_held(world: World) -> set[int]:

@@ -5,7 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from raycluster_operator.api.models import WorkerGroupSpec
-from raycluster_operator.planning.group_plan import GroupPlan, GroupSwitches, plan_group
+from raycluster_operator.planning.group_plan import (
+    GroupInput,
+    GroupPlan,
+    GroupSwitches,
+    plan_group,
+)
 from raycluster_operator.planning.pods import read_pod
 from raycluster_operator.planning.reasons import CreateReason, DeleteReason
 
@@ -46,13 +51,8 @@ def plan(
 ) -> GroupPlan:
     from raycluster_operator.planning.desired import desired_slices
 
-    return plan_group(
-        spec,
-        [read_pod(p) for p in pods],
-        desired=desired_slices(spec) if desired is None else desired,
-        switches=switches,
-        new_suffix=suffixes(),
-    )
+    count = desired_slices(spec) if desired is None else desired
+    return plan_group(GroupInput(spec, [read_pod(p) for p in pods], count, switches, suffixes()))
 
 
 def deleted(p: GroupPlan) -> dict[str, DeleteReason]:
@@ -240,11 +240,7 @@ def test_colliding_replica_names_are_redrawn() -> None:
     pods = slice_pods(0, "workers-aaaaa")
     draws = iter(["aaaaa", "aaaaa", "bbbbb"])
     p = plan_group(
-        group(replicas=2),
-        [read_pod(x) for x in pods],
-        desired=2,
-        switches=STATIC,
-        new_suffix=lambda: next(draws),
+        GroupInput(group(replicas=2), [read_pod(x) for x in pods], 2, STATIC, lambda: next(draws))
     )
     assert [r.name for r in p.replicas] == ["workers-bbbbb"]
 
@@ -252,12 +248,14 @@ def test_colliding_replica_names_are_redrawn() -> None:
 def test_suspend_removes_every_pod_and_creates_none() -> None:
     pods = [*slice_pods(0, "workers-aaaaa"), make_pod("loose")]
     p = plan_group(
-        group(),
-        [read_pod(x) for x in pods],
-        desired=0,
-        switches=STATIC,
-        new_suffix=suffixes(),
-        stop=DeleteReason.GROUP_SUSPENDED,
+        GroupInput(
+            group(),
+            [read_pod(x) for x in pods],
+            0,
+            STATIC,
+            suffixes(),
+            stop=DeleteReason.GROUP_SUSPENDED,
+        )
     )
     assert set(deleted(p)) == {x["metadata"]["name"] for x in pods}
     assert set(deleted(p).values()) == {DeleteReason.GROUP_SUSPENDED}

@@ -1,4 +1,5 @@
-"""Host-loss failover in the pure planner (planning/host_loss.py, docs/design.md §4 rule 8):
+"""Host-loss failover in the pure planner (planning/host_loss.py, docs/design.md §4 rules 8a
+and 8b):
 node facts and readiness history in, slice deletions (grace 0 on a lost node), the slice's
 state, its Event and the timed requeue out."""
 
@@ -8,12 +9,11 @@ from datetime import timedelta
 from typing import Any
 
 from raycluster_operator.planning import ClusterState, PlanOptions, SliceState, plan_pass
-from raycluster_operator.planning.cluster_plan import plan_cluster
 from raycluster_operator.planning.host_loss import node_loss
 from raycluster_operator.planning.reasons import CreateReason, DeleteReason
 from raycluster_operator.planning.slice_state import FAULTS, is_valid
 
-from .cluster import cluster, cluster_obj, worker_group
+from .cluster import cluster, cluster_obj, plan_for, worker_group
 from .world import BASE, make_pod, stamp, suffixes
 
 Obj = dict[str, Any]
@@ -52,7 +52,7 @@ def unready(pod: Obj, *, started: int, lost: int) -> Obj:
 
 def plan(pods: list[Obj], nodes: dict[str, Obj], timeout: float = 60.0) -> Any:
     spec = cluster(worker_group(replicas=1, numOfHosts=4))
-    return plan_cluster(
+    return plan_for(
         spec,
         pods,
         [],

@@ -13,7 +13,12 @@ from hypothesis import strategies as st
 
 from raycluster_operator.api.models import WorkerGroupSpec
 from raycluster_operator.planning.desired import desired_slices
-from raycluster_operator.planning.group_plan import GroupPlan, GroupSwitches, plan_group
+from raycluster_operator.planning.group_plan import (
+    GroupInput,
+    GroupPlan,
+    GroupSwitches,
+    plan_group,
+)
 from raycluster_operator.planning.pods import read_pod
 from raycluster_operator.planning.reasons import CreateReason, DeleteReason
 from raycluster_operator.planning.replicas import sort_into_replicas
@@ -231,14 +236,8 @@ def test_every_move_the_planner_makes_from_any_pods_is_in_the_table(
     spec, pods, switches = scenario
     world = World.of(pods)
     before = states_of(world, spec.num_of_hosts)
-    plan = plan_group(
-        spec,
-        [read_pod(p) for p in world.list()],
-        desired=desired_slices(spec),
-        switches=switches,
-        new_suffix=suffixes(),
-        stop=stop,
-    )
+    pods = [read_pod(p) for p in world.list()]
+    plan = plan_group(GroupInput(spec, pods, desired_slices(spec), switches, suffixes(), stop))
     check_planner_moves(plan, before)
     if stop is not None:
         assert not plan.replicas

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from raycluster_operator.api.validation import parse_cluster
-from raycluster_operator.planning import plan_cluster
+from raycluster_operator.planning import ClusterState, PlanContext, PlanOptions, plan_cluster
 
 HOSTS = 4
 
@@ -22,9 +22,12 @@ def _errors(provider: Any) -> list[str]:
 def _first_pass_deletes(world: Any, ns: str, name: str, pods: list[dict[str, Any]]) -> set[str]:
     """The pods the operator's next pass deletes, given the spec as Ray left it and `pods`
     (the world the operator's cache held when Ray's patch arrived)."""
-    cluster, problems = parse_cluster(world.get_cluster(ns, name))
+    obj = world.get_cluster(ns, name)
+    cluster, problems = parse_cluster(obj)
     assert cluster is not None, problems
-    plan = plan_cluster(cluster, pods, [], now=datetime.now(UTC), new_suffix=lambda: "zzzzz")
+    options = PlanOptions(unready_slice_timeout=0)  # no nodes here: host loss is not asked
+    context = PlanContext(ClusterState(obj, pods), datetime.now(UTC), lambda: "zzzzz", options)
+    plan = plan_cluster(cluster, context)
     return {d.name for d in plan.deletes}
 
 

@@ -312,30 +312,61 @@ class WorkerPods:
         indexing_labels: bool = True,
     ) -> dict[str, Any]:
         """One pod; see ``build_worker_pod``."""
-        cluster, group, profile = self.cluster, self.group, self.profile
         identity = self.identity(replica_index, replica_name, host_index)
         spec = _copy_json(self._spec)
         container = _ray_container(spec)
-        containers = spec["containers"]
-        positions = tpu_container_positions(containers)
+        positions = tpu_container_positions(spec["containers"])
         ray_position = positions.index(0) if 0 in positions else 0
-        ray_labels = profile.ray_labels(
+        ray_labels = self.profile.ray_labels(
             identity, container_index=ray_position, tpu_containers=max(len(positions), 1)
         )
         params, start, command = self._start(container, ray_labels)
         if command is not None:  # as _set_command does
             container["command"], container["args"] = list(command[0]), list(command[1])
+        self._add_env(spec, container, identity, start)
+        self._shape_host(spec, container, identity, params)
+        ours = dict(self._labels)
+        if indexing_labels and replica_index is not None:
+            ours[labels.REPLICA_INDEX] = str(replica_index)
+            if self._multi:
+                if replica_name is not None:
+                    ours[labels.REPLICA_NAME] = replica_name
+                ours[labels.HOST_INDEX] = str(identity.host_index)
+        if self._multi:
+            ours[labels.V1_REPLICA_INDEX] = identity.slice_name
+        metadata: dict[str, Any] = {
+            "generateName": self._generate_name,
+            "namespace": self.cluster.metadata.namespace,
+            "labels": merge_labels(self._meta.get("labels"), ours, self._defaults),
+            "ownerReferences": [dict(self._owner)],
+        }
+        metadata["annotations"] = _annotations(self._meta, self.template_hash)
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+    def _add_env(
+        self,
+        spec: dict[str, Any],
+        container: dict[str, Any],
+        identity: HostIdentity,
+        start: str,
+    ) -> None:
+        """Ray's worker env, the multi-host env, and the accelerator's per-host env."""
+        profile = self.profile
         present = env.env_names(container)
         env.add_env(
             container,
-            env.worker_env(cluster.metadata.namespace, start, self._fqdn, self._head, self._gcs),
+            env.worker_env(
+                self.cluster.metadata.namespace, start, self._fqdn, self._head, self._gcs
+            ),
             present=present,
         )
-        multi = self._multi
-        if multi:
+        if self._multi:
             env.add_env(container, env.multi_host_env(identity), present=present)
         # TPU env goes into every TPU container (on v7x each is its own TPU worker, with its
         # own id and port); the Ray container gets it even when it requests no chips itself.
+        containers = spec["containers"]
+        positions = tpu_container_positions(containers)
+        ray_position = positions.index(0) if 0 in positions else 0
         env.add_env(
             container,
             profile.host_env(
@@ -363,12 +394,21 @@ class WorkerPods:
             )
         if profile.kind is AcceleratorKind.TPU and not identity.slice_name:
             env.add_env(container, [("TPU_NAME", env.field_ref("metadata.name"))], present=present)
-        if multi:
+
+    def _shape_host(
+        self,
+        spec: dict[str, Any],
+        container: dict[str, Any],
+        identity: HostIdentity,
+        params: Mapping[str, str],
+    ) -> None:
+        """Hostname and subdomain (multi-host), placement, metrics port, shared memory."""
+        if self._multi:
             spec["hostname"] = names.host_name(
-                group.group_name, identity.replica_index, identity.host_index
+                self.group.group_name, identity.replica_index, identity.host_index
             )
             spec["subdomain"] = self._headless
-        placement = profile.placement(identity)
+        placement = self.profile.placement(identity)
         if placement is not None:
             spec["affinity"] = merge_affinity(spec.get("affinity"), placement)
         _add_metrics_port(container, params)
@@ -376,24 +416,6 @@ class WorkerPods:
         if self._v2:
             # Autoscaler v2 expects a dead Ray node's pod to stay dead so it can replace it.
             spec["restartPolicy"] = "Never"
-
-        ours = dict(self._labels)
-        if indexing_labels and replica_index is not None:
-            ours[labels.REPLICA_INDEX] = str(replica_index)
-            if multi:
-                if replica_name is not None:
-                    ours[labels.REPLICA_NAME] = replica_name
-                ours[labels.HOST_INDEX] = str(identity.host_index)
-        if multi:
-            ours[labels.V1_REPLICA_INDEX] = identity.slice_name
-        metadata: dict[str, Any] = {
-            "generateName": self._generate_name,
-            "namespace": cluster.metadata.namespace,
-            "labels": merge_labels(self._meta.get("labels"), ours, self._defaults),
-            "ownerReferences": [dict(self._owner)],
-        }
-        metadata["annotations"] = _annotations(self._meta, self.template_hash)
-        return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
 def _copy_json(value: Any) -> Any:

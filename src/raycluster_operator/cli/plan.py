@@ -22,7 +22,13 @@ from kubefacts.timestamps import parse_time
 from raycluster_operator.api.objects import Resource
 from raycluster_operator.api.problems import Problem
 from raycluster_operator.api.validation import parse_cluster
-from raycluster_operator.planning import ClusterPlan, plan_cluster
+from raycluster_operator.planning import (
+    ClusterPlan,
+    ClusterState,
+    PlanContext,
+    PlanOptions,
+    plan_cluster,
+)
 from raycluster_operator.planning.spec_check import check_spec
 
 
@@ -96,14 +102,15 @@ def plan(
         cluster.metadata.namespace = "default"
     pods = _objects(pods_file, "Pod", cluster.metadata.namespace)
     services = _objects(services_file, "Service", cluster.metadata.namespace)
-    result = plan_cluster(
-        cluster,
-        pods,
-        services,
-        now=_parse_now(now_text),
-        new_suffix=_suffixes(seed),
+    # No nodes are given, so host loss (rule 8a) is off: a file cannot say a node is lost.
+    options = PlanOptions(
         multi_host_indexing=multi_host_indexing,
         random_pod_delete=random_pod_delete,
+        unready_slice_timeout=0,
+    )
+    state = ClusterState(documents[0], pods, services)
+    result = plan_cluster(
+        cluster, PlanContext(state, _parse_now(now_text), _suffixes(seed), options)
     )
     if output == "json":
         click.echo(json.dumps(plan_as_json(result), indent=2, sort_keys=True))

@@ -24,18 +24,43 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from kubefacts.timestamps import micro_time, parse_time, rfc3339
 from raycluster_operator.api import labels
-from raycluster_operator.api.models import RayCluster, WorkerGroupSpec
+from raycluster_operator.api.models import WorkerGroupSpec
 from raycluster_operator.api.objects import Pod
 from raycluster_operator.builders.template_hash import worker_template_hash
 from raycluster_operator.planning.actions import PlannedEvent, PodDelete
+from raycluster_operator.planning.backoff_policy import DEFAULT_POLICY, BackoffPolicy
+from raycluster_operator.planning.feature import Feature
 from raycluster_operator.planning.pods import read_pod
 from raycluster_operator.planning.reasons import CreateReason, DeleteReason, HoldReason
+from raycluster_operator.planning.slice_state import SliceState
+from raycluster_operator.planning.turn import (
+    NO_HOLD,
+    ClusterTurn,
+    GroupHold,
+    GroupPlan,
+    GroupTurn,
+)
+
+__all__ = [
+    "ANNOTATION",
+    "CRASHES",
+    "DEFAULT_POLICY",
+    "NO_HOLD",
+    "Backoff",
+    "BackoffPolicy",
+    "GroupHold",
+    "Strike",
+    "hold_for",
+    "read_records",
+    "render_records",
+    "settle_group",
+]
 
 #: The RayCluster annotation holding every group's backoff records.
 ANNOTATION = "raycluster-operator.io/slice-backoff"
@@ -47,28 +72,6 @@ _ENDS = frozenset({DeleteReason.SCALE_DOWN, DeleteReason.WORKERS_TO_DELETE})
 #: our creates failed, a pod deleted or evicted, two pods or odd labels): replaced at once,
 #: uncounted, so a flaky API server never delays a slice.
 CRASHES = frozenset({DeleteReason.HOST_FAILED, DeleteReason.POD_FAILED})
-#: Beyond this many doublings the delay is ``max`` anyway; keeps ``2 ** n`` a small number.
-_MAX_DOUBLINGS = 62
-
-
-@dataclass(frozen=True)
-class BackoffPolicy:
-    """Seconds: the first delay, its cap, and how long a slice stays ready to be forgiven."""
-
-    base: float = 10.0
-    max: float = 300.0
-    reset: float = 600.0
-
-    def delay(self, failures: int) -> float:
-        """The wait before re-creating a slice that broke ``failures`` times in a row: none
-        for the first break (replaced at once, as always), then base, 2 base, ... up to max."""
-        if failures <= 1 or self.base <= 0:
-            return 0.0
-        return min(self.base * 2.0 ** min(failures - 2, _MAX_DOUBLINGS), self.max)
-
-
-#: 10 s doubling to 5 min, forgiven after 10 min ready (issue #14's figures).
-DEFAULT_POLICY = BackoffPolicy()
 
 
 @dataclass(frozen=True)
@@ -142,21 +145,6 @@ def render_records(records: Records) -> str | None:
         if entries
     }
     return json.dumps(body, sort_keys=True, separators=(",", ":")) if body else None
-
-
-@dataclass(frozen=True)
-class GroupHold:
-    """What the group planner must respect this pass (docs/design.md §4 rule 13a)."""
-
-    #: Indices whose re-creation waits, lowest first: reserved, nobody else takes them.
-    waiting: tuple[int, ...] = ()
-    #: Indices with a record whose wait is over: a new slice goes there first, with this
-    #: reason (None: the usual reason, for a slice that broke only once).
-    retry: Mapping[int, CreateReason | None] = field(default_factory=dict)
-
-
-#: No index waits (no record, or backoff not applicable).
-NO_HOLD = GroupHold()
 
 
 def hold_for(records: Mapping[int, Strike], template: str, now: datetime) -> GroupHold:
@@ -305,66 +293,68 @@ def _ready_time(pod: Pod) -> datetime | None:
     return None
 
 
-class ClusterBackoff:
-    """The backoff records of one RayCluster through one pass: read from its annotation, held
-    against each group's plan, settled with what the plan deletes, written back if changed."""
+class Backoff(Feature):
+    """Rule 13a as a lifecycle feature: the backoff records of one RayCluster through one pass,
+    read from its annotation, held against each group's plan (``gate``), settled with what the
+    plan deletes (``settle``), written back if changed (``finish``)."""
 
-    def __init__(
-        self,
-        cluster: RayCluster,
-        pods: Sequence[Mapping[str, Any]],
-        *,
-        now: datetime,
-        policy: BackoffPolicy,
-    ) -> None:
-        self.cluster = cluster
-        self.now = now
-        self.policy = policy
-        self.stored_text = (cluster.metadata.annotations or {}).get(ANNOTATION)
-        self.before = read_records(cluster.metadata.annotations)
+    rule = "13a"
+
+    def __init__(self, turn: ClusterTurn) -> None:
+        options = turn.context.options
+        self.cluster = turn.cluster
+        self.now = turn.context.now
+        self.policy = BackoffPolicy(
+            options.slice_backoff_base, options.slice_backoff_max, options.slice_backoff_reset
+        )
+        self.stored_text = (self.cluster.metadata.annotations or {}).get(ANNOTATION)
+        self.before = read_records(self.cluster.metadata.annotations)
         self.after: dict[str, dict[int, Strike]] = {}
         self.events: list[PlannedEvent] = []
         self.status: dict[str, tuple[dict[str, Any], ...]] = {}
         self.waiting: dict[str, int] = {}
         self._wakes: list[float] = []
-        self._pods = pods
+        self._pods = turn.context.state.pods
         self._by_group: dict[str, list[Mapping[str, Any]]] | None = None
+        #: Groups the pass planned (a group it leaves alone keeps its records).
+        self._planned: set[str] = set()
 
     def _template(self, group: WorkerGroupSpec) -> str:
         return worker_template_hash(self.cluster, group)
 
-    def hold(self, group: WorkerGroupSpec) -> GroupHold:
+    def gate(self, turn: GroupTurn) -> GroupHold:
+        group = turn.job.spec
         records = self.before.get(group.group_name)
         if not records:
             return NO_HOLD
         return hold_for(records, self._template(group), self.now)
 
-    def keep(self, group: str) -> None:
-        """A group the pass does not act on (invalid spec): its records stay as they are."""
-        if group in self.before:
-            self.after[group] = dict(self.before[group])
+    def settle(self, turn: GroupTurn, plan: GroupPlan) -> GroupPlan:
+        group = turn.job.spec
+        self._planned.add(group.group_name)
+        if turn.job.stop is None:
+            self._settle(group, plan)
+        waiting = self.waiting.get(group.group_name, 0)
+        if not waiting:
+            return plan
+        # Slices waiting out a backoff are counted in state ``backoff`` (metrics).
+        tally = plan.tally
+        slices = {**tally.slices, SliceState.BACKOFF: waiting}
+        return replace(plan, tally=replace(tally, slices=slices))
 
-    def settle(
-        self,
-        group: WorkerGroupSpec,
-        *,
-        deletes: Sequence[PodDelete],
-        released: Iterable[int],
-        created: Iterable[int | None],
-        num_of_hosts: int,
-    ) -> None:
+    def _settle(self, group: WorkerGroupSpec, plan: GroupPlan) -> None:
         name = group.group_name
         records = self.before.get(name, {})
-        if not records and not any(d.reason in CRASHES for d in deletes):
+        if not records and not any(d.reason in CRASHES for d in plan.deletes):
             return
         outcome = settle_group(
             name,
             records,
             pods=self._group_pods(name),
-            deletes=deletes,
-            released=released,
-            created=created,
-            num_of_hosts=num_of_hosts,
+            deletes=plan.deletes,
+            released=plan.released,
+            created=[r.index for r in plan.replicas],
+            num_of_hosts=plan.tally.num_of_hosts,
             template=self._template(group),
             now=self.now,
             policy=self.policy,
@@ -377,9 +367,16 @@ class ClusterBackoff:
         if outcome.wake is not None:
             self._wakes.append(outcome.wake)
 
-    @property
-    def wake(self) -> float | None:
-        return min(self._wakes) if self._wakes else None
+    def finish(self, turn: ClusterTurn) -> None:
+        for group in turn.cluster.spec.worker_group_specs:
+            name = group.group_name
+            if name not in self._planned and name in self.before:
+                self.after[name] = dict(self.before[name])
+        turn.events += self.events
+        turn.seen["backoff"] = self.status
+        turn.annotations.update(self.annotations())
+        if self._wakes:
+            turn.requeue.append(min(self._wakes))
 
     def annotations(self) -> dict[str, str | None]:
         """The metadata annotations to merge-patch: empty when the stored value is right."""

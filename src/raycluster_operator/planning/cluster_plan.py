@@ -1,17 +1,18 @@
-"""One reconcile decision for a whole RayCluster: the pure function the controller calls.
+"""One reconcile decision for a readable RayCluster (``plan_pass`` decides the other cases).
 
-``plan_cluster`` reads the spec and the cluster's pods and services as the cache holds them,
-and answers with every write the controller should make and the status it should hold. It
-never decides from anything else, so replaying the same inputs gives the same plan (given the
-same ``new_suffix`` sequence), and tests can prove convergence without a server.
+``plan_cluster`` reads the spec, and the cluster's pods and services as the cache holds them
+(its ``PlanContext``), and answers with every write the controller should make and the status
+it should hold. It never decides from anything else, so replaying the same context gives the
+same plan (given the same ``new_suffix`` sequence), and tests can prove convergence without a
+server.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from kubefacts.timestamps import rfc3339
@@ -27,34 +28,16 @@ from raycluster_operator.planning.actions import (
     PodCreate,
     PodDelete,
 )
-from raycluster_operator.planning.backoff import DEFAULT_POLICY, BackoffPolicy, ClusterBackoff
-from raycluster_operator.planning.cluster_upgrade import (
-    ClusterUpgrade,
-    head_deletes,
-    plan_upgrade,
-    rollout_condition,
-)
+from raycluster_operator.planning.context import PlanContext
 from raycluster_operator.planning.desired import (
     autoscaling_on,
     cluster_suspended,
     desired_slices,
 )
-from raycluster_operator.planning.group_plan import (
-    GroupPlan,
-    GroupSwitches,
-    GroupTally,
-    NewReplica,
-    plan_group,
-    tally_group,
-)
+from raycluster_operator.planning.feature import Feature
+from raycluster_operator.planning.group_plan import plan_group, tally_group
 from raycluster_operator.planning.head import plan_head
-from raycluster_operator.planning.host_loss import (
-    NO_CHECK,
-    HostCheck,
-    HostFault,
-    check_hosts,
-    force_on_lost_nodes,
-)
+from raycluster_operator.planning.lifecycle import features_for
 from raycluster_operator.planning.pods import PodView, read_pod
 from raycluster_operator.planning.reasons import (
     BROKEN_REASONS,
@@ -67,12 +50,20 @@ from raycluster_operator.planning.services import (
     missing_services,
     service_name,
 )
-from raycluster_operator.planning.slice_state import SliceState, SliceTransition
+from raycluster_operator.planning.slice_state import SliceTransition
 from raycluster_operator.planning.spec_check import SpecCheck, check_spec
 from raycluster_operator.planning.status import INVALID_SPEC, Deletion, Observed, build_status
 from raycluster_operator.planning.suspension import (
     cluster_was_suspending,
     groups_were_suspending,
+)
+from raycluster_operator.planning.turn import (
+    ClusterTurn,
+    GroupInput,
+    GroupPlan,
+    GroupSwitches,
+    GroupTally,
+    NewReplica,
 )
 
 #: How long after its grace period a terminating pod counts as stuck (a lost node): a broken
@@ -112,128 +103,83 @@ class ClusterPlan:
         return not (self.creates or self.deletes or self.missing_services)
 
 
-def plan_cluster(
-    cluster: RayCluster,
-    pods: Sequence[Mapping[str, Any]],
-    services: Sequence[Mapping[str, Any]],
-    *,
-    now: datetime,
-    new_suffix: Callable[[], str],
-    multi_host_indexing: bool = True,
-    random_pod_delete: bool = False,
-    nodes: Mapping[str, Mapping[str, Any]] | None = None,
-    unready_slice_timeout: float = 0.0,
-    backoff: BackoffPolicy = DEFAULT_POLICY,
-) -> ClusterPlan:
+def plan_cluster(cluster: RayCluster, context: PlanContext) -> ClusterPlan:
     """Plan every pod, service and status write for ``cluster``.
 
-    ``pods`` may hold pods of other clusters or namespaces; only pods labelled
+    ``context.state.pods`` may hold pods of other clusters or namespaces; only pods labelled
     ``ray.io/cluster=<name>`` in the cluster's namespace are considered, so nothing else can
-    ever be deleted. ``nodes`` are the nodes those pods run on, by name; with
-    ``unready_slice_timeout`` > 0 a host on a lost node or unready too long breaks its slice
-    (planning/host_loss.py).
+    ever be deleted. The lifecycle features (planning/lifecycle.py) have their say through
+    their hooks, in rule order (planning/feature.py).
     """
+    turn = _read(cluster, context)
+    features = features_for(turn)
+    groups_suspending = _plan_groups(turn, features)
+    head = next((p for p in turn.heads if p.live), None)
+    services: tuple[dict[str, Any], ...] = ()
+    if turn.acting:
+        services = desired_services(cluster)
+        if autoscaling_on(cluster):
+            turn.objects += builders.build_autoscaler_rbac(cluster)
+        head = _plan_cluster_pods(turn)
+    for feature in features:
+        feature.finish(turn)
+    deletes = [_with_grace(d, turn.grace) for d in turn.deletes]
+    turn.events[:0] = _delete_events(deletes)
+    turn.events[:0] = _problem_events(cluster, turn.check)
+    seen = Observed(
+        tallies=turn.tallies,
+        head=head,
+        head_service=_head_service(cluster, context.state.services),
+        problems=turn.check.problems,
+        cluster_invalid=not turn.acting,
+        failures=dict(Counter(d.reason for d in deletes if d.reason in BROKEN_REASONS)),
+        pods_remaining=len(turn.managed),
+        suspending=turn.suspending,
+        groups_suspending=frozenset(groups_suspending),
+        deletions=_headline_deletions(deletes),
+        **turn.seen,
+    )
+    return ClusterPlan(
+        creates=tuple(turn.creates),
+        deletes=tuple(deletes),
+        services=services,
+        extra_objects=tuple(turn.objects),
+        events=tuple(turn.events),
+        status=build_status(cluster, seen, now=context.now),
+        problems=turn.check.problems,
+        missing_services=missing_services(services, context.state.services),
+        tallies=tuple(turn.tallies),
+        transitions=tuple(turn.transitions),
+        annotations=turn.annotations,
+        requeue_after=min(turn.requeue) if turn.requeue else None,
+    )
+
+
+def _read(cluster: RayCluster, context: PlanContext) -> ClusterTurn:
+    """What the pass reads before any rule: the spec's problems and the cluster's own pods,
+    sorted into heads, groups in the spec and groups no longer in it."""
     check = check_spec(cluster)
-    act = not check.cluster_problems
-    mine = [v for v in map(read_pod, pods) if _belongs(v, cluster)]
+    mine = [v for v in map(read_pod, context.state.pods) if _belongs(v, cluster)]
     heads, by_group, removed = _partition(mine, cluster.spec.worker_group_specs)
     # Pods the operator manages (heads, workers of any group); a pod of the cluster that is
     # neither is never touched, so it does not hold a suspension up either.
     managed = [*heads, *removed, *(p for group_pods in by_group.values() for p in group_pods)]
     suspended = cluster_suspended(cluster)
     # One-way suspension (planning/suspension.py): once started, it runs until no pod is left.
-    suspending = act and bool(managed) and (suspended or cluster_was_suspending(cluster))
-    upgrade = plan_upgrade(cluster, heads, by_group, _desired_by_group(cluster, suspended))
-    switches = GroupSwitches(
-        scale_down=not autoscaling_on(cluster) or random_pod_delete,
-        multi_host_indexing=multi_host_indexing,
-        stuck_before=rfc3339(now - STUCK_AFTER),
+    suspending = (
+        not check.cluster_problems
+        and bool(managed)
+        and (suspended or cluster_was_suspending(cluster))
     )
-    host_check = (
-        _host_check(cluster, pods, nodes or {}, now, unready_slice_timeout) if act else NO_CHECK
-    )
-    work = _Work()
-    # Rule 13a: crash-loop backoff per slice, its records in the cluster's annotation.
-    backoffs = ClusterBackoff(cluster, pods, now=now, policy=backoff)
-    groups_suspending = _plan_groups(
-        cluster,
-        by_group,
-        work,
-        check,
-        suspending or suspended,
-        switches,
-        new_suffix,
-        upgrade,
-        host_check.faults,
-        backoffs,
-    )
-    head_current = next((p for p in heads if p.live), None)
-    wanted_services, extra = _cluster_objects(cluster) if act else ((), ())
-    if act:
-        head_current = _plan_cluster_pods(
-            cluster, heads, removed, managed, work, suspending=suspending, upgrade=upgrade
-        )
-    if host_check.on_lost_nodes:
-        # Host loss: a pod on a lost node goes with grace 0, so its index is free at once.
-        work.deletes = force_on_lost_nodes(work.deletes, pods, host_check)
-    work.events += backoffs.events
-    work.events[:0] = _delete_events(work.deletes)
-    work.events[:0] = _problem_events(cluster, check)
-
-    seen = Observed(
-        tallies=work.tallies,
-        head=head_current,
-        head_service=_head_service(cluster, services),
-        problems=check.problems,
-        cluster_invalid=not act,
-        failures=dict(Counter(d.reason for d in work.deletes if d.reason in BROKEN_REASONS)),
-        pods_remaining=len(managed),
-        suspending=suspending,
-        groups_suspending=frozenset(groups_suspending),
-        deletions=_headline_deletions(work.deletes),
-        rolling_update=rollout_condition(upgrade, work.tallies, paused=suspended or suspending),
-        backoff=backoffs.status,
-    )
-    status = build_status(cluster, seen, now=now)
-    return ClusterPlan(
-        creates=tuple(work.creates),
-        deletes=tuple(work.deletes),
-        services=wanted_services,
-        extra_objects=extra,
-        events=tuple(work.events),
-        status=status,
-        problems=check.problems,
-        missing_services=missing_services(wanted_services, services),
-        tallies=tuple(work.tallies),
-        transitions=tuple(work.transitions),
-        annotations=backoffs.annotations(),
-        requeue_after=_soonest(host_check.recheck_after, backoffs.wake),
+    return ClusterTurn(
+        context, cluster, check, heads, by_group, removed, managed, suspended, suspending
     )
 
 
-def _host_check(
-    cluster: RayCluster,
-    pods: Sequence[Mapping[str, Any]],
-    nodes: Mapping[str, Mapping[str, Any]],
-    now: datetime,
-    timeout: float,
-) -> HostCheck:
-    """Host loss (docs/design.md §4 rule 8): the hosts' nodes and lost readiness."""
-    if timeout <= 0:
-        return NO_CHECK
-    own = [p for p in pods if _owned(p, cluster)]
-    return check_hosts(own, nodes, now=now, unready_timeout=timeout)
-
-
-@dataclass
-class _Work:
-    """What one plan collects, group by group and then for the cluster."""
-
-    creates: list[PodCreate] = field(default_factory=list)
-    deletes: list[PodDelete] = field(default_factory=list)
-    events: list[PlannedEvent] = field(default_factory=list)
-    tallies: list[GroupTally] = field(default_factory=list)
-    transitions: list[SliceTransition] = field(default_factory=list)
+def _with_grace(delete: PodDelete, grace: Mapping[str, int]) -> PodDelete:
+    """Rule 8b: a feature's word on a pod's grace period holds whoever deletes the pod."""
+    seconds = grace.get(delete.name)
+    return delete if seconds is None else replace(delete, grace_period_seconds=seconds)
 
 
 def _head_service(
@@ -243,143 +189,91 @@ def _head_service(
     return next((s for s in services if service_name(s) == name), None)
 
 
-def _desired_by_group(cluster: RayCluster, suspended: bool) -> dict[str, int]:
-    return {
-        g.group_name: desired_slices(g, cluster_suspended=suspended)
-        for g in cluster.spec.worker_group_specs
-    }
-
-
-def _cluster_objects(
-    cluster: RayCluster,
-) -> tuple[tuple[dict[str, Any], ...], tuple[dict[str, Any], ...]]:
-    """Rules 6-7: the services, and the autoscaler's RBAC objects, the cluster needs."""
-    extra = tuple(builders.build_autoscaler_rbac(cluster)) if autoscaling_on(cluster) else ()
-    return desired_services(cluster), extra
-
-
-def _plan_groups(
-    cluster: RayCluster,
-    by_group: Mapping[str, list[PodView]],
-    work: _Work,
-    check: SpecCheck,
-    stopping: bool,
-    switches: GroupSwitches,
-    new_suffix: Callable[[], str],
-    upgrade: ClusterUpgrade,
-    host_faults: Mapping[str, HostFault],
-    backoffs: ClusterBackoff,
-) -> set[str]:
-    """Rules 8-14 for every worker group (``stopping``: the cluster is suspended or
-    suspending); answers the groups whose own suspension is under way."""
-    suspended = cluster_suspended(cluster)
-    group_stopping = groups_were_suspending(cluster)
+def _plan_groups(turn: ClusterTurn, features: Sequence[Feature]) -> set[str]:
+    """Rules 8-14 for every worker group; answers the groups whose own suspension is under
+    way."""
+    cluster, check = turn.cluster, turn.check
+    switches = _switches(turn)
     groups_suspending: set[str] = set()
     for position, group in enumerate(cluster.spec.worker_group_specs):
-        group_pods = by_group.get(group.group_name, [])
-        desired = desired_slices(group, cluster_suspended=suspended)
+        group_pods = turn.by_group.get(group.group_name, [])
+        desired = desired_slices(group, cluster_suspended=turn.suspended)
         own = _switches_for(group, switches)
         if check.cluster_problems or position in check.invalid_groups:
-            work.tallies.append(
-                tally_group(
-                    group, group_pods, desired=desired, multi_host_indexing=own.multi_host_indexing
-                )
+            indexed = own.multi_host_indexing
+            turn.tallies.append(
+                tally_group(group, group_pods, desired=desired, multi_host_indexing=indexed)
             )
-            backoffs.keep(group.group_name)
             continue
-        stop: DeleteReason | None = None
-        if stopping:
-            stop = DeleteReason.CLUSTER_SUSPENDED
-        elif group.suspend or (group_pods and group.group_name in group_stopping):
-            # A group's suspension is one-way too: it ends only when its last pod is gone.
-            stop = DeleteReason.GROUP_SUSPENDED
-            if group_pods:
-                groups_suspending.add(group.group_name)
-        planned = plan_group(
-            group,
-            group_pods,
-            desired=desired,
-            switches=own,
-            new_suffix=new_suffix,
-            stop=stop,
-            host_faults=host_faults,
-            upgrade=upgrade.groups.get(group.group_name),
-            hold=backoffs.hold(group),
-        )
-        if stop is None:
-            backoffs.settle(
-                group,
-                deletes=planned.deletes,
-                released=planned.released,
-                created=[r.index for r in planned.replicas],
-                num_of_hosts=planned.tally.num_of_hosts,
-            )
-        work.tallies.append(_with_backoff(planned.tally, backoffs.waiting.get(group.group_name, 0)))
-        work.transitions += planned.transitions
-        work.deletes += planned.deletes
-        work.creates += _worker_creates(cluster, group, planned, own)
-        work.events += planned.events
-        work.events += _create_events(group.group_name, planned.replicas)
+        stop = _group_stop(turn, group, group_pods)
+        if stop is DeleteReason.GROUP_SUSPENDED and group_pods:
+            groups_suspending.add(group.group_name)
+        job = GroupInput(group, group_pods, desired, own, turn.context.new_suffix, stop)
+        planned = plan_group(job, features)
+        turn.tallies.append(planned.tally)
+        turn.transitions += planned.transitions
+        turn.deletes += planned.deletes
+        turn.creates += _worker_creates(cluster, group, planned, own)
+        turn.events += planned.events
+        turn.events += _create_events(group.group_name, planned.replicas)
     return groups_suspending
 
 
-def _plan_cluster_pods(
-    cluster: RayCluster,
-    heads: Sequence[PodView],
-    removed: Sequence[PodView],
-    managed: Sequence[PodView],
-    work: _Work,
-    *,
-    suspending: bool,
-    upgrade: ClusterUpgrade,
-) -> PodView | None:
-    """Pods outside the groups: removed groups' pods, the head (rules 4-5, 12a), and every
-    managed pod while suspending. Answers the head in use."""
-    work.deletes += [
+def _switches(turn: ClusterTurn) -> GroupSwitches:
+    options = turn.context.options
+    return GroupSwitches(
+        scale_down=not autoscaling_on(turn.cluster) or options.random_pod_delete,
+        multi_host_indexing=options.multi_host_indexing,
+        stuck_before=rfc3339(turn.context.now - STUCK_AFTER),
+    )
+
+
+def _group_stop(
+    turn: ClusterTurn, group: WorkerGroupSpec, pods: Sequence[PodView]
+) -> DeleteReason | None:
+    """Rule 4: the cluster is suspended or suspending, or the group is; a group's suspension
+    is one-way too: it ends only when its last pod is gone."""
+    if turn.suspending or turn.suspended:
+        return DeleteReason.CLUSTER_SUSPENDED
+    if group.suspend or (pods and group.group_name in groups_were_suspending(turn.cluster)):
+        return DeleteReason.GROUP_SUSPENDED
+    return None
+
+
+def _plan_cluster_pods(turn: ClusterTurn) -> PodView | None:
+    """Pods outside the groups: removed groups' pods, the head (rules 4-5), and every managed
+    pod while suspending. Answers the head in use."""
+    turn.deletes += [
         _pod_delete(
             pod,
             DeleteReason.GROUP_REMOVED,
             f"worker group {pod.group!r} is no longer in the spec",
         )
-        for pod in removed
+        for pod in turn.removed
         if not pod.terminating
     ]
-    head = plan_head(heads, suspended=cluster_suspended(cluster) or suspending)
-    work.deletes += head.deletes
-    going = {d.name for d in work.deletes}
-    if not (cluster_suspended(cluster) or suspending):
-        work.deletes += [d for d in head_deletes(upgrade, heads) if d.name not in going]
-    if suspending:
+    head = plan_head(turn.heads, suspended=turn.suspended or turn.suspending)
+    turn.deletes += head.deletes
+    going = {d.name for d in turn.deletes}
+    if turn.suspending:
         # Every managed pod goes, whichever group (or none in the spec) it belongs to.
-        work.deletes += [
+        turn.deletes += [
             _pod_delete(
                 pod,
                 DeleteReason.CLUSTER_SUSPENDED,
                 f"cluster suspending: removing pod {pod.name}",
             )
-            for pod in managed
+            for pod in turn.managed
             if not pod.terminating and pod.name not in going
         ]
     if head.create:
-        work.creates.insert(0, _head_create(cluster))
-        work.events.append(
+        turn.creates.insert(0, _head_create(turn.cluster))
+        turn.events.append(
             PlannedEvent(
                 "Normal", CreateReason.HEAD_MISSING, "creating the head pod", action=CREATE_POD
             )
         )
     return head.current
-
-
-def _soonest(*delays: float | None) -> float | None:
-    due = [d for d in delays if d is not None]
-    return min(due) if due else None
-
-
-def _with_backoff(tally: GroupTally, waiting: int) -> GroupTally:
-    """Rule 13a: slices waiting out a backoff are counted in state ``backoff`` (metrics)."""
-    if not waiting:
-        return tally
-    return replace(tally, slices={**tally.slices, SliceState.BACKOFF: waiting})
 
 
 def _pod_delete(pod: PodView, reason: DeleteReason, message: str) -> PodDelete:
@@ -405,14 +299,6 @@ def _head_create(cluster: RayCluster) -> PodCreate:
         CreateReason.HEAD_MISSING,
         builders.build_head_pod(cluster),
     )
-
-
-def _owned(obj: Mapping[str, Any], cluster: RayCluster) -> bool:
-    """``_belongs`` for a pod not yet read (host loss reads the raw pod's node and status)."""
-    meta = obj.get("metadata") or {}
-    return (meta.get("labels") or {}).get(labels.CLUSTER) == cluster.metadata.name and meta.get(
-        "namespace"
-    ) in (None, cluster.metadata.namespace)
 
 
 def _belongs(pod: PodView, cluster: RayCluster) -> bool:

@@ -22,15 +22,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from raycluster_operator.api.models import WorkerGroupSpec
 from raycluster_operator.api.names import replica_name
 from raycluster_operator.planning.actions import PlannedEvent, PodDelete
-from raycluster_operator.planning.backoff import NO_HOLD, GroupHold
 from raycluster_operator.planning.desired import hosts
-from raycluster_operator.planning.host_loss import HostFault, host_fault, mark_host_faults
+from raycluster_operator.planning.feature import Feature
 from raycluster_operator.planning.indices import lowest_free
 from raycluster_operator.planning.pods import PodView
 from raycluster_operator.planning.reasons import (
@@ -47,13 +45,27 @@ from raycluster_operator.planning.slice_state import (
     check_transition,
     derive_state,
 )
-from raycluster_operator.planning.upgrade import (
-    GroupUpgrade,
-    Rollout,
-    roll,
-    surge_allowance,
-    updated_slices,
+from raycluster_operator.planning.turn import (
+    Deletions,
+    GroupHold,
+    GroupInput,
+    GroupPlan,
+    GroupSwitches,
+    GroupTally,
+    GroupTurn,
+    NewReplica,
+    merge_holds,
 )
+
+__all__ = [
+    "GroupInput",
+    "GroupPlan",
+    "GroupSwitches",
+    "GroupTally",
+    "NewReplica",
+    "plan_group",
+    "tally_group",
+]
 
 #: How often a colliding replica name is redrawn before the group waits for the next pass.
 NAME_ATTEMPTS = 20
@@ -62,169 +74,71 @@ NAME_ATTEMPTS = 20
 MAX_NEW_PODS_PER_PASS = 20_000
 
 
-@dataclass(frozen=True, slots=True)
-class NewReplica:
-    """A replica to create: every one of its hosts is created in the same plan (rule 13)."""
-
-    index: int | None
-    name: str | None
-    #: Host indices to create; ``(None,)`` for a single-host replica.
-    hosts: tuple[int | None, ...]
-    reason: CreateReason
-
-
-@dataclass(frozen=True, slots=True)
-class GroupTally:
-    """What the status reports for one group: observed counts, before the plan is applied."""
-
-    group: str
-    num_of_hosts: int
-    desired_slices: int
-    ready_slices: int
-    broken_slices: int
-    ready_pods: int
-    running_pods: int
-    #: How many slices are in each state (absent ones are not counted).
-    slices: Mapping[SliceState, int] = field(default_factory=dict)
-    #: Serving slices of the current template (rule 12a); None when not computed.
-    updated_slices: int | None = None
-
-    @property
-    def desired_pods(self) -> int:
-        return self.desired_slices * self.num_of_hosts
+def plan_group(job: GroupInput, features: Sequence[Feature] = ()) -> GroupPlan:
+    """Plan one group. ``job.stop`` (a suspend reason) removes every pod and creates nothing.
+    ``features`` (planning/feature.py) have their say in rule order: host loss marks slices
+    broken (rule 8a), an upgrade replaces outdated slices (12a), the crash-loop backoff holds
+    indices (13a)."""
+    if not job.switches.multi_host_indexing:
+        flat = GroupTurn(job, _NOTHING, Deletions(job.spec.group_name))
+        return _settled(features, flat, _plan_flat(job))
+    found = sort_into_replicas(job.pods, hosts(job.spec))
+    turn = GroupTurn(job, found, Deletions(job.spec.group_name))
+    for feature in features:
+        feature.mark(turn)
+    tally = _tally(job.spec, job.pods, turn.found.replicas, job.desired)
+    hold = merge_holds([feature.gate(turn) for feature in features])
+    if job.stop is not None:
+        return _settled(features, turn, _stopped(turn, tally, hold))
+    return _settled(features, turn, _planned(turn, features, tally, hold))
 
 
-@dataclass(frozen=True, slots=True)
-class GroupPlan:
-    deletes: tuple[PodDelete, ...]
-    replicas: tuple[NewReplica, ...]
-    tally: GroupTally
-    events: tuple[PlannedEvent, ...] = ()
-    #: Every slice this plan moves, checked against ``slice_state.TRANSITIONS``.
-    transitions: tuple[SliceTransition, ...] = ()
-    #: Crash-loop backoff (rule 13a): waiting indices no longer wanted (fewer replicas); their
-    #: backoff ends.
-    released: tuple[int, ...] = ()
+def _stopped(turn: GroupTurn, tally: GroupTally, hold: GroupHold) -> GroupPlan:
+    """Rule 4 for a group: every pod goes, nothing is created, every hold ends."""
+    job, out = turn.job, turn.out
+    stop = job.stop
+    assert stop is not None
+    for pod in job.pods:
+        out.pod(pod, stop, f"{stop.value}: removing pod {pod.name} of group {job.spec.group_name}")
+    moves = _moves(turn.found, out.items, ()) + _hold_moves((), hold.waiting, stop)
+    return GroupPlan(tuple(out.items.values()), (), tally, (), moves, released=hold.waiting)
 
 
-@dataclass(frozen=True, slots=True)
-class GroupSwitches:
-    """How the group may change, decided once per cluster."""
-
-    #: Surplus replicas are removed (autoscaling off, or ENABLE_RANDOM_POD_DELETE).
-    scale_down: bool
-    #: Feature gate RayMultiHostIndexing.
-    multi_host_indexing: bool = True
-    #: Terminating pods whose deletion deadline is before this time (RFC 3339) are stuck, as
-    #: on a lost node; a broken replica's replacement stops waiting for the index they hold
-    #: and takes the lowest free one instead. "" = never.
-    stuck_before: str = ""
-
-
-class _Deletions:
-    """Collects deletes, once per pod, never for a pod that is already terminating."""
-
-    def __init__(self, group: str) -> None:
-        self.group = group
-        self.items: dict[str, PodDelete] = {}
-        self.replica_keys: set[str] = set()
-
-    def pod(
-        self,
-        pod: PodView,
-        reason: DeleteReason,
-        message: str,
-        replica: Replica | None = None,
-        trigger: str | None = None,
-    ) -> None:
-        if pod.terminating or pod.name in self.items:
-            return
-        self.items[pod.name] = PodDelete(
-            name=pod.name,
-            group=self.group,
-            replica_name=pod.replica_name,
-            reason=reason,
-            message=message,
-            replica_index=replica.index if replica else pod.replica_index,
-            host_index=pod.host_index,
-            uid=pod.uid,
-            trigger=trigger,
-        )
-
-    def replica(
-        self, replica: Replica, reason: DeleteReason, message: str, trigger: str | None = None
-    ) -> None:
-        self.replica_keys.add(replica.key)
-        for pod in replica.pods:
-            self.pod(pod, reason, message, replica, trigger)
-
-
-def plan_group(
-    group: WorkerGroupSpec,
-    pods: Sequence[PodView],
-    *,
-    desired: int,
-    switches: GroupSwitches,
-    new_suffix: Callable[[], str],
-    stop: DeleteReason | None = None,
-    host_faults: Mapping[str, HostFault] | None = None,
-    upgrade: GroupUpgrade | None = None,
-    hold: GroupHold = NO_HOLD,
+def _planned(
+    turn: GroupTurn, features: Sequence[Feature], tally: GroupTally, hold: GroupHold
 ) -> GroupPlan:
-    """Plan one group. ``stop`` (a suspend reason) removes every pod and creates nothing.
-    ``host_faults`` (planning/host_loss.py): pods whose node or lost readiness break their
-    slice; ``upgrade`` replaces slices of an older template (planning/upgrade.py); ``hold`` is
-    the crash-loop backoff's word on which indices wait (planning/backoff.py)."""
-    if not switches.multi_host_indexing:
-        return _plan_flat(group, pods, desired=desired, switches=switches, stop=stop)
-    n = hosts(group)
-    found = sort_into_replicas(pods, n)
-    # Rule 8, host loss: a host on a lost node, or unready too long, breaks its slice.
-    found = mark_host_faults(found, host_faults or {})
-    out = _Deletions(group.group_name)
-    tally = _tally(group, pods, found.replicas, desired)
-    if upgrade is not None:
-        tally = replace(tally, updated_slices=updated_slices(found.replicas, upgrade.current))
-    if stop is not None:
-        for pod in pods:
-            out.pod(pod, stop, f"{stop.value}: removing pod {pod.name} of group {group.group_name}")
-        moves = _moves(found, out.items, ()) + _hold_moves((), hold.waiting, stop)
-        return GroupPlan(tuple(out.items.values()), (), tally, (), moves, released=hold.waiting)
-
+    """Rules 8-13 in order, each feature's hooks where its rule stands."""
+    job, found, out = turn.job, turn.found, turn.out
+    n = hosts(job.spec)
     replaced = _unidentified(found, out, n)
-    replaced += _broken(found, out, host_faults)
-    wanted = set(group.workers_to_delete)
+    replaced += _broken(found, out)
+    wanted = set(job.spec.workers_to_delete)
     _named(found, out, wanted)
     valid = [r for r in found.replicas if r.complete and r.key not in out.replica_keys]
     kept = _drop_duplicate_indices(valid, out)
     replaced += len(valid) - len(kept)
-    valid = _scale_down(kept, out, desired, surge_allowance(kept, upgrade), switches)
-
-    # Rule 12a: an upgrade replaces outdated slices whole, within its bounds.
-    rollout = (
-        _upgrade(found, valid, out, upgrade, desired, hold_extra=not switches.scale_down)
-        if upgrade is not None
-        else None
+    turn.valid = kept
+    spare = sum(feature.spare(turn) for feature in features)
+    turn.valid = _scale_down(kept, out, job.desired, spare, job.switches)
+    for feature in features:
+        feature.replace(turn)
+    valid = turn.valid
+    need = job.desired - len(valid) if turn.need is None else turn.need
+    awaited = turn.awaited | _indices_awaiting_replacement(
+        found.replicas, {r.index for r in valid}, wanted, job.switches.stuck_before
     )
-    if rollout is not None:
-        valid = [r for r in valid if r.key not in out.replica_keys]
-
-    need = rollout.creates if rollout is not None else desired - len(valid)
-    awaited = _indices_awaiting_replacement(
-        found.replicas, {r.index for r in valid}, wanted, switches.stuck_before
-    )
-    if rollout is not None:
-        # Without surge the new slice takes the index of the one it replaces (rule 13).
-        awaited |= {r.index for r in rollout.victims if r.index is not None}
-    pick = _pick_indices(pods, valid, need, awaited, hold, room=max(MAX_NEW_PODS_PER_PASS // n, 1))
+    room = max(MAX_NEW_PODS_PER_PASS // n, 1)
+    if hold.most is not None:
+        room = min(room, hold.most)
+    pick = _pick_indices(job.pods, valid, need, awaited, hold, room=room)
+    standing_in = min(replaced, need)
     made, events = _new_replicas(
-        group,
+        job,
         found,
         pick.targets,
         lambda position, index: (
-            hold.retry.get(index) or _create_reason(position, min(replaced, need), rollout)
+            hold.retry.get(index) or _create_reason(position, standing_in, turn.reasons)
         ),
-        new_suffix,
     )
     moves = _moves(found, out.items, made) + _hold_moves(
         pick.reserved, pick.released, DeleteReason.SCALE_DOWN
@@ -234,7 +148,17 @@ def plan_group(
     )
 
 
-def _unidentified(found: GroupPods, out: _Deletions, n: int) -> int:
+def _settled(features: Sequence[Feature], turn: GroupTurn, plan: GroupPlan) -> GroupPlan:
+    for feature in features:
+        plan = feature.settle(turn, plan)
+    return plan
+
+
+#: The slices of a group planned without replica identity (gate RayMultiHostIndexing off).
+_NOTHING = GroupPods((), ())
+
+
+def _unidentified(found: GroupPods, out: Deletions, n: int) -> int:
     """Rule 9: no pod of the group is left behind for lack of labels. Answers how many
     replicas' worth of live pods go (their replacements count as replacing)."""
     for pod in found.unidentified:
@@ -247,18 +171,18 @@ def _unidentified(found: GroupPods, out: _Deletions, n: int) -> int:
     return -(-sum(1 for p in found.unidentified if not p.terminating) // n)
 
 
-def _broken(found: GroupPods, out: _Deletions, host_faults: Mapping[str, HostFault] | None) -> int:
+def _broken(found: GroupPods, out: Deletions) -> int:
     """Rule 8: a broken replica goes whole, for the fault its state names; answers how many."""
     count = 0
     for replica in found.replicas:
         if replica.state is SliceState.BROKEN and replica.cause is not None:
-            culprit = _culprit(replica) or _host_culprit(replica, host_faults)
+            culprit = _culprit(replica) or replica.trigger
             out.replica(replica, replica.cause, replica.detail, culprit)
             count += 1
     return count
 
 
-def _named(found: GroupPods, out: _Deletions, wanted: set[str]) -> None:
+def _named(found: GroupPods, out: Deletions, wanted: set[str]) -> None:
     """Rule 10: a named host takes its replica with it, in this same pass."""
     if not wanted:
         return
@@ -277,7 +201,7 @@ def _named(found: GroupPods, out: _Deletions, wanted: set[str]) -> None:
 
 
 def _scale_down(
-    valid: list[Replica], out: _Deletions, desired: int, surge: int, switches: GroupSwitches
+    valid: list[Replica], out: Deletions, desired: int, surge: int, switches: GroupSwitches
 ) -> list[Replica]:
     """Rule 12: surplus goes from the top, so the lowest indices (the oldest work) stay; an
     upgrade's ``surge`` slices are not surplus (rule 12a)."""
@@ -336,13 +260,13 @@ def _pick_indices(
 
 
 def _new_replicas(
-    group: WorkerGroupSpec,
+    job: GroupInput,
     found: GroupPods,
     targets: Sequence[int],
     reason_for: Callable[[int, int], CreateReason],
-    new_suffix: Callable[[], str],
 ) -> tuple[list[NewReplica], list[PlannedEvent]]:
     """A replica (every host) per target index, each with a fresh replica name."""
+    group, new_suffix = job.spec, job.new_suffix
     n = hosts(group)
     names = {r.name for r in found.replicas if r.name is not None}
     events: list[PlannedEvent] = []
@@ -367,36 +291,18 @@ def _new_replicas(
     return made, events
 
 
-def _upgrade(
-    found: GroupPods,
-    valid: Sequence[Replica],
-    out: _Deletions,
-    upgrade: GroupUpgrade,
-    desired: int,
-    *,
-    hold_extra: bool,
-) -> Rollout | None:
-    """Rule 12a (planning/upgrade.py): delete this pass's outdated slices, whole."""
-    going = [r for r in found.replicas if r.state is SliceState.DELETING]
-    rollout = roll(valid, going, upgrade=upgrade, desired=desired, hold_extra=hold_extra)
-    if rollout is not None:
-        for replica in rollout.victims:
-            what = f"slice {replica.name}" if replica.name else f"pod {replica.key}"
-            out.replica(
-                replica,
-                DeleteReason.TEMPLATE_CHANGED,
-                f"{what} was built from an older pod template; it is replaced by one of "
-                f"template {upgrade.current}",
-            )
-    return rollout
-
-
-def _create_reason(position: int, replacing: int, rollout: Rollout | None) -> CreateReason:
-    """Stand-ins for broken slices first, then the upgrade's new slices, then scale-up."""
+def _create_reason(
+    position: int, replacing: int, reasons: Sequence[tuple[int, CreateReason]]
+) -> CreateReason:
+    """Stand-ins for broken slices first, then the features' new slices (an upgrade's), in
+    rule order, then scale-up."""
     if position < replacing:
         return CreateReason.REPLACE_REPLICA
-    if rollout is not None and position < replacing + rollout.upgrade_creates:
-        return CreateReason.UPGRADE
+    limit = replacing
+    for count, reason in reasons:
+        limit += count
+        if position < limit:
+            return reason
     return CreateReason.SCALE_UP
 
 
@@ -459,11 +365,6 @@ def _culprit(replica: Replica) -> str | None:
     return None
 
 
-def _host_culprit(replica: Replica, faults: Mapping[str, HostFault] | None) -> str | None:
-    fault = host_fault(replica, faults) if faults else None
-    return fault.pod if fault is not None else None
-
-
 def _indices_awaiting_replacement(
     replicas: Sequence[Replica], live: set[int | None], wanted: set[str], stuck_before: str
 ) -> set[int]:
@@ -488,7 +389,7 @@ def _indices_awaiting_replacement(
     return awaited
 
 
-def _drop_duplicate_indices(valid: list[Replica], out: _Deletions) -> list[Replica]:
+def _drop_duplicate_indices(valid: list[Replica], out: Deletions) -> list[Replica]:
     """Two complete replicas with one index: the older keeps it (its hostnames came first)."""
     by_index: dict[int | None, list[Replica]] = {}
     for replica in valid:
@@ -560,22 +461,16 @@ def _tally(
     )
 
 
-def _plan_flat(
-    group: WorkerGroupSpec,
-    pods: Sequence[PodView],
-    *,
-    desired: int,
-    switches: GroupSwitches,
-    stop: DeleteReason | None,
-) -> GroupPlan:
+def _plan_flat(job: GroupInput) -> GroupPlan:
     """Gate RayMultiHostIndexing off (single-host groups): KubeRay's unindexed per-pod mode.
 
     Pods are counted, not grouped: failed pods are replaced one by one, workersToDelete
     removes exactly the named pods, surplus removes the newest pods first.
     """
+    group, pods, desired, switches, stop = job.spec, job.pods, job.desired, job.switches, job.stop
     n = hosts(group)
     want = desired * n
-    out = _Deletions(group.group_name)
+    out = Deletions(group.group_name)
     tally = tally_group(group, pods, desired=desired, multi_host_indexing=False)
     states = {p.name: _pod_state(p) for p in pods}
     if stop is not None:

@@ -1,4 +1,4 @@
-"""Fast failover on host loss (docs/design.md §4 rule 8, §5): which hosts break their slice
+"""Fast failover on host loss (docs/design.md §4 rules 8a and 8b, §5): which hosts break their slice
 because of their node or their lost readiness, read from the pods and the nodes they run on.
 
 Kubernetes evicts pods from a dead node only when their toleration of the
@@ -22,19 +22,22 @@ Pure: ``now`` is an argument; the controller hands over the nodes the cluster's 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from kubefacts.timestamps import parse_time
 from raycluster_operator.api import labels
+from raycluster_operator.api.models import RayCluster
 from raycluster_operator.api.objects import Pod, Resource
 from raycluster_operator.planning.actions import PodDelete
+from raycluster_operator.planning.feature import Feature
 from raycluster_operator.planning.pods import parse_index
 from raycluster_operator.planning.reasons import DeleteReason
 from raycluster_operator.planning.replicas import GroupPods, Replica
 from raycluster_operator.planning.slice_state import SERVING, SliceState
+from raycluster_operator.planning.turn import ClusterTurn, GroupTurn
 
 Obj = Mapping[str, Any]
 
@@ -164,15 +167,24 @@ def _ray_container_starts(pod: Pod) -> list[datetime]:
 
 
 def mark_host_faults(found: GroupPods, faults: Mapping[str, HostFault]) -> GroupPods:
-    """A pending or ready slice with a faulty host is BROKEN for that host's cause."""
+    """A pending or ready slice with a faulty host is BROKEN for that host's cause; any slice
+    with one names that host as the pod at fault (for the Event)."""
     if not faults:
         return found
     replicas = []
     for replica in found.replicas:
         fault = host_fault(replica, faults)
-        if replica.state in SERVING and fault is not None:
+        if fault is not None and replica.state in SERVING:
             detail = f"replica {replica.key}: {fault.detail}" if replica.name else fault.detail
-            replica = replace(replica, state=SliceState.BROKEN, cause=fault.cause, detail=detail)
+            replica = replace(
+                replica,
+                state=SliceState.BROKEN,
+                cause=fault.cause,
+                detail=detail,
+                trigger=fault.pod,
+            )
+        elif fault is not None:
+            replica = replace(replica, trigger=fault.pod)
         replicas.append(replica)
     return replace(found, replicas=tuple(replicas))
 
@@ -186,24 +198,20 @@ def host_fault(replica: Replica, faults: Mapping[str, HostFault]) -> HostFault |
     return (lost or hits)[0]
 
 
-def force_on_lost_nodes(
-    deletes: Sequence[PodDelete], pods: Iterable[Obj], check: HostCheck
+def terminating_on_lost_nodes(
+    planned: Iterable[str], pods: Iterable[Obj], check: HostCheck
 ) -> list[PodDelete]:
-    """Deletes of pods on lost nodes use grace 0 (what ``kubectl delete --force`` sends): their
-    kubelet cannot finish a graceful deletion, so the object would hold its slice's index until
-    Kubernetes' pod GC. A terminating pod on a lost node is deleted again with grace 0, for the
-    same reason. The trade-off: a partitioned node may still run the old containers until its
-    kubelet returns and finds its pods gone (docs/design.md §4 rule 8)."""
-    if not check.on_lost_nodes:
-        return list(deletes)
-    out = [
-        replace(d, grace_period_seconds=0) if d.name in check.on_lost_nodes else d for d in deletes
-    ]
-    planned = {d.name for d in out}
+    """Rule 8b for pods already terminating on a lost node: deleted again with grace 0 (what
+    ``kubectl delete --force`` sends), since their kubelet cannot finish a graceful deletion
+    and the object would hold its slice's index until Kubernetes' pod GC. ``planned``: pods
+    this pass deletes anyway. The trade-off: a partitioned node may still run the old
+    containers until its kubelet returns and finds its pods gone (docs/design.md §4 rule 8b)."""
+    going = set(planned)
+    out = []
     for obj in pods:
         pod = Pod(obj)
         if (
-            pod.name in planned
+            pod.name in going
             or pod.name not in check.on_lost_nodes
             or pod.deletion_timestamp is None
             or pod.meta.get("deletionGracePeriodSeconds") == 0
@@ -228,3 +236,41 @@ def force_on_lost_nodes(
             )
         )
     return out
+
+
+class HostLoss(Feature):
+    """Rules 8a and 8b as a lifecycle feature: the hosts' nodes and lost readiness, read once
+    per pass, mark slices broken; a pod on a lost node is deleted with grace 0."""
+
+    rule = "8a"
+
+    def __init__(self, turn: ClusterTurn) -> None:
+        context = turn.context
+        timeout = context.options.unready_slice_timeout
+        self.check = NO_CHECK
+        if turn.acting and timeout > 0:
+            own = [p for p in context.state.pods if _owned(p, turn.cluster)]
+            self.check = check_hosts(
+                own, context.state.nodes, now=context.now, unready_timeout=timeout
+            )
+
+    def mark(self, turn: GroupTurn) -> None:
+        turn.found = mark_host_faults(turn.found, self.check.faults)
+
+    def finish(self, turn: ClusterTurn) -> None:
+        check = self.check
+        if check.recheck_after is not None:
+            turn.requeue.append(check.recheck_after)
+        if not check.on_lost_nodes:
+            return
+        turn.grace.update(dict.fromkeys(check.on_lost_nodes, 0))
+        planned = [d.name for d in turn.deletes]
+        turn.deletes += terminating_on_lost_nodes(planned, turn.context.state.pods, check)
+
+
+def _owned(obj: Obj, cluster: RayCluster) -> bool:
+    """A pod of ``cluster`` (its label and namespace), read from the raw pod."""
+    meta = obj.get("metadata") or {}
+    return (meta.get("labels") or {}).get(labels.CLUSTER) == cluster.metadata.name and meta.get(
+        "namespace"
+    ) in (None, cluster.metadata.namespace)

@@ -10,6 +10,8 @@ show and the controller only carries the writes out (docs/design.md §7):
   the condition first appears or its text changes, and nothing else;
 - the services and the autoscaler's ServiceAccount/Role/RoleBinding: created when neither the
   caches nor the controller's record of its own recent creates show them.
+
+The inputs travel on as one ``PlanContext`` (planning/context.py).
 """
 
 from __future__ import annotations
@@ -23,63 +25,30 @@ from raycluster_operator.api.objects import RayClusterObject, Resource
 from raycluster_operator.api.problems import Problem
 from raycluster_operator.api.validation import parse_cluster
 from raycluster_operator.planning.actions import DELETE_POD, PlannedEvent, PodCreate, PodDelete
-from raycluster_operator.planning.backoff import DEFAULT_POLICY, BackoffPolicy
 from raycluster_operator.planning.cluster_plan import ClusterPlan, plan_cluster
+from raycluster_operator.planning.context import (
+    DEFAULT_CONTROLLER_NAMES,
+    DEFAULT_OPTIONS,
+    Cached,
+    ClusterState,
+    ObjectId,
+    PlanContext,
+    PlanOptions,
+)
 from raycluster_operator.planning.deletion import plan_deletion
-from raycluster_operator.planning.group_plan import GroupTally
 from raycluster_operator.planning.reasons import DeleteReason, EventReason
 from raycluster_operator.planning.status import INVALID_SPEC, unreadable_status
+from raycluster_operator.planning.turn import GroupTally
 
-Obj = Mapping[str, Any]
-#: (kind, name) of an object in the cluster's namespace.
-ObjectId = tuple[str, str]
-
-#: ``spec.managedBy`` values that mean "this operator" (KubeRay's own value included: we are
-#: a drop-in replacement for it).
-DEFAULT_CONTROLLER_NAMES = frozenset({"ray.io/kuberay-operator", "ray.io/raycluster-operator"})
-
-
-@dataclass(frozen=True)
-class PlanOptions:
-    """The switches that change what is planned (``--feature-gates`` and the environment)."""
-
-    multi_host_indexing: bool = True
-    random_pod_delete: bool = False
-    controller_names: frozenset[str] = DEFAULT_CONTROLLER_NAMES
-    #: ``--unready-slice-timeout`` (seconds): a host that was Ready and has not been for this
-    #: long breaks its slice, and so does a host on a lost node; 0 turns host-loss failover
-    #: off (planning/host_loss.py).
-    unready_slice_timeout: float = 60.0
-    #: Crash-loop backoff per slice (planning/backoff.py), seconds: the first delay, its cap,
-    #: and how long a slice stays ready before its count is forgiven.
-    slice_backoff_base: float = DEFAULT_POLICY.base
-    slice_backoff_max: float = DEFAULT_POLICY.max
-    slice_backoff_reset: float = DEFAULT_POLICY.reset
-
-    @property
-    def backoff(self) -> BackoffPolicy:
-        return BackoffPolicy(
-            self.slice_backoff_base, self.slice_backoff_max, self.slice_backoff_reset
-        )
-
-
-@dataclass(frozen=True)
-class ClusterState:
-    """What the caches show about one RayCluster: the inputs of a pass."""
-
-    #: The RayCluster as cached (its status overlaid with the controller's own last write
-    #: while the cache has not caught up with it).
-    cluster: Obj
-    #: Pods labelled with the cluster's name.
-    pods: Sequence[Obj] = ()
-    #: Services that name the cluster as their owner.
-    services: Sequence[Obj] = ()
-    #: Services, ServiceAccounts, Roles and RoleBindings known to exist in the cluster's
-    #: namespace: in the caches, or created by the controller and not yet seen there.
-    present: frozenset[ObjectId] = frozenset()
-    #: The Nodes the cluster's pods are bound to, by name, as cached (host loss); a node not
-    #: cached (or not watched) is missing and reads as healthy.
-    nodes: Mapping[str, Obj] = field(default_factory=dict)
+__all__ = [
+    "DEFAULT_CONTROLLER_NAMES",
+    "ClusterState",
+    "ObjectId",
+    "PassPlan",
+    "PlanOptions",
+    "object_id",
+    "plan_pass",
+]
 
 
 @dataclass(frozen=True)
@@ -114,7 +83,7 @@ def plan_pass(
     *,
     now: datetime,
     new_suffix: Callable[[], str],
-    options: PlanOptions = PlanOptions(),
+    options: PlanOptions = DEFAULT_OPTIONS,
 ) -> PassPlan:
     obj = state.cluster
     stored = RayClusterObject(obj)
@@ -126,18 +95,7 @@ def plan_pass(
     cluster, problems = parse_cluster(obj)
     if cluster is None:
         return _unreadable(obj, problems, now)
-    plan = plan_cluster(
-        cluster,
-        state.pods,
-        state.services,
-        now=now,
-        new_suffix=new_suffix,
-        multi_host_indexing=options.multi_host_indexing,
-        random_pod_delete=options.random_pod_delete,
-        nodes=state.nodes,
-        unready_slice_timeout=options.unready_slice_timeout,
-        backoff=options.backoff,
-    )
+    plan = plan_cluster(cluster, PlanContext(state, now, new_suffix, options))
     return _full(plan, state.present)
 
 
@@ -177,7 +135,7 @@ def _deleting(state: ClusterState) -> PassPlan:
     )
 
 
-def _unreadable(obj: Obj, problems: Sequence[Problem], now: datetime) -> PassPlan:
+def _unreadable(obj: Cached, problems: Sequence[Problem], now: datetime) -> PassPlan:
     stored = RayClusterObject(obj)
     before = stored.status
     status = unreadable_status(before, problems, stored.generation, now=now)
@@ -204,6 +162,6 @@ def _invalid_event(text: str) -> PlannedEvent:
     return PlannedEvent("Warning", EventReason.INVALID_SPEC, text, action="Validate")
 
 
-def object_id(obj: Obj) -> ObjectId:
+def object_id(obj: Cached) -> ObjectId:
     view = Resource(obj)
     return view.kind, view.name

@@ -46,7 +46,7 @@ class DeleteReason(StrEnum):
     DUPLICATE_HEAD = "DuplicateHead"
     #: Gate RayMultiHostIndexing off: a single pod failed and is replaced on its own.
     POD_FAILED = "PodFailed"
-    # -- host loss (planning/host_loss.py, docs/design.md §4 rule 8) --
+    # -- host loss (planning/host_loss.py, docs/design.md §4 rules 8a and 8b) --
     #: A host's node is NotReady/Unknown or tainted unreachable/not-ready NoExecute: the
     #: slice is replaced at once, without waiting for Kubernetes' eviction.
     HOST_LOST = "HostLost"

@@ -31,6 +31,9 @@ class Replica:
     #: Why the replica cannot serve (states BROKEN and DELETING); None when it can.
     cause: DeleteReason | None = None
     detail: str = ""
+    #: A pod that a feature's mark names as the one at fault (a host on a lost node), for the
+    #: Event when no pod of the slice failed or is terminating.
+    trigger: str | None = None
 
     @property
     def complete(self) -> bool:

@@ -1,0 +1,64 @@
+"""How a lifecycle feature plugs into the planner (docs/design.md §4, "Lifecycle features").
+
+A feature (host loss, upgrades, the crash-loop backoff, ...) is a ``Feature`` subclass made
+once per pass from the ``ClusterTurn``: its constructor reads what it needs (the options, the
+clock, nodes or other objects from ``turn.context.state``, its records from the RayCluster).
+``planning/lifecycle.py`` lists the features in rule order; the planner calls each hook of
+every feature in that order, at the point of the rules where it stands:
+
+=========  ==================================================================================
+``mark``    after a group's slices are read (rule 8): add faults or marks to slices from
+            other state (a node, an eviction, a domain object). A slice that changes state
+            changes through ``slice_state``'s table.
+``spare``   before scale-down (rule 12): how many slices above the desired number are not
+            surplus (an upgrade's surge, a make-before-break replacement).
+``replace`` after scale-down (rule 12a): delete serving slices whole (``turn.out``), with
+            ``turn.need``, ``turn.awaited`` and ``turn.reasons`` saying what replaces them.
+``gate``    as indices are chosen (rule 13a): indices held or retried, at most how many new
+            slices (a ``GroupHold``).
+``settle``  after the group's plan: records, the group's tally, events (may return a new plan).
+``finish``  after every group and the head: writes of the cluster (``turn.objects``,
+            ``turn.annotations``, ``turn.grace``), Events, status (``turn.seen``), and when to
+            look again (``turn.requeue``).
+=========  ==================================================================================
+
+Every hook does nothing unless a feature overrides it, so a feature overrides the few it needs.
+A feature with unindexed pods (gate RayMultiHostIndexing off) sees only ``settle``.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from raycluster_operator.planning.turn import (
+    NO_HOLD,
+    ClusterTurn,
+    GroupHold,
+    GroupPlan,
+    GroupTurn,
+)
+
+
+class Feature:
+    """One lifecycle feature's say in one pass; the hooks are documented in the module."""
+
+    #: The rule it implements (docs/design.md §4), which places it in ``lifecycle.FEATURES``.
+    rule: ClassVar[str] = ""
+
+    def mark(self, turn: GroupTurn) -> None:
+        return None
+
+    def spare(self, turn: GroupTurn) -> int:
+        return 0
+
+    def replace(self, turn: GroupTurn) -> None:
+        return None
+
+    def gate(self, turn: GroupTurn) -> GroupHold:
+        return NO_HOLD
+
+    def settle(self, turn: GroupTurn, plan: GroupPlan) -> GroupPlan:
+        return plan
+
+    def finish(self, turn: ClusterTurn) -> None:
+        return None

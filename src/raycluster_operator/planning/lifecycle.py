@@ -1,0 +1,21 @@
+"""The lifecycle features, in rule order (docs/design.md §4): the planner makes each one once
+per pass and calls its hooks in this order (planning/feature.py). A new feature is a
+``Feature`` subclass in its own module and one entry here, where its rule stands."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from raycluster_operator.planning.backoff import Backoff
+from raycluster_operator.planning.cluster_upgrade import Upgrades
+from raycluster_operator.planning.feature import Feature
+from raycluster_operator.planning.host_loss import HostLoss
+from raycluster_operator.planning.turn import ClusterTurn
+
+#: Each feature's constructor, by rule: 8a/8b host loss, 12a upgrades, 13a crash-loop backoff.
+FEATURES: Sequence[Callable[[ClusterTurn], Feature]] = (HostLoss, Upgrades, Backoff)
+
+
+def features_for(turn: ClusterTurn) -> list[Feature]:
+    """This pass's features, in rule order."""
+    return [make(turn) for make in FEATURES]
