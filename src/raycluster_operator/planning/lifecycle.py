@@ -10,10 +10,12 @@ from raycluster_operator.planning.backoff import Backoff
 from raycluster_operator.planning.cluster_upgrade import Upgrades
 from raycluster_operator.planning.feature import Feature
 from raycluster_operator.planning.host_loss import HostLoss
+from raycluster_operator.planning.slice_scaling import SliceScaling
 from raycluster_operator.planning.turn import ClusterTurn
 
-#: Each feature's constructor, by rule: 8a/8b host loss, 12a upgrades, 13a crash-loop backoff.
-FEATURES: Sequence[Callable[[ClusterTurn], Feature]] = (HostLoss, Upgrades, Backoff)
+#: Each feature's constructor, by rule: 7b slice reservations (a Warning only), 8a/8b host
+#: loss, 12a upgrades, 13a crash-loop backoff.
+FEATURES: Sequence[Callable[[ClusterTurn], Feature]] = (SliceScaling, HostLoss, Upgrades, Backoff)
 
 
 def features_for(turn: ClusterTurn) -> list[Feature]:

@@ -104,6 +104,9 @@ class EventReason(StrEnum):
     INVALID_SPEC = "InvalidSpec"
     #: Every replica name drawn for a new multi-host replica was taken; retried next pass.
     REPLICA_NAME_COLLISION = "ReplicaNameCollision"
+    #: A TPU group that Ray's slice reservations cannot scale, and why (rule 7b); once per
+    #: applied generation of the spec.
+    SLICE_RESERVATIONS_CANNOT_SCALE = "SliceReservationsCannotScale"
 
 
 class HoldReason(StrEnum):
