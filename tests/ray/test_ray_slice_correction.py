@@ -36,6 +36,10 @@ def corrected(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     ).KubeRayProvider
     monkeypatch.setattr(producer, "__call__", producer.__call__)
     monkeypatch.setattr(provider, "_initialize_scale_request", provider._initialize_scale_request)
+    scheduler = importlib.import_module("ray.autoscaler.v2.scheduler").ResourceDemandScheduler
+    monkeypatch.setattr(
+        scheduler, "_enforce_idle_termination", scheduler.__dict__["_enforce_idle_termination"]
+    )
     monkeypatch.setattr(producer, "_slice_scaling", False, raising=False)
     assert slice_autoscaler.install()
     yield
@@ -127,3 +131,54 @@ def test_the_arithmetic() -> None:
         {"spec": {"workerGroupSpecs": [{"groupName": "a", "numOfHosts": 2}, {"groupName": "b"}]}}
     ) == {"a": 2, "b": 1}
     assert not slice_autoscaler.corrected("2.61.0")
+
+
+def test_an_idle_host_stays_while_its_slice_has_a_busy_host() -> None:
+    """Correction 3: Ray's idle termination, but by slice. With Ray's own status enum."""
+    from types import SimpleNamespace
+
+    scheduler = importlib.import_module("ray.autoscaler.v2.scheduler")
+    status = scheduler.SchedulingNodeStatus
+    terminate, schedulable = status.TO_TERMINATE, status.SCHEDULABLE
+
+    def node(iid: str, slice_name: str | None, state: Any) -> Any:
+        labels = {"ray.io/tpu-slice-name": slice_name} if slice_name else {}
+        return SimpleNamespace(
+            im_instance_id=iid,
+            node_type="tpu",
+            labels=labels,
+            status=state,
+            termination_request=object() if state == terminate else None,
+        )
+
+    nodes = [
+        node("a0", "tpu-0", schedulable),  # slice 0's head, held by a reservation
+        node("a1", "tpu-0", terminate),  # its idle host, marked by Ray this pass
+        node("b0", "tpu-1", terminate),  # slice 1: both hosts idle, both marked
+        node("b1", "tpu-1", terminate),
+        node("p", None, terminate),  # a pending node (no Ray labels yet)
+    ]
+    kept = slice_autoscaler.keep_slices_whole(
+        nodes, {"a1", "b0", "b1", "p"}, terminate, schedulable
+    )
+    assert [n.im_instance_id for n in kept] == ["a1"]
+    assert [n.status for n in nodes] == [schedulable, schedulable, terminate, terminate, terminate]
+    assert nodes[1].termination_request is None
+    # A GPU NVLink domain is a slice too.
+    gpu = [
+        SimpleNamespace(
+            im_instance_id=i,
+            node_type="nvl",
+            labels={"ray.io/gpu-domain": "nvl-0"},
+            status=s,
+            termination_request=None,
+        )
+        for i, s in (("g0", schedulable), ("g1", terminate))
+    ]
+    assert len(slice_autoscaler.keep_slices_whole(gpu, {"g1"}, terminate, schedulable)) == 1
+
+
+def test_install_wraps_rays_scheduler(corrected: None) -> None:
+    scheduler = importlib.import_module("ray.autoscaler.v2.scheduler")
+    wrapped = scheduler.ResourceDemandScheduler._enforce_idle_termination
+    assert wrapped.__name__ == "enforce_idle_by_slice"

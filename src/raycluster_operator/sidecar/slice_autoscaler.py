@@ -20,7 +20,16 @@ which reserves slices the same way) from scaling multi-host slices:
    as Ray computes them (one host going takes its slice down, which is right). Upstream fix:
    ``ceil`` for launches in ``_submit_scale_request``/``_initialize_scale_request``.
 
-Both are applied only to the Ray versions they were written and tested against
+3. **Idle termination by slice.** The v2 scheduler terminates idle *nodes*: while a slice
+   reservation holds only a slice's head (``SlicePlacementGroup`` reserves every slice's head
+   before it places the hosts), the slice's other hosts are idle, and once past
+   ``idleTimeoutSeconds`` one is terminated, which takes its whole slice (and the reserved
+   head) down: the reservation churns. The correction keeps an idle node whose slice (same
+   ``ray.io/tpu-slice-name`` or ``ray.io/gpu-domain``) still has a host that is not being
+   terminated; a slice goes when all its hosts are idle, together. Upstream fix: idle
+   termination at the granularity of a node type's launch unit.
+
+All are applied only to the Ray versions they were written and tested against
 (``CORRECTED_VERSIONS``); any other version runs Ray's autoscaler untouched, with a log line
 saying so. Standard library and Ray only: the builders embed this file in the sidecar's
 command (the user's Ray image does not have the operator's package).
@@ -38,6 +47,8 @@ from typing import Any
 CORRECTED_VERSIONS = ("2.60.",)
 TPU_HEAD_RESOURCE = re.compile(r"TPU-(?P<pod_type>.+)-head")
 WORKER_ID_LABEL = "ray.io/tpu-worker-id"
+#: Ray node labels that name a node's slice (TPU) or NVLink domain (GPU), set by the operator.
+SLICE_LABELS = ("ray.io/tpu-slice-name", "ray.io/gpu-domain")
 POD_TYPE_LABEL = "ray.io/tpu-pod-type"
 MARK = "raycluster-operator slice scaling:"
 
@@ -95,12 +106,36 @@ def round_launches_up(
             desired[node_type] = -(-desired[node_type] // per_slice) * per_slice
 
 
+def _slice_of(node: Any) -> tuple[str, str] | None:
+    labels = getattr(node, "labels", None) or {}
+    for key in SLICE_LABELS:
+        if labels.get(key):
+            return (str(getattr(node, "node_type", "")), str(labels[key]))
+    return None
+
+
+def keep_slices_whole(
+    nodes: list[Any], marked: set[str], to_terminate: Any, schedulable: Any
+) -> list[Any]:
+    """Undo this pass's idle terminations (``marked``: instance ids newly set to
+    ``to_terminate``) of nodes whose slice has a host that stays; returns the nodes kept."""
+    staying = {key for n in nodes if n.status != to_terminate and (key := _slice_of(n)) is not None}
+    kept = []
+    for node in nodes:
+        if node.im_instance_id in marked and _slice_of(node) in staying:
+            node.status = schedulable
+            node.termination_request = None
+            kept.append(node)
+    return kept
+
+
 def install() -> bool:
     """Apply the correction to the imported Ray, if its version is one it was written for."""
     from ray.autoscaler._private.kuberay.autoscaling_config import AutoscalingConfigProducer
     from ray.autoscaler.v2.instance_manager.cloud_providers.kuberay.cloud_provider import (
         KubeRayProvider,
     )
+    from ray.autoscaler.v2.scheduler import ResourceDemandScheduler, SchedulingNodeStatus
 
     import ray
 
@@ -113,6 +148,9 @@ def install() -> bool:
         return True
     produce: Callable[..., Any] = AutoscalingConfigProducer.__call__
     initialize: Callable[..., Any] = KubeRayProvider._initialize_scale_request
+    enforce_idle: Callable[..., Any] = ResourceDemandScheduler._enforce_idle_termination
+    terminate = SchedulingNodeStatus.TO_TERMINATE
+    schedulable = SchedulingNodeStatus.SCHEDULABLE
 
     def produce_with_labels(self: Any) -> Any:
         config = produce(self)
@@ -124,10 +162,23 @@ def install() -> bool:
         round_launches_up(request.desired_num_workers, to_launch, hosts_by_group(self.ray_cluster))
         return request
 
+    def enforce_idle_by_slice(ctx: Any) -> None:
+        before = {n.im_instance_id for n in ctx.get_nodes() if n.status == terminate}
+        enforce_idle(ctx)
+        nodes = ctx.get_nodes()
+        marked = {n.im_instance_id for n in nodes if n.status == terminate} - before
+        if marked and keep_slices_whole(nodes, marked, terminate, schedulable):
+            ctx.update(nodes)
+
+    by_slice = staticmethod(enforce_idle_by_slice)
+    setattr(ResourceDemandScheduler, "_enforce_idle_termination", by_slice)  # noqa: B010
     setattr(AutoscalingConfigProducer, "__call__", produce_with_labels)  # noqa: B010
     setattr(KubeRayProvider, "_initialize_scale_request", initialize_whole_slices)  # noqa: B010
     setattr(AutoscalingConfigProducer, "_slice_scaling", True)  # noqa: B010
-    print(f"{MARK} applied to Ray {ray.__version__} (slice-head labels, whole-slice launches)")
+    print(
+        f"{MARK} applied to Ray {ray.__version__} "
+        "(slice-head labels, whole-slice launches, idle termination by slice)"
+    )
     return True
 
 
