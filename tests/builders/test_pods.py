@@ -374,9 +374,10 @@ def test_autoscaling_adds_sidecar_and_service_account() -> None:
     assert "--no-monitor" in ray["args"][0]
     assert side["name"] == "autoscaler"
     assert side["image"] == ray["image"]
-    assert side["command"] + side["args"] == [
-        "ray",
-        "kuberay-autoscaler",
+    # Ray's `ray kuberay-autoscaler` with the slice-scaling correction (design rule 7b).
+    assert side["command"][:2] == ["python", "-c"]
+    assert "run_kuberay_autoscaler(" in side["command"][2]
+    assert side["args"] == [
         "--cluster-name",
         "demo",
         "--cluster-namespace",

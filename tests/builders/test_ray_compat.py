@@ -101,10 +101,13 @@ def test_rays_cli_accepts_our_head_command() -> None:
 
 
 def test_rays_cli_accepts_our_autoscaler_sidecar() -> None:
+    """The sidecar runs our corrected entry point with exactly the arguments of
+    ``ray kuberay-autoscaler`` (design rule 7b)."""
     side = build_head_pod(CLUSTER)["spec"]["containers"][1]
-    assert side["command"] == ["ray"]
-    command = ray_scripts.cli.commands[side["args"][0]]
-    ctx = command.make_context(side["args"][0], side["args"][1:])
+    assert side["command"][:2] == ["python", "-c"]
+    assert "run_kuberay_autoscaler" in side["command"][2]
+    command = ray_scripts.cli.commands["kuberay-autoscaler"]
+    ctx = command.make_context("kuberay-autoscaler", list(side["args"]))
     assert ctx.params["cluster_name"] == "demo"
     assert ctx.params["cluster_namespace"] == "ml"
 

@@ -79,13 +79,24 @@ class AcceleratorProfile:
             )
         return []
 
-    def ray_labels(self, identity: HostIdentity) -> dict[str, str]:
-        """Ray node labels (``ray start --labels``) this host should carry.
+    def ray_labels(
+        self, identity: HostIdentity, *, container_index: int = 0, tpu_containers: int = 1
+    ) -> dict[str, str]:
+        """Ray node labels (``ray start --labels``) this host must carry; they win over the
+        group's own labels (docs/design.md, rule 3.4a).
 
-        Ray derives TPU labels from the TPU env itself; for NVLink domains nothing in Ray
-        reads a domain from the environment, so the slice name is given as the domain: all
-        hosts of a slice are placed in one clique, so equal values mean one NVLink domain.
+        TPU: the host's worker id, slice name, pod type and topology, the labels Ray's slice
+        reservations select on. NVLink domains: nothing in Ray reads a domain from the
+        environment, so the slice name is given as the domain: all hosts of a slice are
+        placed in one clique, so equal values mean one NVLink domain.
         """
+        if self.kind is AcceleratorKind.TPU and self.tpu is not None:
+            return tpu.ray_node_labels(
+                identity,
+                self.tpu,
+                container_index=container_index,
+                tpu_containers=tpu_containers,
+            )
         if self.kind is AcceleratorKind.GPU_NVLINK and identity.num_hosts > 1:
             return {RAY_GPU_DOMAIN: identity.slice_name}
         return {}

@@ -257,6 +257,42 @@ def tpu_container_positions(containers: object) -> list[int]:
     ]
 
 
+def _per_container(tpu: TpuSlice) -> bool:
+    return tpu.generation is not None and tpu.generation.name in PER_CONTAINER_GENERATIONS
+
+
+def tpu_worker_id(
+    identity: HostIdentity, tpu: TpuSlice, container_index: int = 0, tpu_containers: int = 1
+) -> int:
+    """The TPU worker id of one TPU container: the host index, except on v7x where each TPU
+    container of a host is its own worker."""
+    if _per_container(tpu):
+        return identity.host_index * tpu_containers + container_index
+    return identity.host_index
+
+
+def ray_node_labels(
+    identity: HostIdentity, tpu: TpuSlice, *, container_index: int = 0, tpu_containers: int = 1
+) -> dict[str, str]:
+    """The Ray node labels of a TPU host, as true as its TPU env (docs/design.md, rule 3.4a).
+
+    Ray would derive the same labels from ``TPU_WORKER_ID``/``TPU_NAME``/
+    ``TPU_ACCELERATOR_TYPE``, but a ``--labels`` flag overrides what Ray derives; these are
+    rendered explicitly and win over any group ``labels`` or ``rayStartParams.labels``, so a
+    group label meant for the autoscaler can never make every host claim worker 0.
+    """
+    out = {
+        labels.RAY_TPU_WORKER_ID: str(tpu_worker_id(identity, tpu, container_index, tpu_containers))
+    }
+    if identity.slice_name:
+        out[labels.RAY_TPU_SLICE_NAME] = identity.slice_name
+    if tpu.pod_type is not None:
+        out[labels.RAY_TPU_POD_TYPE] = tpu.pod_type
+    if tpu.topology is not None and parse_topology(tpu.topology) is not None:
+        out[labels.RAY_TPU_TOPOLOGY] = tpu.topology
+    return out
+
+
 def tpu_env(
     identity: HostIdentity,
     tpu: TpuSlice,
@@ -275,12 +311,8 @@ def tpu_env(
     port listed in ``TPU_PROCESS_ADDRESSES``; on older generations every TPU container of a
     host shares the host's worker id.
     """
-    per_container = tpu.generation is not None and tpu.generation.name in (
-        PER_CONTAINER_GENERATIONS
-    )
-    worker_id = identity.host_index
-    if per_container:
-        worker_id = identity.host_index * tpu_containers + container_index
+    per_container = _per_container(tpu)
+    worker_id = tpu_worker_id(identity, tpu, container_index, tpu_containers)
     out: list[tuple[str, EnvValue]] = [("TPU_WORKER_ID", str(worker_id))]
     if identity.slice_name:
         out.append(("TPU_NAME", identity.slice_name))

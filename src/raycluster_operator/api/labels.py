@@ -80,3 +80,12 @@ OWNED_KEYS = frozenset(
         V1_REPLICA_INDEX,
     }
 )
+
+# Ray node labels (``ray start --labels``), not pod labels. Ray's TPU scheduling reads them:
+# ``reserve_tpu_slice`` selects a slice head by worker id 0 and pod type, the slice's other
+# bundles by slice name. They are a host's identity, so only the operator renders them
+# (docs/design.md §3.4, rule 3.4a).
+RAY_TPU_WORKER_ID = "ray.io/tpu-worker-id"
+RAY_TPU_SLICE_NAME = "ray.io/tpu-slice-name"
+RAY_TPU_POD_TYPE = "ray.io/tpu-pod-type"
+RAY_TPU_TOPOLOGY = "ray.io/tpu-topology"

@@ -1,7 +1,9 @@
 """The in-tree Ray autoscaler: a sidecar in the head pod and the RBAC it needs.
 
-The sidecar runs Ray's own ``ray kuberay-autoscaler`` entry point, which waits for the head's
-GCS, reads the RayCluster and patches ``replicas`` / ``scaleStrategy.workersToDelete``. It
+The sidecar runs Ray's own ``ray kuberay-autoscaler`` entry point (``run_kuberay_autoscaler``),
+which waits for the head's GCS, reads the RayCluster and patches ``replicas`` /
+``scaleStrategy.workersToDelete``; before it, the slice-scaling correction of
+``raycluster_operator.sidecar.slice_autoscaler`` (docs/design.md, rule 7b). It
 finds the cluster from its flags, the head pod from ``RAY_HEAD_POD_NAME`` and the CRD version
 from ``KUBERAY_CRD_VER``; it logs into the head's log directory, so both containers share a
 ``/tmp/ray`` volume as under KubeRay.
@@ -9,6 +11,8 @@ from ``KUBERAY_CRD_VER``; it logs into the head's log directory, so both contain
 
 from __future__ import annotations
 
+import functools
+from importlib import resources
 from typing import Any
 
 from raycluster_operator.api import labels, names
@@ -23,6 +27,18 @@ _DEFAULT_RESOURCES = {
     "limits": {"cpu": "500m", "memory": "512Mi"},
     "requests": {"cpu": "500m", "memory": "512Mi"},
 }
+
+
+#: The sidecar's program: Ray's own autoscaler with the slice-scaling correction
+#: (docs/design.md, rule 7b), run from source because the image is the user's Ray image.
+SIDECAR_PROGRAM = ("raycluster_operator.sidecar", "slice_autoscaler.py")
+
+
+@functools.cache
+def sidecar_program() -> str:
+    """The program's source, read once from this package (deterministic, like code)."""
+    package, name = SIDECAR_PROGRAM
+    return resources.files(package).joinpath(name).read_text(encoding="utf-8")
 
 
 def _user_service_account(cluster: RayCluster) -> str | None:
@@ -52,8 +68,10 @@ def sidecar(cluster: RayCluster, head_image: str | None) -> dict[str, Any]:
     container: dict[str, Any] = {
         "name": CONTAINER_NAME,
         "image": (options.image if options and options.image else head_image),
-        "command": ["ray"],
-        "args": ["kuberay-autoscaler", "--cluster-name", name, "--cluster-namespace", namespace],
+        # As `ray kuberay-autoscaler --cluster-name ... --cluster-namespace ...`, with the
+        # version-gated slice-scaling correction applied first (rule 7b).
+        "command": ["python", "-c", sidecar_program()],
+        "args": ["--cluster-name", name, "--cluster-namespace", namespace],
         "env": [
             {"name": "RAY_CLUSTER_NAME", "value": name},
             {"name": "RAY_CLUSTER_NAMESPACE", "value": namespace},

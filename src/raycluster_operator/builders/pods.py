@@ -319,7 +319,11 @@ class WorkerPods:
         identity = self.identity(replica_index, replica_name, host_index)
         spec = _copy_json(self._spec)
         container = _ray_container(spec)
-        ray_labels = self.profile.ray_labels(identity)
+        positions = tpu_container_positions(spec["containers"])
+        ray_position = positions.index(0) if 0 in positions else 0
+        ray_labels = self.profile.ray_labels(
+            identity, container_index=ray_position, tpu_containers=max(len(positions), 1)
+        )
         if self.compute_domains and replica_name is not None and RAY_GPU_DOMAIN in ray_labels:
             domain = names.compute_domain_name(self.cluster.metadata.name, replica_name)
             ray_labels = {**ray_labels, RAY_GPU_DOMAIN: domain}

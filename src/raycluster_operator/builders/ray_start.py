@@ -89,7 +89,8 @@ def start_params(
     *,
     ray_labels: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """rayStartParams completed with defaults, resource sizes and extra Ray node labels."""
+    """rayStartParams completed with defaults, resource sizes and the host's Ray node labels
+    (``ray_labels``, which override the user's labels of the same keys)."""
     params = {**defaults, **{str(k): str(v) for k, v in user.items()}, "block": "true"}
     cpus = container_limit_or_request(container, "cpu")
     if "num-cpus" not in params and cpus:
@@ -107,8 +108,9 @@ def start_params(
             params["num-gpus"] = str(amount)
     _add_accelerator_resources(params, limits)
     if ray_labels:
+        # The host's own labels win: they are its identity (docs/design.md, rule 3.4a).
         current = _labels_param(params.get("labels", ""))
-        merged = {**ray_labels, **current}
+        merged = {**ray_labels, **{k: v for k, v in current.items() if k not in ray_labels}}
         params["labels"] = ",".join(f"{k}={v}" for k, v in merged.items())
     return params
 

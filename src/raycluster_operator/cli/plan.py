@@ -29,6 +29,7 @@ from raycluster_operator.planning import (
     PlanOptions,
     plan_cluster,
 )
+from raycluster_operator.planning.slice_scaling import slice_scaling_gaps
 from raycluster_operator.planning.spec_check import check_spec
 
 
@@ -112,10 +113,18 @@ def plan(
     result = plan_cluster(
         cluster, PlanContext(state, _parse_now(now_text), _suffixes(seed), options)
     )
+    # Rule 7b: said on every run, not only once per generation as the Event is.
+    gaps = slice_scaling_gaps(cluster)
     if output == "json":
-        click.echo(json.dumps(plan_as_json(result), indent=2, sort_keys=True))
+        body = plan_as_json(result)
+        if gaps:
+            body["sliceReservations"] = gaps
+        click.echo(json.dumps(body, indent=2, sort_keys=True))
     else:
-        click.echo(render_table(result))
+        lines = [render_table(result)]
+        if gaps:
+            lines += ["Slice reservations:", *(f"  Warning: {gap}" for gap in gaps)]
+        click.echo("\n".join(lines))
 
 
 def _fail(problems: Iterable[Problem]) -> None:

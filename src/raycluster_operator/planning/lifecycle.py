@@ -13,12 +13,14 @@ from raycluster_operator.planning.disruption import Disruptions
 from raycluster_operator.planning.feature import Feature
 from raycluster_operator.planning.host_loss import HostLoss
 from raycluster_operator.planning.quota import Quota
+from raycluster_operator.planning.slice_scaling import SliceScaling
 from raycluster_operator.planning.turn import ClusterTurn
 
-#: Each feature's constructor, by rule: 8a/8b host loss, 12a upgrades, 12b planned
-#: disruptions, 13a crash-loop backoff, 13b a ComputeDomain per slice, 13c a slice whole or
-#: not at all (quota).
+#: Each feature's constructor, by rule: 7b slice reservations (a Warning only), 8a/8b host
+#: loss, 12a upgrades, 12b planned disruptions, 13a crash-loop backoff, 13b a ComputeDomain
+#: per slice, 13c a slice whole or not at all (quota).
 FEATURES: Sequence[Callable[[ClusterTurn], Feature]] = (
+    SliceScaling,
     HostLoss,
     Upgrades,
     Disruptions,

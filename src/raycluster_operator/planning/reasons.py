@@ -139,6 +139,9 @@ class EventReason(StrEnum):
     #: A group wants a ComputeDomain per slice but the cluster does not serve ComputeDomains
     #: (NVIDIA's DRA driver is not installed): its slices run without IMEX channels (13b).
     COMPUTE_DOMAINS_UNAVAILABLE = "ComputeDomainsUnavailable"
+    #: A TPU group that Ray's slice reservations cannot scale, and why (rule 7b); once per
+    #: applied generation of the spec.
+    SLICE_RESERVATIONS_CANNOT_SCALE = "SliceReservationsCannotScale"
 
 
 class HoldReason(StrEnum):
