@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from .ray_world import RESULT_MARK, RayWorld, eventually, raycluster, start_world
-from .ray_world import stop_world as _stop
+from tests.harness.ray_world import RESULT_MARK, RayWorld, eventually, raycluster, start_world
+from tests.harness.ray_world import stop_world as _stop
 
 # Real Ray, Ray Train and JAX on five pods of a shared 2-core machine take minutes: the hang
 # guard is raised (a guard, not a limit the test asserts on).

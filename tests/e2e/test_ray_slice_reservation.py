@@ -19,9 +19,15 @@ import pytest
 import pytest_asyncio
 
 from raycluster_operator.kube import RAYCLUSTERS
-
-from .ray_world import RESULT_MARK, RayWorld, eventually, labels_of, raycluster, start_world
-from .ray_world import stop_world as _stop
+from tests.harness.ray_world import (
+    RESULT_MARK,
+    RayWorld,
+    eventually,
+    labels_of,
+    raycluster,
+    start_world,
+)
+from tests.harness.ray_world import stop_world as _stop
 
 # Real Ray on five pods of a shared 2-core machine takes minutes: the hang guard is raised
 # (a guard, not a limit the test asserts on).
