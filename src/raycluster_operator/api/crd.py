@@ -485,28 +485,48 @@ _PRINTER_COLUMNS: list[Schema] = [
 
 def crd_manifest() -> dict[str, Any]:
     """A fresh dict each call (callers may add labels or annotations to it)."""
+    return namespaced_crd(
+        KIND,
+        PLURAL,
+        "A Ray cluster whose multi-host worker groups scale by whole slices.",
+        spec_schema(),
+        status_schema(),
+        _PRINTER_COLUMNS,
+    )
+
+
+def namespaced_crd(
+    kind: str,
+    plural: str,
+    description: str,
+    spec: dict[str, Any],
+    status: dict[str, Any],
+    columns: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """One `ray.io/v1` namespaced kind with a status subresource, as KubeRay ships its CRDs
+    (RayCluster and RayJob share this shape)."""
     schema = {
-        "description": "A Ray cluster whose multi-host worker groups scale by whole slices.",
+        "description": description,
         "type": "object",
         "properties": {
             "apiVersion": {"type": "string"},
             "kind": {"type": "string"},
             "metadata": {"type": "object"},
-            "spec": spec_schema(),
-            "status": status_schema(),
+            "spec": spec,
+            "status": status,
         },
     }
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": NAME},
+        "metadata": {"name": f"{plural}.{API_GROUP}"},
         "spec": {
             "group": API_GROUP,
             "names": {
-                "kind": KIND,
-                "listKind": f"{KIND}List",
-                "plural": PLURAL,
-                "singular": KIND.lower(),
+                "kind": kind,
+                "listKind": f"{kind}List",
+                "plural": plural,
+                "singular": kind.lower(),
                 "categories": ["all"],
             },
             "scope": "Namespaced",
@@ -517,7 +537,7 @@ def crd_manifest() -> dict[str, Any]:
                     "storage": True,
                     "schema": {"openAPIV3Schema": schema},
                     "subresources": {"status": {}},
-                    "additionalPrinterColumns": copy.deepcopy(_PRINTER_COLUMNS),
+                    "additionalPrinterColumns": copy.deepcopy(columns),
                 }
             ],
         },

@@ -12,7 +12,6 @@ Our additions are marked like the RayCluster CRD's (descriptions start with ``EX
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from raycluster_operator.api.crd import (
@@ -23,6 +22,7 @@ from raycluster_operator.api.crd import (
     _string,
     _string_map,
     k8s,
+    namespaced_crd,
     spec_schema,
     status_schema,
 )
@@ -242,40 +242,11 @@ _PRINTER_COLUMNS: list[Schema] = [
 
 def rayjob_crd_manifest() -> dict[str, Any]:
     """A fresh dict each call."""
-    schema = {
-        "description": "A Ray job run on a RayCluster the operator creates (or selects).",
-        "type": "object",
-        "properties": {
-            "apiVersion": {"type": "string"},
-            "kind": {"type": "string"},
-            "metadata": {"type": "object"},
-            "spec": rayjob_spec_schema(),
-            "status": rayjob_status_schema(),
-        },
-    }
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": NAME},
-        "spec": {
-            "group": API_GROUP,
-            "names": {
-                "kind": KIND,
-                "listKind": f"{KIND}List",
-                "plural": PLURAL,
-                "singular": KIND.lower(),
-                "categories": ["all"],
-            },
-            "scope": "Namespaced",
-            "versions": [
-                {
-                    "name": VERSION,
-                    "served": True,
-                    "storage": True,
-                    "schema": {"openAPIV3Schema": schema},
-                    "subresources": {"status": {}},
-                    "additionalPrinterColumns": copy.deepcopy(_PRINTER_COLUMNS),
-                }
-            ],
-        },
-    }
+    return namespaced_crd(
+        KIND,
+        PLURAL,
+        "A Ray job run on a RayCluster the operator creates (or selects).",
+        rayjob_spec_schema(),
+        rayjob_status_schema(),
+        _PRINTER_COLUMNS,
+    )
