@@ -39,10 +39,11 @@ lint: $(STAMP)
 
 # The suite mostly waits on dev clusters, so it runs in worker processes (pytest-xdist), more
 # than the cores; a test file stays on one worker (its module fixtures are built once).
-# PYTEST_WORKERS=0 runs it in this process.
+# PYTEST_WORKERS=0 runs it in this process. The 25 slowest tests close every run, so a run
+# that got slower says where.
 PYTEST_WORKERS ?= 4
 unit: $(STAMP)
-	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadfile
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=25
 
 fmt: $(STAMP)
 	$(BIN)/ruff format src tests benchmarks
