@@ -31,15 +31,15 @@ from raycluster_operator.controller.crdfit import InstalledCrd
 from raycluster_operator.controller.events import EventRecorder
 from raycluster_operator.controller.expectations import Expectations
 from raycluster_operator.controller.metrics import Metrics
+from raycluster_operator.controller.present import Present
 from raycluster_operator.controller.refusals import RefusalHolds, refusal_reason
 from raycluster_operator.controller.sources import (
     BY_CLUSTER,
-    BY_NAMESPACE,
     BY_OWNER,
     Caches,
     Change,
 )
-from raycluster_operator.controller.store import split_key
+from raycluster_operator.controller.store import StoreView, split_key
 from raycluster_operator.controller.writer import Writer
 from raycluster_operator.kube import (
     COMPUTE_DOMAINS,
@@ -212,18 +212,16 @@ class Reconciler:
             out[HOLD_KIND] = [hold_object(g, h) for g, h in holds.items()]
         return out
 
-    def _present(self, key: str) -> frozenset[ObjectId]:
-        ns, _ = split_key(key)
-        present = {("Service", _name(s)) for s in self.caches.services.by_index(BY_NAMESPACE, ns)}
-        for kind, cache in self.caches.rbac.items():
-            present.update((kind, _name(o)) for o in cache.by_index(BY_NAMESPACE, ns))
-        if self.caches.domains is not None:
-            domains = self.caches.domains.by_index(BY_CLUSTER, key)
-            present.update((COMPUTE_DOMAINS.kind, _name(o)) for o in domains)
-        if self.caches.budgets is not None:
-            kind = POD_DISRUPTION_BUDGETS.kind
-            present.update((kind, _name(o)) for o in self.caches.budgets.by_index(BY_NAMESPACE, ns))
-        return frozenset(present) | self.expectations.vouched(key)
+    def _present(self, key: str) -> Present:
+        """What of the cluster's wanted objects exists: looked up by name when the planner
+        asks, so a pass costs what it asks for, not the size of the namespace (issue 26)."""
+        caches = self.caches
+        by_kind: dict[str, StoreView] = {"Service": caches.services, **caches.rbac}
+        if caches.domains is not None:
+            by_kind[COMPUTE_DOMAINS.kind] = caches.domains
+        if caches.budgets is not None:
+            by_kind[POD_DISRUPTION_BUDGETS.kind] = caches.budgets
+        return Present(split_key(key)[0], by_kind, self.expectations.vouched(key))
 
     # -- writing ---------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ annotation) live on the RayCluster itself, so they travel in ``ClusterState.clus
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -77,9 +77,11 @@ class ClusterState:
     pods: Sequence[Cached] = ()
     #: Services that name the cluster as their owner.
     services: Sequence[Cached] = ()
-    #: Services, ServiceAccounts, Roles and RoleBindings known to exist in the cluster's
-    #: namespace: in the caches, or created by the controller and not yet seen there.
-    present: frozenset[ObjectId] = frozenset()
+    #: Answers whether a Service, ServiceAccount, Role, RoleBinding, ComputeDomain or budget
+    #: exists in the cluster's namespace: in the caches, or created by the controller and not
+    #: yet seen there. Only asked ``in``, so the controller looks names up instead of
+    #: listing the namespace (a pass stays O(its cluster)).
+    present: Container[ObjectId] = frozenset()
     #: The Nodes the cluster's pods are bound to, by name, as cached (host loss); a node not
     #: cached (or not watched) is missing and reads as healthy.
     nodes: Mapping[str, Cached] = field(default_factory=dict)

@@ -18,7 +18,7 @@ The inputs travel on as one ``PlanContext`` (planning/context.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -108,7 +108,7 @@ def plan_pass(
     return _full(plan, state.present)
 
 
-def _full(plan: ClusterPlan, present: frozenset[ObjectId]) -> PassPlan:
+def _full(plan: ClusterPlan, present: Container[ObjectId]) -> PassPlan:
     wanted = (*plan.services, *plan.extra_objects)
     return PassPlan(
         objects=tuple(o for o in wanted if object_id(o) not in present),
