@@ -200,6 +200,17 @@ def submitter_job(
     }
 
 
+def submitter_job_id(job: Mapping[str, Any]) -> str | None:
+    """The submission id a submitter Job was built for (its ``RAY_JOB_SUBMISSION_ID``), or
+    None when it carries none: a submitter left from an earlier attempt is told apart by it."""
+    template = (job.get("spec") or {}).get("template") or {}
+    for container in (template.get("spec") or {}).get("containers") or []:
+        for var in container.get("env") or []:
+            if var.get("name") == "RAY_JOB_SUBMISSION_ID" and "value" in var:
+                return str(var["value"])
+    return None
+
+
 def submit_request(rayjob: Mapping[str, Any], job_id: str) -> Obj:
     """The body of ``POST /api/jobs/`` (HTTPMode)."""
     spec = rayjob.get("spec") or {}

@@ -233,6 +233,11 @@ def _initializing(observed: Observed, ctx: Context, plan: Plan) -> None:
     if mode == "InteractiveMode":
         _move(plan, _S.WAITING, Cause.AWAIT_USER, "submit the job and set spec.jobId")
         return
+    if mode == "K8sJobMode" and _foreign(observed.submitter, plan.status):
+        # An earlier attempt's submitter (resubmitted, or deleted but still in the cache):
+        # gone before this attempt's is created under the same name.
+        plan.actions.append(Action(ActionKind.DELETE_SUBMITTER, _name(observed.submitter or {})))
+        return
     if mode == "K8sJobMode" and observed.submitter is None:
         job = build.submitter_job(observed.rayjob, cluster_spec, url, str(plan.status["jobId"]))
         plan.actions.append(Action(ActionKind.CREATE_SUBMITTER, job["metadata"]["name"], job))
@@ -253,6 +258,14 @@ def _waiting(observed: Observed, ctx: Context, plan: Plan) -> None:
     _move(plan, _S.RUNNING, Cause.USER_SUBMITTED, f"following job {job_id}")
 
 
+def _foreign(submitter: Mapping[str, Any] | None, status: Mapping[str, Any]) -> bool:
+    """A submitter Job built for another submission id than this attempt's."""
+    if submitter is None:
+        return False
+    built_for = build.submitter_job_id(submitter)
+    return built_for is not None and built_for != status.get("jobId")
+
+
 def _submitter_outcome(submitter: Mapping[str, Any] | None) -> str:
     """ "Complete", "Failed" or "" for the submitter Job."""
     for cond in (submitter or {}).get("status", {}).get("conditions") or []:
@@ -271,7 +284,8 @@ def _running(observed: Observed, ctx: Context, plan: Plan) -> None:
     plan.requeue_after = ctx.poll
     mode = spec.get("submissionMode") or "K8sJobMode"
     submitted_by_job = mode == "K8sJobMode"
-    outcome = _submitter_outcome(observed.submitter) if submitted_by_job else ""
+    own = not _foreign(observed.submitter, plan.status)
+    outcome = _submitter_outcome(observed.submitter) if submitted_by_job and own else ""
     if observed.jobs_api == JobsApi.NOT_FOUND:
         if mode == "HTTPMode":
             body = build.submit_request(observed.rayjob, str(plan.status.get("jobId")))
@@ -356,10 +370,15 @@ def _release(observed: Observed, plan: Plan, target: DeploymentStatus, why: str)
     """Suspending and Retrying: delete the attempt's cluster (never a selected one) and
     submitter, and move on once both are gone."""
     owned_cluster = not _spec(observed).get("clusterSelector")
+    cluster_name = str(plan.status.get("rayClusterName") or "")
     pending = False
     if observed.cluster is not None and owned_cluster:
         plan.actions.append(Action(ActionKind.DELETE_CLUSTER, _name(observed.cluster)))
         pending = True
+    elif owned_cluster and cluster_name:
+        # Absent from the cache, yet maybe created a moment ago (its watch event not in):
+        # deleted by name before the name is forgotten, so no attempt's cluster is leaked.
+        plan.actions.append(Action(ActionKind.DELETE_CLUSTER, cluster_name))
     if observed.submitter is not None:
         plan.actions.append(Action(ActionKind.DELETE_SUBMITTER, _name(observed.submitter)))
         pending = True

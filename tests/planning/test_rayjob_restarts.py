@@ -1,0 +1,68 @@
+"""What a RayJob pass plans when its caches lag its own writes, as after a restart, a dropped
+watch or a resubmission (docs/design.md §11, rules on Submission and Retries): an earlier
+attempt's submitter is never taken for this attempt's, and a cluster the cache has not shown
+yet is deleted by name before a release forgets it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from raycluster_operator.builders import rayjob as build
+from raycluster_operator.planning.rayjob import ActionKind, DeploymentStatus, JobsApi, Observed
+from raycluster_operator.planning.rayjob import plan_rayjob as plan
+from tests.planning.test_rayjob_states import CTX, READY, SUBMITTER_FAILED, rayjob
+
+S = DeploymentStatus
+K8S = {"submissionMode": "K8sJobMode"}
+
+
+def submitter_for(job_id: str, **extra: Any) -> dict[str, Any]:
+    """A submitter Job as the builder makes it, for ``job_id``."""
+    job = build.submitter_job(rayjob(S.INITIALIZING, K8S), READY["spec"], "h:8265", job_id)
+    return {**job, **extra}
+
+
+def test_the_builder_records_the_submission_id() -> None:
+    assert build.submitter_job_id(submitter_for("j-7")) == "j-7"
+    assert build.submitter_job_id(SUBMITTER_FAILED) is None
+
+
+def test_an_earlier_attempts_submitter_is_deleted_before_a_new_one() -> None:
+    stale = submitter_for("j-0")
+    done = plan(Observed(rayjob(S.INITIALIZING, K8S), READY, (), stale), CTX)
+    assert [(a.kind, a.name) for a in done.actions] == [(ActionKind.DELETE_SUBMITTER, "j")]
+    assert done.moves == []
+    # Once it is gone, this attempt's submitter is created and the job runs.
+    fresh = plan(Observed(rayjob(S.INITIALIZING, K8S), READY), CTX)
+    (create,) = fresh.actions
+    assert create.kind == ActionKind.CREATE_SUBMITTER
+    assert build.submitter_job_id(create.body) == "j-1"
+    assert [m.target for m in fresh.moves] == [S.RUNNING]
+
+
+def test_this_attempts_submitter_moves_on_without_a_second_one() -> None:
+    own = submitter_for("j-1")
+    done = plan(Observed(rayjob(S.INITIALIZING, K8S), READY, (), own), CTX)
+    assert done.actions == [] and [m.target for m in done.moves] == [S.RUNNING]
+
+
+def test_an_earlier_attempts_failed_submitter_does_not_fail_this_one() -> None:
+    failed_before = submitter_for("j-0", status=SUBMITTER_FAILED["status"])
+    observed = Observed(rayjob(S.RUNNING, K8S), READY, (), failed_before, JobsApi.NOT_FOUND)
+    assert plan(observed, CTX).moves == []
+    observed = Observed(rayjob(S.RUNNING, K8S), READY, (), failed_before, JobsApi.UNREACHABLE)
+    assert plan(observed, CTX).moves == []
+
+
+def test_a_release_deletes_by_name_the_cluster_the_cache_has_not_shown() -> None:
+    for state, target in ((S.SUSPENDING, S.SUSPENDED), (S.RETRYING, S.NEW)):
+        done = plan(Observed(rayjob(state, {"suspend": state == S.SUSPENDING})), CTX)
+        assert [(a.kind, a.name) for a in done.actions] == [(ActionKind.DELETE_CLUSTER, "c")]
+        assert [m.target for m in done.moves] == [target]
+        assert "rayClusterName" not in done.status
+
+
+def test_a_release_never_deletes_a_selected_cluster() -> None:
+    spec = {"suspend": True, "rayClusterSpec": None, "clusterSelector": {"ray.io/cluster": "c"}}
+    done = plan(Observed(rayjob(S.SUSPENDING, spec)), CTX)
+    assert done.actions == [] and [m.target for m in done.moves] == [S.SUSPENDED]
