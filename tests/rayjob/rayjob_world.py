@@ -16,6 +16,7 @@ from raycluster_operator.controller.rayjobs import RayJobController
 from raycluster_operator.kube import BATCH_JOBS, PODS, RAYCLUSTERS, RAYJOBS, NotFound
 from tests.harness import manifests as m
 from tests.harness.kubectl import Run, runner
+from tests.harness.operator import RunningOperator
 from tests.harness.waiting import eventually
 from tests.harness.world import DevWorld
 
@@ -39,9 +40,20 @@ class RayJobWorld(DevWorld):
 
     async def opened(self) -> None:
         await self.jobs_api.start()
+        await self.operator_on_standin()
+
+    async def operator_on_standin(self) -> RunningOperator:
+        """An operator whose RayJob controller asks the stand-in Jobs API."""
         op = await self.start_operator()
         controller: RayJobController = op.manager.rayjobs
         controller.resolve = lambda rayjob, cluster: self.jobs_api.url
+        return op
+
+    async def restart(self) -> RunningOperator:
+        """Crash the running operator (no drain: caches and writes in flight lost) and start
+        a fresh one, as a killed pod is replaced."""
+        await next(o for o in reversed(self.operators) if not o.task.done()).crash()
+        return await self.operator_on_standin()
 
     async def close(self) -> None:
         await super().close()
@@ -97,10 +109,14 @@ class RayJobWorld(DevWorld):
         return found
 
     async def submitter_ran(self, ns: str, name: str, exit_code: int = 0) -> None:
-        """Play the submitter pod: it exits (0: `ray job logs --follow` saw the job end)."""
+        """Play the submitter pod: it exits (0: `ray job logs --follow` saw the job end). The
+        pod of the Job as it is now, not one of an earlier attempt's Job still terminating."""
 
         async def pod() -> str:
-            listing = await self.kube.list(PODS, ns, label_selector=f"job-name={name}")
+            job = await self.submitter(ns, name)
+            assert job is not None, "no submitter Job"
+            selector = f"batch.kubernetes.io/controller-uid={job['metadata']['uid']}"
+            listing = await self.kube.list(PODS, ns, label_selector=selector)
             live = [p for p in listing.items if p["status"].get("phase") == "Running"]
             assert live, "no running submitter pod"
             return str(live[0]["metadata"]["name"])

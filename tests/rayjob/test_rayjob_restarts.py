@@ -1,0 +1,144 @@
+"""A RayJob survives an operator crashed between its writes and a submitter cache that lags
+(docs/design.md §11, rules on New, Submission and Retries): one RayCluster and one submitter
+per attempt, every failure counted once, nothing submitted twice.
+
+A private world for the module (crashes and faults of its own), a namespace per test."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from rayjob_world import NODES, RayJobWorld, rayjob
+
+from raycluster_operator.builders.rayjob import submitter_job_id
+from raycluster_operator.controller.rayjobs import RayJobController
+from raycluster_operator.kube import PODS, RAYCLUSTERS, RAYJOBS
+from raycluster_operator.planning.rayjob import Plan
+from tests.harness.operator import RunningOperator
+from tests.harness.waiting import eventually
+from tests.harness.world import open_world
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+Obj = dict[str, Any]
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def world() -> AsyncIterator[RayJobWorld]:
+    async with open_world(RayJobWorld, NODES) as w:
+        yield w
+
+
+def stop_before_status(op: RunningOperator, target: str) -> asyncio.Event:
+    """The operator's next pass that moves the RayJob to ``target`` executes its writes and
+    then hangs before writing status (the test crashes it there); the event says it is there."""
+    controller: RayJobController = op.manager.rayjobs
+    original = controller._write_status
+    there = asyncio.Event()
+
+    async def write(rayjob: Obj, plan: Plan) -> None:
+        if any(move.target.value == target for move in plan.moves):
+            there.set()
+            await asyncio.Event().wait()
+        await original(rayjob, plan)
+
+    controller._write_status = write  # type: ignore[method-assign]
+    return there
+
+
+async def crash_at(world: RayJobWorld, target: str) -> None:
+    """Crash the operator between the writes of the pass moving to ``target`` and its status
+    write, then start a fresh one."""
+    there = stop_before_status(world.operators[-1], target)
+    await asyncio.wait_for(there.wait(), 60)
+    await world.restart()
+
+
+async def names(world: RayJobWorld, resource: Any, ns: str) -> list[str]:
+    return sorted(o["metadata"]["name"] for o in (await world.kube.list(resource, ns)).items)
+
+
+async def test_crashes_between_writes_duplicate_and_lose_nothing(world: RayJobWorld) -> None:
+    ns = await world.namespace("crashes")
+    await world.kube.create(RAYJOBS, rayjob("pi", ns, backoffLimit=1), ns)
+    # 1. After the submitter is created, before Running is written.
+    await crash_at(world, "Running")
+    created = await world.submitter(ns, "pi")
+    assert created is not None
+    first = await world.until(ns, "pi", "Running")
+    assert (await world.submitter(ns, "pi") or {})["metadata"]["uid"] == created["metadata"]["uid"]
+    assert await names(world, RAYCLUSTERS, ns) == [first["rayClusterName"]]
+    # 2. The attempt fails (the app); the crash comes after its cluster and submitter are
+    #    deleted, before Retrying -> New is written.
+    world.jobs_api.start_job(first["jobId"])
+    world.jobs_api.finish(first["jobId"], "FAILED")
+    await world.submitter_ran(ns, "pi")
+    await crash_at(world, "")
+    second = await world.until(ns, "pi", "Running")
+    assert second["failed"] == 1 and second["jobId"] != first["jobId"]
+    assert await names(world, RAYCLUSTERS, ns) == [second["rayClusterName"]]
+    submitter = await world.submitter(ns, "pi")
+    assert submitter is not None and submitter_job_id(submitter) == second["jobId"]
+    # 3. The second attempt succeeds: one success, one failure, as it happened.
+    world.jobs_api.start_job(second["jobId"])
+    world.jobs_api.finish(second["jobId"], "SUCCEEDED")
+    await world.submitter_ran(ns, "pi")
+    final = await world.until(ns, "pi", "Complete")
+    assert (final["succeeded"], final["failed"]) == (1, 1)
+
+
+async def test_a_resubmission_waits_out_a_stale_submitter_cache(world: RayJobWorld) -> None:
+    """The submitter informer's watch is cut and cannot come back while a broken slice makes
+    the job resubmit: the deleted submitter of the first submission stays in the cache. The
+    healed cluster gets no submitter until the cache shows the old one gone, and then one for
+    the new submission id (before: the stale one was taken for it and nothing submitted)."""
+    ns = await world.namespace("stale-submitter")
+    spec = {"sliceFailurePolicy": "Resubmit", "backoffLimit": 1}
+    await world.kube.create(RAYJOBS, rayjob("train", ns, **spec), ns)
+    first = await world.until(ns, "train", "Running")
+    world.jobs_api.start_job(first["jobId"])
+    await eventually(lambda: _job_started(world, ns), 30)
+    before = (await world.status(ns, "train"))["rayClusterStatus"]
+    faults = world.cluster.faults
+    rules = [faults.fail("list", "jobs"), faults.fail("watch", "jobs")]
+    faults.drop_watches()
+    await world.kube.delete(PODS, ns, await _host_pod(world, ns, first["rayClusterName"]))
+    await eventually(lambda: _waits_on_a_healed_cluster(world, ns, first["jobId"], before), 60)
+    assert await world.submitter(ns, "train") is None  # deleted, but still in the cache
+    for rule in rules:
+        faults.rules.remove(rule)
+    again = await world.until(ns, "train", "Running")
+    assert again["failed"] == 1 and again["rayClusterName"] == first["rayClusterName"]
+    submitter = await world.submitter(ns, "train")
+    assert submitter is not None and submitter_job_id(submitter) == again["jobId"]
+    world.jobs_api.start_job(again["jobId"])
+    world.jobs_api.finish(again["jobId"], "SUCCEEDED")
+    await world.submitter_ran(ns, "train")
+    final = await world.until(ns, "train", "Complete")
+    assert (final["succeeded"], final["failed"]) == (1, 1)
+
+
+async def _job_started(world: RayJobWorld, ns: str) -> None:
+    assert (await world.status(ns, "train")).get("rayJobInfo")
+
+
+async def _host_pod(world: RayJobWorld, ns: str, cluster: str) -> str:
+    selector = f"ray.io/cluster={cluster},ray.io/replica-host-index=1"
+    (pod,) = (await world.kube.list(PODS, ns, label_selector=selector)).items
+    return str(pod["metadata"]["name"])
+
+
+async def _waits_on_a_healed_cluster(
+    world: RayJobWorld, ns: str, first_id: str, before: Obj
+) -> None:
+    """Resubmitted (a new id), and a pass has since seen the healed cluster ready: its
+    mirror of the cluster's status is ready and newer than the one before the break."""
+    status = await world.status(ns, "train")
+    assert status["jobId"] != first_id and status.get("failed") == 1, status
+    mirrored = status.get("rayClusterStatus") or {}
+    assert mirrored.get("state") == "ready" and mirrored.get("readyWorkerSlices") == 1, status
+    assert mirrored.get("lastUpdateTime") != before.get("lastUpdateTime"), status
+    assert status["jobDeploymentStatus"] == "Initializing", status
