@@ -1,7 +1,8 @@
 """What a RayJob pass plans when its caches lag its own writes, as after a restart, a dropped
 watch or a resubmission (docs/design.md §11, rules on Submission and Retries): an earlier
-attempt's submitter is never taken for this attempt's, and a cluster the cache has not shown
-yet is deleted by name before a release forgets it."""
+attempt's submitter is never taken for this attempt's, a cluster the cache has not shown yet
+is deleted by name before a release forgets it, and a cluster's status that still reads ready
+after a slice broke is not believed over its pods."""
 
 from __future__ import annotations
 
@@ -66,3 +67,53 @@ def test_a_release_never_deletes_a_selected_cluster() -> None:
     spec = {"suspend": True, "rayClusterSpec": None, "clusterSelector": {"ray.io/cluster": "c"}}
     done = plan(Observed(rayjob(S.SUSPENDING, spec)), CTX)
     assert done.actions == [] and [m.target for m in done.moves] == [S.SUSPENDED]
+
+
+#: The cluster's status before its controller saw a break: one 2-host slice, ready.
+STALE_READY: dict[str, Any] = {
+    **READY,
+    "status": {
+        "state": "ready",
+        "desiredWorkerSlices": 1,
+        "readyWorkerSlices": 1,
+        "workerGroups": [{"groupName": "tpu", "numOfHosts": 2, "desiredSlices": 1}],
+    },
+}
+
+
+def worker(host: int, replica: str = "tpu-a", **meta: Any) -> dict[str, Any]:
+    labels = {
+        "ray.io/node-type": "worker",
+        "ray.io/group": "tpu",
+        "ray.io/worker-group-replica-name": replica,
+        "ray.io/worker-group-replica-index": "0",
+        "ray.io/replica-host-index": str(host),
+    }
+    return {
+        "metadata": {"name": f"{replica}-{host}", "uid": f"{replica}-{host}", "labels": labels}
+        | meta,
+        "spec": {"nodeName": f"n{host}"},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+def test_a_status_that_lags_its_pods_does_not_start_the_job() -> None:
+    """Rule 11c: after a resubmission the cluster's status can still read ready while the
+    slice's pods are terminating, gone, or replaced but not ready yet."""
+    going = worker(1, deletionTimestamp="2026-12-01T12:00:30Z")
+    starting = {**worker(1, "tpu-b"), "status": {"phase": "Pending"}}
+    for pods in ((worker(0), going), (worker(0),), (worker(0, "tpu-b"), starting), ()):
+        done = plan(Observed(rayjob(S.INITIALIZING), STALE_READY, pods), CTX)
+        assert done.moves == [] and done.actions == [], pods
+    healed = (worker(0, "tpu-b"), worker(1, "tpu-b"))
+    done = plan(Observed(rayjob(S.INITIALIZING), STALE_READY, healed), CTX)
+    assert [m.target for m in done.moves] == [S.RUNNING]
+
+
+def test_without_slice_counts_ready_pods_are_counted() -> None:
+    """Under KubeRay's CRD the status keeps pod counts only: ready worker pods count."""
+    status = {"state": "ready", "desiredWorkerReplicas": 2, "readyWorkerReplicas": 2}
+    cluster = {**READY, "status": status}
+    for pods, moves in (((worker(0),), []), ((worker(0), worker(1)), [S.RUNNING])):
+        done = plan(Observed(rayjob(S.INITIALIZING), cluster, pods), CTX)
+        assert [m.target for m in done.moves] == moves

@@ -129,6 +129,19 @@ class RayJobWorld(DevWorld):
         await eventually(found, 60)
         await self.cluster.fail_pod(ns, names[-1], exit_code)
 
+    def workers_at_submission(self, ns: str, cluster: str) -> dict[str, list[Obj]]:
+        """Submission id -> the cluster's worker pods (from the API server) at the moment the
+        operator submitted it: what a job landed on, whatever the RayJob's status says."""
+        seen: dict[str, list[Obj]] = {}
+
+        async def snapshot(body: dict[str, Any]) -> None:
+            selector = f"ray.io/cluster={cluster},ray.io/node-type=worker"
+            pods = await self.kube.list(PODS, ns, label_selector=selector)
+            seen[str(body.get("submission_id"))] = list(pods.items)
+
+        self.jobs_api.on_submit = snapshot
+        return seen
+
     async def events(self, ns: str, name: str) -> list[Obj]:
         listing = await self.cluster.client.list(f"/apis/events.k8s.io/v1/namespaces/{ns}/events")
         return [e for e in listing.get("items") or [] if e["regarding"]["name"] == name]
@@ -159,6 +172,18 @@ def rayjob(name: str, ns: str, **spec: Any) -> Obj:
         "metadata": {"name": name, "namespace": ns},
         "spec": {k: v for k, v in body.items() if v is not None},
     }
+
+
+def assert_healed(pods: list[Obj], broken: set[str], hosts: int = 2) -> None:
+    """A whole slice of new pods, every host running and ready, nothing terminating: none of
+    the pods in ``broken`` (uids of the slice before it broke)."""
+    assert len(pods) == hosts, [p["metadata"]["name"] for p in pods]
+    for pod in pods:
+        assert pod["metadata"]["uid"] not in broken, pod["metadata"]["name"]
+        assert not pod["metadata"].get("deletionTimestamp"), pod["metadata"]["name"]
+        assert pod["status"].get("phase") == "Running", pod["status"]
+        ready = [c for c in pod["status"].get("conditions") or [] if c["type"] == "Ready"]
+        assert ready and ready[0]["status"] == "True", pod["status"]
 
 
 def as_yaml(*objs: Mapping[str, Any]) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from rayjob_world import NODES, RayJobWorld, rayjob
+from rayjob_world import NODES, RayJobWorld, assert_healed, rayjob
 
 from raycluster_operator.builders.rayjob import submitter_job_id
 from raycluster_operator.controller.rayjobs import RayJobController
@@ -119,6 +119,46 @@ async def test_a_resubmission_waits_out_a_stale_submitter_cache(world: RayJobWor
     await world.submitter_ran(ns, "train")
     final = await world.until(ns, "train", "Complete")
     assert (final["succeeded"], final["failed"]) == (1, 1)
+
+
+async def test_a_resubmission_waits_for_the_healed_slice_not_the_status(
+    world: RayJobWorld,
+) -> None:
+    """The RayCluster's status cannot be written while a slice breaks and heals, so it reads
+    ready throughout (as it does, more briefly, whenever its controller lags the pods). The
+    resubmission waits for the pods themselves: it lands on the whole, healed slice, not on
+    the broken one (before: submitted at once, on a terminating host)."""
+    ns = await world.namespace("stale-cluster-status")
+    spec = {"sliceFailurePolicy": "Resubmit", "backoffLimit": 1, "submissionMode": "HTTPMode"}
+    await world.kube.create(RAYJOBS, rayjob("train", ns, **spec), ns)
+    first = await world.until(ns, "train", "Running")
+    await eventually(lambda: _job_started(world, ns), 30)
+    cluster = first["rayClusterName"]
+    selector = f"ray.io/cluster={cluster},ray.io/node-type=worker"
+    before = {
+        p["metadata"]["uid"]
+        for p in (await world.kube.list(PODS, ns, label_selector=selector)).items
+    }
+    landed_on = world.workers_at_submission(ns, cluster)
+    rule = world.cluster.faults.fail("patch", "rayclusters/status")
+    try:
+        await world.kube.delete(PODS, ns, await _host_pod(world, ns, cluster))
+        await eventually(lambda: _resubmitted(world, ns, first["jobId"]), 60)
+    finally:
+        world.cluster.faults.rules.remove(rule)
+        world.jobs_api.on_submit = None
+    again = await world.status(ns, "train")
+    assert again["failed"] == 1 and again["rayClusterName"] == cluster
+    assert_healed(landed_on[again["jobId"]], before)
+    world.jobs_api.finish(again["jobId"], "SUCCEEDED")
+    final = await world.until(ns, "train", "Complete")
+    assert (final["succeeded"], final["failed"]) == (1, 1)
+
+
+async def _resubmitted(world: RayJobWorld, ns: str, first_id: str) -> None:
+    status = await world.status(ns, "train")
+    assert status["jobDeploymentStatus"] == "Running" and status["jobId"] != first_id, status
+    assert status["jobId"] in world.jobs_api.jobs, status
 
 
 async def _job_started(world: RayJobWorld, ns: str) -> None:

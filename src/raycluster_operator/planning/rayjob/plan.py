@@ -8,7 +8,7 @@ moves asks to run again at once, one that waits asks to run again after ``poll``
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -27,7 +27,7 @@ from raycluster_operator.planning.rayjob.model import (
     Observed,
     Plan,
 )
-from raycluster_operator.planning.rayjob.slices import find_breaks
+from raycluster_operator.planning.rayjob.slices import find_breaks, slices_ready
 from raycluster_operator.planning.rayjob.states import (
     FAILED_REASON,
     NOT_RETRIED,
@@ -191,11 +191,12 @@ def _new(observed: Observed, ctx: Context, plan: Plan) -> None:
     _move(plan, _S.INITIALIZING, Cause.INITIALIZED, note)
 
 
-def _cluster_ready(cluster: Mapping[str, Any]) -> bool:
-    """Head and every worker slice ready: our slice counts when the CRD keeps them, else
-    KubeRay's pod counts."""
+def _cluster_ready(cluster: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> bool:
+    """Head and every worker slice ready (rule 11c): our slice counts when the CRD keeps them,
+    else KubeRay's pod counts; and the worker pods agree, because the status lags them (a
+    slice that broke a moment ago still reads ready there)."""
     status = cluster.get("status") or {}
-    if status.get("state") != "ready":
+    if status.get("state") != "ready" or not slices_ready(status, pods):
         return False
     if "desiredWorkerSlices" in status:
         ready = int(status.get("readyWorkerSlices") or 0)
@@ -222,7 +223,7 @@ def _initializing(observed: Observed, ctx: Context, plan: Plan) -> None:
         plan.actions.append(Action(ActionKind.CREATE_CLUSTER, name, manifest))
         plan.events.append(Event("Normal", "CreatedRayCluster", f"Created RayCluster {name}"))
         return
-    if not _cluster_ready(observed.cluster):
+    if not _cluster_ready(observed.cluster, observed.pods):
         return
     cluster_spec = observed.cluster.get("spec") or {}
     namespace = str((observed.rayjob.get("metadata") or {}).get("namespace"))
