@@ -113,28 +113,32 @@ def _after_move(observed: Observed, ctx: Context, plan: Plan) -> None:
         plan.status.pop("endTime", None)
 
 
-def _deadline(observed: Observed, ctx: Context, plan: Plan) -> bool:
-    deadline = _spec(observed).get("activeDeadlineSeconds")
-    start = plan.status.get("startTime")
-    if deadline is None or not start:
-        return False
-    if ctx.now < parse_time(str(start)) + timedelta(seconds=int(deadline)):
-        return False
-    note = f"the RayJob has passed its activeDeadlineSeconds ({int(deadline)} s)"
-    _move(plan, _S.FAILED, Cause.DEADLINE_EXCEEDED, note)
-    return True
+_ACTIVE = "activeDeadlineSeconds"
+_PRE_RUNNING = "preRunningDeadlineSeconds"
+#: Rule 11f: a deadline's spec field (seconds from ``startTime``) -> the cause it fails with
+#: and how the failure is told.
+_DEADLINES = {
+    _ACTIVE: (Cause.DEADLINE_EXCEEDED, "the RayJob has passed its activeDeadlineSeconds ({} s)"),
+    _PRE_RUNNING: (
+        Cause.PRE_RUNNING_DEADLINE_EXCEEDED,
+        "the job did not run within preRunningDeadlineSeconds ({} s)",
+    ),
+}
 
 
-def _pre_running_deadline(observed: Observed, ctx: Context, plan: Plan) -> bool:
-    deadline = _spec(observed).get("preRunningDeadlineSeconds")
+def _deadline(observed: Observed, ctx: Context, plan: Plan, *fields: str) -> bool:
+    """Whether one of the deadlines ``fields`` has passed; the first that has fails the job."""
     start = plan.status.get("startTime")
-    if deadline is None or not start:
-        return False
-    if ctx.now < parse_time(str(start)) + timedelta(seconds=int(deadline)):
-        return False
-    note = f"the job did not run within preRunningDeadlineSeconds ({int(deadline)} s)"
-    _move(plan, _S.FAILED, Cause.PRE_RUNNING_DEADLINE_EXCEEDED, note)
-    return True
+    for field_name in fields:
+        deadline = _spec(observed).get(field_name)
+        if deadline is None or not start:
+            continue
+        if ctx.now < parse_time(str(start)) + timedelta(seconds=int(deadline)):
+            continue
+        cause, note = _DEADLINES[field_name]
+        _move(plan, _S.FAILED, cause, note.format(int(deadline)))
+        return True
+    return False
 
 
 def _mirror_cluster(observed: Observed, plan: Plan) -> None:
@@ -210,7 +214,7 @@ def _initializing(observed: Observed, ctx: Context, plan: Plan) -> None:
     if spec.get("suspend"):
         _move(plan, _S.SUSPENDING, Cause.SUSPEND, "spec.suspend is true")
         return
-    if _deadline(observed, ctx, plan) or _pre_running_deadline(observed, ctx, plan):
+    if _deadline(observed, ctx, plan, _ACTIVE, _PRE_RUNNING):
         return
     name = str(plan.status.get("rayClusterName"))
     plan.requeue_after = ctx.poll
@@ -249,7 +253,7 @@ def _initializing(observed: Observed, ctx: Context, plan: Plan) -> None:
 
 
 def _waiting(observed: Observed, ctx: Context, plan: Plan) -> None:
-    if _pre_running_deadline(observed, ctx, plan):
+    if _deadline(observed, ctx, plan, _PRE_RUNNING):
         return
     job_id = _spec(observed).get("jobId")
     if not job_id:
@@ -280,7 +284,7 @@ def _running(observed: Observed, ctx: Context, plan: Plan) -> None:
     if spec.get("suspend"):
         _move(plan, _S.SUSPENDING, Cause.SUSPEND, "spec.suspend is true")
         return
-    if _deadline(observed, ctx, plan) or _slice_policy(observed, ctx, plan):
+    if _deadline(observed, ctx, plan, _ACTIVE) or _slice_policy(observed, ctx, plan):
         return
     plan.requeue_after = ctx.poll
     mode = spec.get("submissionMode") or "K8sJobMode"
