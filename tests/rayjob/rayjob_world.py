@@ -62,6 +62,11 @@ class RayJobWorld(DevWorld):
     def kubectl(self, tmp: Path) -> Run:
         return runner(self.cluster.write_kubeconfig(tmp / "kubeconfig"))
 
+    async def apply(self, tmp: Path, *objs: Mapping[str, Any]) -> None:
+        """``kubectl apply -f -`` of the objects, as a user applies a manifest."""
+        done = await self.kubectl(tmp)("apply", "-f", "-", input=as_yaml(*objs))
+        assert done.returncode == 0, done.stderr
+
     async def namespace(self, name: str) -> str:
         await self.cluster.apply(
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
@@ -129,15 +134,18 @@ class RayJobWorld(DevWorld):
         await eventually(found, 60)
         await self.cluster.fail_pod(ns, names[-1], exit_code)
 
+    async def workers(self, ns: str, cluster: str) -> list[Obj]:
+        """The cluster's worker pods, from the API server."""
+        selector = f"ray.io/cluster={cluster},ray.io/node-type=worker"
+        return list((await self.kube.list(PODS, ns, label_selector=selector)).items)
+
     def workers_at_submission(self, ns: str, cluster: str) -> dict[str, list[Obj]]:
         """Submission id -> the cluster's worker pods (from the API server) at the moment the
         operator submitted it: what a job landed on, whatever the RayJob's status says."""
         seen: dict[str, list[Obj]] = {}
 
         async def snapshot(body: dict[str, Any]) -> None:
-            selector = f"ray.io/cluster={cluster},ray.io/node-type=worker"
-            pods = await self.kube.list(PODS, ns, label_selector=selector)
-            seen[str(body.get("submission_id"))] = list(pods.items)
+            seen[str(body.get("submission_id"))] = await self.workers(ns, cluster)
 
         self.jobs_api.on_submit = snapshot
         return seen

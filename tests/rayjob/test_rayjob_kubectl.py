@@ -84,9 +84,7 @@ async def test_http_mode_submits_through_the_jobs_api(world: RayJobWorld, tmp_pa
         shutdownAfterJobFinishes=True,
         ttlSecondsAfterFinished=0,
     )
-    assert (
-        await world.kubectl(tmp_path)("apply", "-f", "-", input=as_yaml(manifest))
-    ).returncode == 0
+    await world.apply(tmp_path, manifest)
     running = await world.until(ns, "web", "Running")
     job_id = running["jobId"]
 

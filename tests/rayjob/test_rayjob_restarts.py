@@ -96,12 +96,8 @@ async def test_a_resubmission_waits_out_a_stale_submitter_cache(world: RayJobWor
     healed cluster gets no submitter until the cache shows the old one gone, and then one for
     the new submission id (before: the stale one was taken for it and nothing submitted)."""
     ns = await world.namespace("stale-submitter")
-    spec = {"sliceFailurePolicy": "Resubmit", "backoffLimit": 1}
-    await world.kube.create(RAYJOBS, rayjob("train", ns, **spec), ns)
-    first = await world.until(ns, "train", "Running")
-    world.jobs_api.start_job(first["jobId"])
-    await eventually(lambda: _job_started(world, ns), 30)
-    before = (await world.status(ns, "train"))["rayClusterStatus"]
+    first = await _training(world, ns, "K8sJobMode")
+    before = first["rayClusterStatus"]
     faults = world.cluster.faults
     rules = [faults.fail("list", "jobs"), faults.fail("watch", "jobs")]
     faults.drop_watches()
@@ -129,16 +125,9 @@ async def test_a_resubmission_waits_for_the_healed_slice_not_the_status(
     resubmission waits for the pods themselves: it lands on the whole, healed slice, not on
     the broken one (before: submitted at once, on a terminating host)."""
     ns = await world.namespace("stale-cluster-status")
-    spec = {"sliceFailurePolicy": "Resubmit", "backoffLimit": 1, "submissionMode": "HTTPMode"}
-    await world.kube.create(RAYJOBS, rayjob("train", ns, **spec), ns)
-    first = await world.until(ns, "train", "Running")
-    await eventually(lambda: _job_started(world, ns), 30)
+    first = await _training(world, ns, "HTTPMode")
     cluster = first["rayClusterName"]
-    selector = f"ray.io/cluster={cluster},ray.io/node-type=worker"
-    before = {
-        p["metadata"]["uid"]
-        for p in (await world.kube.list(PODS, ns, label_selector=selector)).items
-    }
+    before = {p["metadata"]["uid"] for p in await world.workers(ns, cluster)}
     landed_on = world.workers_at_submission(ns, cluster)
     rule = world.cluster.faults.fail("patch", "rayclusters/status")
     try:
@@ -159,6 +148,17 @@ async def _resubmitted(world: RayJobWorld, ns: str, first_id: str) -> None:
     status = await world.status(ns, "train")
     assert status["jobDeploymentStatus"] == "Running" and status["jobId"] != first_id, status
     assert status["jobId"] in world.jobs_api.jobs, status
+
+
+async def _training(world: RayJobWorld, ns: str, mode: str) -> Obj:
+    """The RayJob "train" (Resubmit, one retry) with its Ray job running: its status."""
+    spec = {"sliceFailurePolicy": "Resubmit", "backoffLimit": 1, "submissionMode": mode}
+    await world.kube.create(RAYJOBS, rayjob("train", ns, **spec), ns)
+    first = await world.until(ns, "train", "Running")
+    if mode == "K8sJobMode":  # the submitter's part; in HTTPMode the operator submits
+        world.jobs_api.start_job(first["jobId"])
+    await eventually(lambda: _job_started(world, ns), 30)
+    return await world.status(ns, "train")
 
 
 async def _job_started(world: RayJobWorld, ns: str) -> None:

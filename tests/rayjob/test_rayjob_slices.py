@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from rayjob_world import NODES, RayJobWorld, as_yaml, assert_healed, rayjob
+from rayjob_world import NODES, RayJobWorld, assert_healed, rayjob
 
 from raycluster_operator.kube import PODS
 from tests.harness.waiting import eventually
@@ -28,9 +28,7 @@ async def world() -> AsyncIterator[RayJobWorld]:
 
 
 async def start(world: RayJobWorld, tmp: Path, ns: str, **spec: Any) -> dict[str, Any]:
-    manifest = rayjob("train", ns, submissionMode="HTTPMode", **spec)
-    done = await world.kubectl(tmp)("apply", "-f", "-", input=as_yaml(manifest))
-    assert done.returncode == 0, done.stderr
+    await world.apply(tmp, rayjob("train", ns, submissionMode="HTTPMode", **spec))
     await world.until(ns, "train", "Running")
 
     async def job_running() -> None:
@@ -51,11 +49,6 @@ async def break_a_host(world: RayJobWorld, tmp: Path, ns: str, cluster: str) -> 
     done = await world.kubectl(tmp)("delete", "pod", name, "-n", ns, "--wait=false")
     assert done.returncode == 0, done.stderr
     return pod
-
-
-async def workers(world: RayJobWorld, ns: str, cluster: str) -> list[dict[str, Any]]:
-    selector = f"ray.io/cluster={cluster},ray.io/node-type=worker"
-    return list((await world.kube.list(PODS, ns, label_selector=selector)).items)
 
 
 async def recorded(world: RayJobWorld, ns: str) -> list[dict[str, Any]]:
@@ -100,7 +93,7 @@ async def test_resubmit_stops_and_resubmits_on_the_healed_cluster(
     ns = await world.namespace("slice-resubmit")
     status = await start(world, tmp_path, ns, sliceFailurePolicy="Resubmit", backoffLimit=1)
     first = status["jobId"]
-    before = {p["metadata"]["uid"] for p in await workers(world, ns, status["rayClusterName"])}
+    before = {p["metadata"]["uid"] for p in await world.workers(ns, status["rayClusterName"])}
     landed_on = world.workers_at_submission(ns, status["rayClusterName"])
     pod = await break_a_host(world, tmp_path, ns, status["rayClusterName"])
     (record,) = await recorded(world, ns)
