@@ -80,14 +80,8 @@ async def test_crashes_between_writes_duplicate_and_lose_nothing(world: RayJobWo
     second = await world.until(ns, "pi", "Running")
     assert second["failed"] == 1 and second["jobId"] != first["jobId"]
     assert await names(world, RAYCLUSTERS, ns) == [second["rayClusterName"]]
-    submitter = await world.submitter(ns, "pi")
-    assert submitter is not None and submitter_job_id(submitter) == second["jobId"]
     # 3. The second attempt succeeds: one success, one failure, as it happened.
-    world.jobs_api.start_job(second["jobId"])
-    world.jobs_api.finish(second["jobId"], "SUCCEEDED")
-    await world.submitter_ran(ns, "pi")
-    final = await world.until(ns, "pi", "Complete")
-    assert (final["succeeded"], final["failed"]) == (1, 1)
+    await _succeeds_on_its_own_submitter(world, ns, "pi", second)
 
 
 async def test_a_resubmission_waits_out_a_stale_submitter_cache(world: RayJobWorld) -> None:
@@ -108,13 +102,7 @@ async def test_a_resubmission_waits_out_a_stale_submitter_cache(world: RayJobWor
         faults.rules.remove(rule)
     again = await world.until(ns, "train", "Running")
     assert again["failed"] == 1 and again["rayClusterName"] == first["rayClusterName"]
-    submitter = await world.submitter(ns, "train")
-    assert submitter is not None and submitter_job_id(submitter) == again["jobId"]
-    world.jobs_api.start_job(again["jobId"])
-    world.jobs_api.finish(again["jobId"], "SUCCEEDED")
-    await world.submitter_ran(ns, "train")
-    final = await world.until(ns, "train", "Complete")
-    assert (final["succeeded"], final["failed"]) == (1, 1)
+    await _succeeds_on_its_own_submitter(world, ns, "train", again)
 
 
 async def test_a_resubmission_waits_for_the_healed_slice_not_the_status(
@@ -141,6 +129,20 @@ async def test_a_resubmission_waits_for_the_healed_slice_not_the_status(
     assert_healed(landed_on[again["jobId"]], before)
     world.jobs_api.finish(again["jobId"], "SUCCEEDED")
     final = await world.until(ns, "train", "Complete")
+    assert (final["succeeded"], final["failed"]) == (1, 1)
+
+
+async def _succeeds_on_its_own_submitter(
+    world: RayJobWorld, ns: str, name: str, attempt: Obj
+) -> None:
+    """The submitter is this attempt's (built for its job id), and the attempt runs to
+    success: one success and one failure in all."""
+    submitter = await world.submitter(ns, name)
+    assert submitter is not None and submitter_job_id(submitter) == attempt["jobId"]
+    world.jobs_api.start_job(attempt["jobId"])
+    world.jobs_api.finish(attempt["jobId"], "SUCCEEDED")
+    await world.submitter_ran(ns, name)
+    final = await world.until(ns, name, "Complete")
     assert (final["succeeded"], final["failed"]) == (1, 1)
 
 
