@@ -28,6 +28,19 @@ def test_the_builder_records_the_submission_id() -> None:
     assert build.submitter_job_id(SUBMITTER_FAILED) is None
 
 
+def test_a_users_own_submission_id_variable_does_not_make_the_submitter_foreign() -> None:
+    """The user's submitterPodTemplate sets RAY_JOB_SUBMISSION_ID; ours comes after it and is
+    the one the container sees, so this attempt's submitter is its own (before: deleted and
+    created again on every pass)."""
+    env = [{"name": "RAY_JOB_SUBMISSION_ID", "value": "mine"}]
+    template = {"spec": {"containers": [{"name": "submit", "image": "ray", "env": env}]}}
+    spec = {**K8S, "submitterPodTemplate": template}
+    job = build.submitter_job(rayjob(S.INITIALIZING, spec), READY["spec"], "h:8265", "j-1")
+    assert build.submitter_job_id(job) == "j-1"
+    done = plan(Observed(rayjob(S.INITIALIZING, spec), READY, (), job), CTX)
+    assert done.actions == [] and [m.target for m in done.moves] == [S.RUNNING]
+
+
 def test_an_earlier_attempts_submitter_is_deleted_before_a_new_one() -> None:
     stale = submitter_for("j-0")
     done = plan(Observed(rayjob(S.INITIALIZING, K8S), READY, (), stale), CTX)
