@@ -132,6 +132,30 @@ async def test_a_resubmission_waits_for_the_healed_slice_not_the_status(
     assert (final["succeeded"], final["failed"]) == (1, 1)
 
 
+async def test_a_crash_during_a_resubmission_resubmits_and_counts_once(
+    world: RayJobWorld,
+) -> None:
+    """The operator dies after the pass that found the break stopped the Ray job, before it
+    wrote Running -> Initializing: the next operator finds the break again (unrecorded) and
+    resubmits once, with one failure counted and one record of the break."""
+    ns = await world.namespace("crash-resubmit")
+    first = await _training(world, ns, "HTTPMode")
+    submitted = len(world.jobs_api.submissions)
+    there = stop_before_status(world.operators[-1], "Initializing")
+    await world.kube.delete(PODS, ns, await _host_pod(world, ns, first["rayClusterName"]))
+    await asyncio.wait_for(there.wait(), 60)
+    assert first["jobId"] in world.jobs_api.stops
+    await world.restart()
+    await eventually(lambda: _resubmitted(world, ns, first["jobId"]), 60)
+    again = await world.status(ns, "train")
+    assert (again["failed"], len(again["sliceFailures"])) == (1, 1)
+    new = [s["submission_id"] for s in world.jobs_api.submissions[submitted:]]
+    assert new == [again["jobId"]]
+    world.jobs_api.finish(again["jobId"], "SUCCEEDED")
+    final = await world.until(ns, "train", "Complete")
+    assert (final["succeeded"], final["failed"]) == (1, 1)
+
+
 async def _succeeds_on_its_own_submitter(
     world: RayJobWorld, ns: str, name: str, attempt: Obj
 ) -> None:
