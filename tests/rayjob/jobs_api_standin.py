@@ -9,6 +9,7 @@ Ray's part: `finish(id, "SUCCEEDED")`, `start(id)` for a job a submitter "submit
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,9 @@ class JobsApiStandIn:
     stops: list[str] = field(default_factory=list)
     gets: int = 0
     url: str = ""
+    #: Called with each new submission's body before it is taken: a test looks at the world
+    #: at the moment the operator submits.
+    on_submit: Callable[[dict[str, Any]], Awaitable[None]] | None = None
     _runner: web.AppRunner | None = None
 
     async def start(self) -> JobsApiStandIn:
@@ -74,6 +78,8 @@ class JobsApiStandIn:
         job_id = str(body.get("submission_id"))
         if job_id in self.jobs:
             return web.Response(status=400, text=f"Job with submission_id {job_id} already exists")
+        if self.on_submit is not None:
+            await self.on_submit(body)
         self.submissions.append(body)
         self.start_job(job_id)
         return web.json_response({"submission_id": job_id, "job_id": job_id})

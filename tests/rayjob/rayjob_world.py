@@ -16,6 +16,7 @@ from raycluster_operator.controller.rayjobs import RayJobController
 from raycluster_operator.kube import BATCH_JOBS, PODS, RAYCLUSTERS, RAYJOBS, NotFound
 from tests.harness import manifests as m
 from tests.harness.kubectl import Run, runner
+from tests.harness.operator import RunningOperator
 from tests.harness.waiting import eventually
 from tests.harness.world import DevWorld
 
@@ -39,9 +40,20 @@ class RayJobWorld(DevWorld):
 
     async def opened(self) -> None:
         await self.jobs_api.start()
+        await self.operator_on_standin()
+
+    async def operator_on_standin(self) -> RunningOperator:
+        """An operator whose RayJob controller asks the stand-in Jobs API."""
         op = await self.start_operator()
         controller: RayJobController = op.manager.rayjobs
         controller.resolve = lambda rayjob, cluster: self.jobs_api.url
+        return op
+
+    async def restart(self) -> RunningOperator:
+        """Crash the running operator (no drain: caches and writes in flight lost) and start
+        a fresh one, as a killed pod is replaced."""
+        await next(o for o in reversed(self.operators) if not o.task.done()).crash()
+        return await self.operator_on_standin()
 
     async def close(self) -> None:
         await super().close()
@@ -49,6 +61,11 @@ class RayJobWorld(DevWorld):
 
     def kubectl(self, tmp: Path) -> Run:
         return runner(self.cluster.write_kubeconfig(tmp / "kubeconfig"))
+
+    async def apply(self, tmp: Path, *objs: Mapping[str, Any]) -> None:
+        """``kubectl apply -f -`` of the objects, as a user applies a manifest."""
+        done = await self.kubectl(tmp)("apply", "-f", "-", input=as_yaml(*objs))
+        assert done.returncode == 0, done.stderr
 
     async def namespace(self, name: str) -> str:
         await self.cluster.apply(
@@ -97,10 +114,14 @@ class RayJobWorld(DevWorld):
         return found
 
     async def submitter_ran(self, ns: str, name: str, exit_code: int = 0) -> None:
-        """Play the submitter pod: it exits (0: `ray job logs --follow` saw the job end)."""
+        """Play the submitter pod: it exits (0: `ray job logs --follow` saw the job end). The
+        pod of the Job as it is now, not one of an earlier attempt's Job still terminating."""
 
         async def pod() -> str:
-            listing = await self.kube.list(PODS, ns, label_selector=f"job-name={name}")
+            job = await self.submitter(ns, name)
+            assert job is not None, "no submitter Job"
+            selector = f"batch.kubernetes.io/controller-uid={job['metadata']['uid']}"
+            listing = await self.kube.list(PODS, ns, label_selector=selector)
             live = [p for p in listing.items if p["status"].get("phase") == "Running"]
             assert live, "no running submitter pod"
             return str(live[0]["metadata"]["name"])
@@ -112,6 +133,22 @@ class RayJobWorld(DevWorld):
 
         await eventually(found, 60)
         await self.cluster.fail_pod(ns, names[-1], exit_code)
+
+    async def workers(self, ns: str, cluster: str) -> list[Obj]:
+        """The cluster's worker pods, from the API server."""
+        selector = f"ray.io/cluster={cluster},ray.io/node-type=worker"
+        return list((await self.kube.list(PODS, ns, label_selector=selector)).items)
+
+    def workers_at_submission(self, ns: str, cluster: str) -> dict[str, list[Obj]]:
+        """Submission id -> the cluster's worker pods (from the API server) at the moment the
+        operator submitted it: what a job landed on, whatever the RayJob's status says."""
+        seen: dict[str, list[Obj]] = {}
+
+        async def snapshot(body: dict[str, Any]) -> None:
+            seen[str(body.get("submission_id"))] = await self.workers(ns, cluster)
+
+        self.jobs_api.on_submit = snapshot
+        return seen
 
     async def events(self, ns: str, name: str) -> list[Obj]:
         listing = await self.cluster.client.list(f"/apis/events.k8s.io/v1/namespaces/{ns}/events")
@@ -143,6 +180,18 @@ def rayjob(name: str, ns: str, **spec: Any) -> Obj:
         "metadata": {"name": name, "namespace": ns},
         "spec": {k: v for k, v in body.items() if v is not None},
     }
+
+
+def assert_healed(pods: list[Obj], broken: set[str], hosts: int = 2) -> None:
+    """A whole slice of new pods, every host running and ready, nothing terminating: none of
+    the pods in ``broken`` (uids of the slice before it broke)."""
+    assert len(pods) == hosts, [p["metadata"]["name"] for p in pods]
+    for pod in pods:
+        assert pod["metadata"]["uid"] not in broken, pod["metadata"]["name"]
+        assert not pod["metadata"].get("deletionTimestamp"), pod["metadata"]["name"]
+        assert pod["status"].get("phase") == "Running", pod["status"]
+        ready = [c for c in pod["status"].get("conditions") or [] if c["type"] == "Ready"]
+        assert ready and ready[0]["status"] == "True", pod["status"]
 
 
 def as_yaml(*objs: Mapping[str, Any]) -> str:

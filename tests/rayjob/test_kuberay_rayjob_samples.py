@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from rayjob_world import NODES, RayJobWorld, as_yaml, rayjob, tpu_cluster_spec
+from rayjob_world import NODES, RayJobWorld, rayjob, tpu_cluster_spec
 
 from tests.harness import manifests as m
 from tests.harness.waiting import eventually
@@ -52,11 +52,6 @@ def v6e_16_cluster() -> dict[str, Any]:
     return spec
 
 
-async def apply(world: RayJobWorld, tmp: Path, *objs: dict[str, Any]) -> None:
-    done = await world.kubectl(tmp)("apply", "-f", "-", input=as_yaml(*objs))
-    assert done.returncode == 0, done.stderr
-
-
 async def run_k8s_job(world: RayJobWorld, ns: str, name: str) -> dict[str, Any]:
     """Play Ray and the submitter: the job is submitted, succeeds, the submitter exits."""
     running = await world.until(ns, name, "Running")
@@ -81,7 +76,7 @@ async def test_ray_job_sample(world: RayJobWorld, tmp_path: Path) -> None:
         runtimeEnvYAML=env,
         rayClusterSpec=small_cluster(),
     )
-    await apply(world, tmp_path, job)
+    await world.apply(tmp_path, job)
     final = await run_k8s_job(world, ns, "rayjob-sample")
     assert final["jobStatus"] == "SUCCEEDED"
     submitter = await world.submitter(ns, "rayjob-sample")
@@ -105,7 +100,7 @@ async def test_ray_job_resources(world: RayJobWorld, tmp_path: Path) -> None:
         entrypointResources='{"resource1": 1, "resource2": 2}',
         rayClusterSpec=small_cluster(),
     )
-    await apply(world, tmp_path, job)
+    await world.apply(tmp_path, job)
     await run_k8s_job(world, ns, "rayjob-resources")
     submitter = await world.submitter(ns, "rayjob-resources")
     assert submitter is not None
@@ -124,7 +119,7 @@ async def test_ray_job_shutdown(world: RayJobWorld, tmp_path: Path) -> None:
         ttlSecondsAfterFinished=1,
         rayClusterSpec=small_cluster(),
     )
-    await apply(world, tmp_path, job)
+    await world.apply(tmp_path, job)
     final = await run_k8s_job(world, ns, "rayjob-sample-shutdown")
 
     async def cluster_gone() -> None:
@@ -162,7 +157,7 @@ async def test_ray_job_light_weight_submitter(world: RayJobWorld, tmp_path: Path
         submitterPodTemplate=template,
         rayClusterSpec=small_cluster(),
     )
-    await apply(world, tmp_path, job)
+    await world.apply(tmp_path, job)
     final = await run_k8s_job(world, ns, "rayjob-light-weight-submitter")
     submitter = await world.submitter(ns, "rayjob-light-weight-submitter")
     assert submitter is not None
@@ -188,7 +183,7 @@ async def test_ray_job_use_existing_raycluster(world: RayJobWorld, tmp_path: Pat
         entrypoint='python -c "import ray; ray.init(); print(ray.cluster_resources())"',
         clusterSelector={"ray.io/cluster": "ray-cluster-kuberay"},
     )
-    await apply(world, tmp_path, cluster, job)
+    await world.apply(tmp_path, cluster, job)
     final = await run_k8s_job(world, ns, "rayjob-use-existing-raycluster")
     assert final["rayClusterName"] == "ray-cluster-kuberay"
 
@@ -203,7 +198,7 @@ async def test_ray_job_interactive_mode(world: RayJobWorld, tmp_path: Path) -> N
         entrypoint=None,
         rayClusterSpec=small_cluster(),
     )
-    await apply(world, tmp_path, job)
+    await world.apply(tmp_path, job)
     await world.until(ns, "rayjob-interactive-mode", "Waiting")
     assert await world.submitter(ns, "rayjob-interactive-mode") is None
 
@@ -220,7 +215,7 @@ async def test_ray_job_deletion_rules(world: RayJobWorld, tmp_path: Path) -> Non
         deletionStrategy={"deletionRules": rules},
         rayClusterSpec=small_cluster(),
     )
-    await apply(world, tmp_path, job)
+    await world.apply(tmp_path, job)
     final = await run_k8s_job(world, ns, "rayjob-deletion-rules")
     assert final["jobStatus"] == "SUCCEEDED"
 
@@ -238,7 +233,7 @@ async def test_ray_job_tpu_v6e_16_multihost(world: RayJobWorld, tmp_path: Path) 
         entrypoint="python tpu_list_devices.py",
         rayClusterSpec=v6e_16_cluster(),
     )
-    await apply(world, tmp_path, job)
+    await world.apply(tmp_path, job)
     running = await world.until(ns, "v6e-16-multihost", "Running")
     slices = running["rayClusterStatus"]
     assert (slices["readyWorkerSlices"], slices["readyWorkerReplicas"]) == (1, 4)

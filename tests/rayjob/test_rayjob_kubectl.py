@@ -84,9 +84,7 @@ async def test_http_mode_submits_through_the_jobs_api(world: RayJobWorld, tmp_pa
         shutdownAfterJobFinishes=True,
         ttlSecondsAfterFinished=0,
     )
-    assert (
-        await world.kubectl(tmp_path)("apply", "-f", "-", input=as_yaml(manifest))
-    ).returncode == 0
+    await world.apply(tmp_path, manifest)
     running = await world.until(ns, "web", "Running")
     job_id = running["jobId"]
 
@@ -127,3 +125,35 @@ async def test_interactive_mode_waits_for_the_users_job_id(
     assert running["jobId"] == "my-own-id"
     world.jobs_api.finish("my-own-id", "SUCCEEDED")
     assert (await world.until(ns, "mine", "Complete"))["jobStatus"] == "SUCCEEDED"
+
+
+async def test_kuberays_cel_rules_refuse_what_kube_apiserver_refuses(
+    world: RayJobWorld, tmp_path: Path
+) -> None:
+    """The RayJob CRD's CEL rules (KubeRay's, written into ours) are enforced by the dev
+    cluster as kube-apiserver enforces them: kubectl is refused with the rule's message."""
+    ns = await world.namespace("cel")
+    kubectl = world.kubectl(tmp_path)
+    legacy = {"policy": "DeleteCluster"}
+    rule = {"policy": "DeleteCluster", "condition": {"jobStatus": "SUCCEEDED"}}
+    both = {"onSuccess": legacy, "onFailure": legacy, "deletionRules": [rule]}
+    half = {"onSuccess": legacy}
+    bad_condition = {"policy": "DeleteCluster", "condition": {"ttlSeconds": 1}}
+    refused = {
+        "both": ({"deletionStrategy": both}, "cannot be used together"),
+        "half": ({"deletionStrategy": half}, "requires either BOTH onSuccess and onFailure"),
+        "cond": (
+            {"deletionStrategy": {"deletionRules": [bad_condition]}},
+            "requires either the JobStatus or the JobDeploymentStatus",
+        ),
+        "owner": ({"managedBy": "someone-else"}, "the managedBy field value must be"),
+    }
+    for name, (spec, message) in refused.items():
+        done = await kubectl("apply", "-f", "-", input=as_yaml(rayjob(name, ns, **spec)))
+        assert done.returncode != 0 and message in done.stderr, (name, done.stderr)
+        assert not await world.rayjob_exists(ns, name)
+    kept = rayjob("kept", ns, managedBy="kueue.x-k8s.io/multikueue")
+    await world.apply(tmp_path, kept)
+    patch = '{"spec":{"managedBy":"ray.io/kuberay-operator"}}'
+    done = await kubectl("patch", "rayjob", "kept", "-n", ns, "--type=merge", "-p", patch)
+    assert done.returncode != 0 and "the managedBy field is immutable" in done.stderr

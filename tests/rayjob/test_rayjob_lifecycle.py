@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from rayjob_world import NODES, RayJobWorld, as_yaml, rayjob, tpu_cluster_spec
+from rayjob_world import NODES, RayJobWorld, rayjob, tpu_cluster_spec
 
 from raycluster_operator.kube import EVENTS, PODS, RAYCLUSTERS, RAYJOBS
 from tests.harness.waiting import eventually
@@ -24,11 +24,6 @@ HTTP: dict[str, Any] = {"submissionMode": "HTTPMode"}
 async def world() -> AsyncIterator[RayJobWorld]:
     async with open_world(RayJobWorld, NODES) as w:
         yield w
-
-
-async def apply(world: RayJobWorld, tmp: Path, *objs: dict[str, Any]) -> None:
-    done = await world.kubectl(tmp)("apply", "-f", "-", input=as_yaml(*objs))
-    assert done.returncode == 0, done.stderr
 
 
 async def running_job(world: RayJobWorld, ns: str, name: str) -> dict[str, Any]:
@@ -53,7 +48,7 @@ async def test_suspend_then_resume_runs_on_a_new_cluster(
     world: RayJobWorld, tmp_path: Path
 ) -> None:
     ns = await world.namespace("suspend")
-    await apply(world, tmp_path, rayjob("held", ns, suspend=True, **HTTP))
+    await world.apply(tmp_path, rayjob("held", ns, suspend=True, **HTTP))
     held = await world.until(ns, "held", "Suspended")
     assert "rayClusterName" not in held and held["jobStatus"] == ""
     listing = await world.kube.list(RAYCLUSTERS, ns)
@@ -85,9 +80,7 @@ async def test_active_deadline_fails_with_deadline_exceeded(
     world: RayJobWorld, tmp_path: Path
 ) -> None:
     ns = await world.namespace("deadline")
-    await apply(
-        world, tmp_path, rayjob("slow", ns, activeDeadlineSeconds=3, backoffLimit=2, **HTTP)
-    )
+    await world.apply(tmp_path, rayjob("slow", ns, activeDeadlineSeconds=3, backoffLimit=2, **HTTP))
     failed = await world.until(ns, "slow", "Failed")
     assert failed["reason"] == "DeadlineExceeded"
     assert failed["failed"] == 1  # a deadline is never retried, whatever backoffLimit says
@@ -97,7 +90,7 @@ async def test_backoff_limit_retries_each_on_a_new_cluster(
     world: RayJobWorld, tmp_path: Path
 ) -> None:
     ns = await world.namespace("backoff")
-    await apply(world, tmp_path, rayjob("flaky", ns, backoffLimit=2, **HTTP))
+    await world.apply(tmp_path, rayjob("flaky", ns, backoffLimit=2, **HTTP))
     clusters: list[str] = []
     for attempt in range(3):
         status = await running_job(world, ns, "flaky")
@@ -125,7 +118,7 @@ async def test_cluster_selector_runs_on_an_existing_cluster(
     job = rayjob(
         "guest", ns, rayClusterSpec=None, clusterSelector={"ray.io/cluster": "shared"}, **HTTP
     )
-    await apply(world, tmp_path, cluster, job)
+    await world.apply(tmp_path, cluster, job)
     status = await running_job(world, ns, "guest")
     assert status["rayClusterName"] == "shared"
     world.jobs_api.finish(status["jobId"], "SUCCEEDED")
@@ -146,7 +139,7 @@ async def test_cluster_selector_runs_on_an_existing_cluster(
 async def test_deletion_policy(world: RayJobWorld, tmp_path: Path, policy: str) -> None:
     ns = await world.namespace(f"delete-{policy.lower()}")
     strategy = {"onSuccess": {"policy": policy}, "onFailure": {"policy": "DeleteNone"}}
-    await apply(world, tmp_path, rayjob("done", ns, deletionStrategy=strategy, **HTTP))
+    await world.apply(tmp_path, rayjob("done", ns, deletionStrategy=strategy, **HTTP))
     status = await running_job(world, ns, "done")
     cluster = status["rayClusterName"]
     world.jobs_api.finish(status["jobId"], "SUCCEEDED")
@@ -196,8 +189,8 @@ async def test_deletion_rules_by_outcome_after_their_ttl(
         {"policy": "DeleteCluster", "condition": {"jobStatus": "FAILED", "ttlSeconds": 1}},
         {"policy": "DeleteSelf", "condition": {"jobStatus": "SUCCEEDED", "ttlSeconds": 0}},
     ]
-    await apply(
-        world, tmp_path, rayjob("ruled", ns, deletionStrategy={"deletionRules": rules}, **HTTP)
+    await world.apply(
+        tmp_path, rayjob("ruled", ns, deletionStrategy={"deletionRules": rules}, **HTTP)
     )
     status = await running_job(world, ns, "ruled")
     world.jobs_api.finish(status["jobId"], "FAILED")

@@ -200,6 +200,20 @@ def submitter_job(
     }
 
 
+def submitter_job_id(job: Mapping[str, Any]) -> str | None:
+    """The submission id a submitter Job was built for (its ``RAY_JOB_SUBMISSION_ID``), or
+    None when it carries none: a submitter left from an earlier attempt is told apart by it.
+    Read as the container sees it: in the first container (the one ``submitter_job`` writes),
+    the last of the name (after any the user's template set), as the kubelet resolves it."""
+    template = (job.get("spec") or {}).get("template") or {}
+    containers = (template.get("spec") or {}).get("containers") or [{}]
+    found = None
+    for var in containers[0].get("env") or []:
+        if var.get("name") == "RAY_JOB_SUBMISSION_ID" and "value" in var:
+            found = str(var["value"])
+    return found
+
+
 def submit_request(rayjob: Mapping[str, Any], job_id: str) -> Obj:
     """The body of ``POST /api/jobs/`` (HTTPMode)."""
     spec = rayjob.get("spec") or {}

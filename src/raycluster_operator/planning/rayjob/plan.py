@@ -8,7 +8,7 @@ moves asks to run again at once, one that waits asks to run again after ``poll``
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -27,7 +27,7 @@ from raycluster_operator.planning.rayjob.model import (
     Observed,
     Plan,
 )
-from raycluster_operator.planning.rayjob.slices import find_breaks
+from raycluster_operator.planning.rayjob.slices import find_breaks, slices_ready
 from raycluster_operator.planning.rayjob.states import (
     FAILED_REASON,
     NOT_RETRIED,
@@ -113,28 +113,32 @@ def _after_move(observed: Observed, ctx: Context, plan: Plan) -> None:
         plan.status.pop("endTime", None)
 
 
-def _deadline(observed: Observed, ctx: Context, plan: Plan) -> bool:
-    deadline = _spec(observed).get("activeDeadlineSeconds")
-    start = plan.status.get("startTime")
-    if deadline is None or not start:
-        return False
-    if ctx.now < parse_time(str(start)) + timedelta(seconds=int(deadline)):
-        return False
-    note = f"the RayJob has passed its activeDeadlineSeconds ({int(deadline)} s)"
-    _move(plan, _S.FAILED, Cause.DEADLINE_EXCEEDED, note)
-    return True
+_ACTIVE = "activeDeadlineSeconds"
+_PRE_RUNNING = "preRunningDeadlineSeconds"
+#: Rule 11f: a deadline's spec field (seconds from ``startTime``) -> the cause it fails with
+#: and how the failure is told.
+_DEADLINES = {
+    _ACTIVE: (Cause.DEADLINE_EXCEEDED, "the RayJob has passed its activeDeadlineSeconds ({} s)"),
+    _PRE_RUNNING: (
+        Cause.PRE_RUNNING_DEADLINE_EXCEEDED,
+        "the job did not run within preRunningDeadlineSeconds ({} s)",
+    ),
+}
 
 
-def _pre_running_deadline(observed: Observed, ctx: Context, plan: Plan) -> bool:
-    deadline = _spec(observed).get("preRunningDeadlineSeconds")
+def _deadline(observed: Observed, ctx: Context, plan: Plan, *fields: str) -> bool:
+    """Whether one of the deadlines ``fields`` has passed; the first that has fails the job."""
     start = plan.status.get("startTime")
-    if deadline is None or not start:
-        return False
-    if ctx.now < parse_time(str(start)) + timedelta(seconds=int(deadline)):
-        return False
-    note = f"the job did not run within preRunningDeadlineSeconds ({int(deadline)} s)"
-    _move(plan, _S.FAILED, Cause.PRE_RUNNING_DEADLINE_EXCEEDED, note)
-    return True
+    for field_name in fields:
+        deadline = _spec(observed).get(field_name)
+        if deadline is None or not start:
+            continue
+        if ctx.now < parse_time(str(start)) + timedelta(seconds=int(deadline)):
+            continue
+        cause, note = _DEADLINES[field_name]
+        _move(plan, _S.FAILED, cause, note.format(int(deadline)))
+        return True
+    return False
 
 
 def _mirror_cluster(observed: Observed, plan: Plan) -> None:
@@ -191,11 +195,12 @@ def _new(observed: Observed, ctx: Context, plan: Plan) -> None:
     _move(plan, _S.INITIALIZING, Cause.INITIALIZED, note)
 
 
-def _cluster_ready(cluster: Mapping[str, Any]) -> bool:
-    """Head and every worker slice ready: our slice counts when the CRD keeps them, else
-    KubeRay's pod counts."""
+def _cluster_ready(cluster: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> bool:
+    """Head and every worker slice ready (rule 11c): our slice counts when the CRD keeps them,
+    else KubeRay's pod counts; and the worker pods agree, because the status lags them (a
+    slice that broke a moment ago still reads ready there)."""
     status = cluster.get("status") or {}
-    if status.get("state") != "ready":
+    if status.get("state") != "ready" or not slices_ready(status, pods):
         return False
     if "desiredWorkerSlices" in status:
         ready = int(status.get("readyWorkerSlices") or 0)
@@ -209,7 +214,7 @@ def _initializing(observed: Observed, ctx: Context, plan: Plan) -> None:
     if spec.get("suspend"):
         _move(plan, _S.SUSPENDING, Cause.SUSPEND, "spec.suspend is true")
         return
-    if _deadline(observed, ctx, plan) or _pre_running_deadline(observed, ctx, plan):
+    if _deadline(observed, ctx, plan, _ACTIVE, _PRE_RUNNING):
         return
     name = str(plan.status.get("rayClusterName"))
     plan.requeue_after = ctx.poll
@@ -222,7 +227,7 @@ def _initializing(observed: Observed, ctx: Context, plan: Plan) -> None:
         plan.actions.append(Action(ActionKind.CREATE_CLUSTER, name, manifest))
         plan.events.append(Event("Normal", "CreatedRayCluster", f"Created RayCluster {name}"))
         return
-    if not _cluster_ready(observed.cluster):
+    if not _cluster_ready(observed.cluster, observed.pods):
         return
     cluster_spec = observed.cluster.get("spec") or {}
     namespace = str((observed.rayjob.get("metadata") or {}).get("namespace"))
@@ -232,6 +237,11 @@ def _initializing(observed: Observed, ctx: Context, plan: Plan) -> None:
     mode = spec.get("submissionMode") or "K8sJobMode"
     if mode == "InteractiveMode":
         _move(plan, _S.WAITING, Cause.AWAIT_USER, "submit the job and set spec.jobId")
+        return
+    if mode == "K8sJobMode" and _foreign(observed.submitter, plan.status):
+        # An earlier attempt's submitter (resubmitted, or deleted but still in the cache):
+        # gone before this attempt's is created under the same name.
+        plan.actions.append(Action(ActionKind.DELETE_SUBMITTER, _name(observed.submitter or {})))
         return
     if mode == "K8sJobMode" and observed.submitter is None:
         job = build.submitter_job(observed.rayjob, cluster_spec, url, str(plan.status["jobId"]))
@@ -243,7 +253,7 @@ def _initializing(observed: Observed, ctx: Context, plan: Plan) -> None:
 
 
 def _waiting(observed: Observed, ctx: Context, plan: Plan) -> None:
-    if _pre_running_deadline(observed, ctx, plan):
+    if _deadline(observed, ctx, plan, _PRE_RUNNING):
         return
     job_id = _spec(observed).get("jobId")
     if not job_id:
@@ -251,6 +261,14 @@ def _waiting(observed: Observed, ctx: Context, plan: Plan) -> None:
         return
     plan.status["jobId"] = job_id
     _move(plan, _S.RUNNING, Cause.USER_SUBMITTED, f"following job {job_id}")
+
+
+def _foreign(submitter: Mapping[str, Any] | None, status: Mapping[str, Any]) -> bool:
+    """A submitter Job built for another submission id than this attempt's."""
+    if submitter is None:
+        return False
+    built_for = build.submitter_job_id(submitter)
+    return built_for is not None and built_for != status.get("jobId")
 
 
 def _submitter_outcome(submitter: Mapping[str, Any] | None) -> str:
@@ -266,12 +284,13 @@ def _running(observed: Observed, ctx: Context, plan: Plan) -> None:
     if spec.get("suspend"):
         _move(plan, _S.SUSPENDING, Cause.SUSPEND, "spec.suspend is true")
         return
-    if _deadline(observed, ctx, plan) or _slice_policy(observed, ctx, plan):
+    if _deadline(observed, ctx, plan, _ACTIVE) or _slice_policy(observed, ctx, plan):
         return
     plan.requeue_after = ctx.poll
     mode = spec.get("submissionMode") or "K8sJobMode"
     submitted_by_job = mode == "K8sJobMode"
-    outcome = _submitter_outcome(observed.submitter) if submitted_by_job else ""
+    own = not _foreign(observed.submitter, plan.status)
+    outcome = _submitter_outcome(observed.submitter) if submitted_by_job and own else ""
     if observed.jobs_api == JobsApi.NOT_FOUND:
         if mode == "HTTPMode":
             body = build.submit_request(observed.rayjob, str(plan.status.get("jobId")))
@@ -356,10 +375,15 @@ def _release(observed: Observed, plan: Plan, target: DeploymentStatus, why: str)
     """Suspending and Retrying: delete the attempt's cluster (never a selected one) and
     submitter, and move on once both are gone."""
     owned_cluster = not _spec(observed).get("clusterSelector")
+    cluster_name = str(plan.status.get("rayClusterName") or "")
     pending = False
     if observed.cluster is not None and owned_cluster:
         plan.actions.append(Action(ActionKind.DELETE_CLUSTER, _name(observed.cluster)))
         pending = True
+    elif owned_cluster and cluster_name:
+        # Absent from the cache, yet maybe created a moment ago (its watch event not in):
+        # deleted by name before the name is forgotten, so no attempt's cluster is leaked.
+        plan.actions.append(Action(ActionKind.DELETE_CLUSTER, cluster_name))
     if observed.submitter is not None:
         plan.actions.append(Action(ActionKind.DELETE_SUBMITTER, _name(observed.submitter)))
         pending = True

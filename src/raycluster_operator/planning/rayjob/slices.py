@@ -6,6 +6,10 @@ after the Ray job started (it was replaced; the pod that broke is gone). A break
 recorded in ``status.sliceFailures`` (same slice and pod) is not reported again, so each
 break acts once; a resubmitted job starts later than every pod of the healed cluster, so the
 slices it runs on are not breaks.
+
+Whether every slice is ready is read from the same pods (``slices_ready``): the RayCluster's
+status says so only after its controller's next pass, so right after a break it still reads
+ready, and a resubmission would land on the broken slice.
 """
 
 from __future__ import annotations
@@ -17,6 +21,9 @@ from typing import Any
 
 from kubefacts.timestamps import parse_time
 from raycluster_operator.api import labels
+from raycluster_operator.planning.pods import read_pod
+from raycluster_operator.planning.replicas import sort_into_replicas
+from raycluster_operator.planning.slice_state import SliceState
 
 
 @dataclass(frozen=True)
@@ -142,3 +149,26 @@ def _break(
         node=str((member.get("spec") or {}).get("nodeName") or ""),
         reason=reason,
     )
+
+
+def slices_ready(cluster_status: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the worker pods themselves show as many ready slices as the cluster wants
+    (rule 11c): per group of ``status.workerGroups`` (its ``numOfHosts`` and
+    ``desiredSlices``), the replicas whose every host is running and ready, as the RayCluster
+    planner reads them; pods without a replica identity (KubeRay's unindexed mode) count by
+    whole hosts. Under KubeRay's CRD, which prunes ``workerGroups``: ready worker pods against
+    ``desiredWorkerReplicas``."""
+    views = [read_pod(p) for p in pods]
+    groups = cluster_status.get("workerGroups")
+    if groups is None:
+        wanted = int(cluster_status.get("desiredWorkerReplicas") or 0)
+        return sum(1 for v in views if v.running_and_ready) >= wanted
+    for group in groups:
+        hosts = max(1, int(group.get("numOfHosts") or 1))
+        members = [v for v in views if v.group == group.get("groupName")]
+        found = sort_into_replicas(members, hosts)
+        ready = sum(1 for r in found.replicas if r.state is SliceState.READY)
+        ready += sum(1 for v in found.unidentified if v.running_and_ready) // hosts
+        if ready < int(group.get("desiredSlices") or 0):
+            return False
+    return True
