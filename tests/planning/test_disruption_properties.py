@@ -338,3 +338,24 @@ def test_status_names_the_disrupted_slice_and_its_release_when_no_stand_in_fits(
     assert entry["reason"] == "NodeDrain" and entry["node"] == "pool0-1"
     assert entry["budgetReleased"] is True and "cordoned" in entry["message"]
     assert ("PodDisruptionBudget", f"demo-{entry['slice']}") in sim.last.object_deletes
+
+
+def test_two_drains_at_once_with_room_complete_one_slice_at_a_time() -> None:
+    """maxUnavailable 1 caps the stand-ins at one while two slices are drained: the first
+    disrupted slice goes once that stand-in is ready, then the second gets its own, and both
+    drains complete with the group at D ready slices throughout (no drain waits on the other)."""
+    sim = Sim(desired=2, max_unavailable=1, pools=4)
+    for _ in range(6):
+        sim.reconcile()
+        sim.schedule()
+    for name in ("pool0-0", "pool1-0"):
+        sim.nodes[name]["spec"]["unschedulable"] = True
+        sim.draining.add(name)
+    for _ in range(8):
+        sim.drains()
+        sim.reconcile()
+        sim.schedule()
+        assert sim.ready() >= 2
+        assert len(sim.slices()) <= 2 + 1 + 1  # D + one stand-in + one slice terminating
+    left = [p for p in sim.pods.values() if p["spec"].get("nodeName") in sim.draining]
+    assert not left and sim.ready() == 2

@@ -16,9 +16,11 @@ slice is **disrupted** when a node one of its hosts runs on is
 
 The move is make-before-break. While a group has ready disrupted slices, it may hold up to
 ``min(disrupted, maxUnavailable)`` slices beyond its desired count: stand-ins, created at the
-lowest free index with a required node affinity that excludes every disrupted node
-(``kubernetes.io/hostname NotIn``). Once the group's undisrupted ready slices reach the desired
-count, every disrupted slice is deleted whole. A disrupted slice that is not ready yet is
+lowest free index, kept off nodes under a maintenance notice by a required node affinity
+(``kubernetes.io/hostname NotIn``; a cordoned or tainted node keeps them off by itself).
+Disrupted slices are deleted whole, earliest first, as many as leave the desired count of
+ready slices without them: all once the stand-ins are ready, one at a time when more are
+disrupted than ``maxUnavailable`` allows stand-ins. A disrupted slice that is not ready yet is
 deleted at once (nothing serves on it).
 
 Each multi-host slice has its own PodDisruptionBudget (builders/budgets.py): a drain's eviction
@@ -287,17 +289,20 @@ def plan_moves(
         if d.replica.state is not SliceState.READY
     ]
     released: list[str] = []
-    if healthy_ready >= desired:
-        deletes += [_move(d, "its stand-in is ready") for d in ready]
-        ready = []
-    else:
+    # As many disrupted slices go (earliest first) as keep D ready without them: all once the
+    # stand-ins are ready, one at a time while maxUnavailable caps the stand-ins below the
+    # disrupted count (two drains at once with m = 1 must not wait on each other for ever).
+    done = max(0, min(len(ready), healthy_ready + len(ready) - desired))
+    deletes += [_move(d, "its stand-in is ready") for d in ready[:done]]
+    ready = ready[done:]
+    if ready:
         due = [d for d in ready if d.disruption.deadline and d.disruption.deadline <= check.now]
         deletes += [
             _move(d, "the maintenance time has come before a stand-in was ready") for d in due
         ]
         ready = [d for d in ready if d not in due]
         if _no_room(valid, going, check):
-            serving_ready = sum(1 for r in valid if r.state is SliceState.READY)
+            serving_ready = sum(1 for r in valid if r.state is SliceState.READY) - done
             unavailable = max(desired - serving_ready, 0) + len(due)
             allowance = max(max_unavailable - unavailable, 0)
             released = [d.replica.key for d in ready[:allowance]]
