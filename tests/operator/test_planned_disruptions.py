@@ -23,6 +23,7 @@ import contextlib
 import json
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ import pytest
 
 from devkube import DevCluster
 from tests.harness.kubectl import runner
+from tests.harness.operator import RunningOperator
 from tests.harness.operator_world import World, eventually, raycluster, running_world, tpu_group
 
 Obj = dict[str, Any]
@@ -127,10 +129,15 @@ async def two_ready_slices(world: World, name: str) -> list[Obj]:
     return pods
 
 
+async def pdbs(kubectl: Any, name: str) -> list[Obj]:
+    out = await kubectl("get", "pdb", "-l", f"ray.io/cluster={name}", "-o", "json")
+    items: list[Obj] = json.loads(out.stdout)["items"]
+    return items
+
+
 async def budgets_settled(world: World, kubectl: Any, name: str) -> None:
     async def check() -> None:
-        out = await kubectl("get", "pdb", "-l", f"ray.io/cluster={name}", "-o", "json")
-        items = json.loads(out.stdout)["items"]
+        items = await pdbs(kubectl, name)
         assert len(items) == 2
         for pdb in items:
             status = pdb.get("status") or {}
@@ -191,8 +198,30 @@ async def timed_drain(kubectl: Any, node: str) -> tuple[Any, float]:
 
 
 async def budgets(kubectl: Any, name: str) -> set[str]:
-    out = await kubectl("get", "pdb", "-l", f"ray.io/cluster={name}", "-o", "json")
-    return {p["metadata"]["name"] for p in json.loads(out.stdout)["items"]}
+    return {p["metadata"]["name"] for p in await pdbs(kubectl, name)}
+
+
+@dataclass
+class Running:
+    """A 2-slice group running, each slice with its settled budget, before the disruption:
+    the kubectl to disrupt with, the operator, the slices, and the node to take (host 1 of
+    slice 0) with its slice's name."""
+
+    kubectl: Any
+    operator: RunningOperator
+    slices: set[str]
+    node: str
+    moved: str
+
+
+async def two_slices_running(world: World, tmp_path: Path, name: str) -> Running:
+    kubectl = kubectl_for(world, tmp_path)
+    operator = await world.start_operator()
+    await world.apply(raycluster(name, [tpu_group("tpu", replicas=2)]))
+    slices = set(by_slice(await two_ready_slices(world, name)))
+    await budgets_settled(world, kubectl, name)
+    node, moved = await drained_node(world, name)
+    return Running(kubectl, operator, slices, node, moved)
 
 
 @pytest.fixture
@@ -209,14 +238,10 @@ async def full() -> AsyncIterator[World]:
 
 async def test_drain_moves_the_slice_before_its_host_goes(spare: World, tmp_path: Path) -> None:
     world = spare
-    kubectl = kubectl_for(world, tmp_path)
-    await world.start_operator()
-    await world.apply(raycluster("drain", [tpu_group("tpu", replicas=2)]))
-    await two_ready_slices(world, "drain")
-    await budgets_settled(world, kubectl, "drain")
+    running = await two_slices_running(world, tmp_path, "drain")
+    kubectl, node, moved = running.kubectl, running.node, running.moved
     table = await kubectl("get", "pdb")
     print("\n" + table.stdout)
-    node, moved = await drained_node(world, "drain")
     sampler = Sampler(world.cluster, "drain")
     async with sampler.running():
         done, took = await timed_drain(kubectl, node)
@@ -243,12 +268,8 @@ async def test_drain_without_room_takes_the_slice_whole_at_the_eviction(
     full: World, tmp_path: Path
 ) -> None:
     world = full
-    kubectl = kubectl_for(world, tmp_path)
-    await world.start_operator()
-    await world.apply(raycluster("tight", [tpu_group("tpu", replicas=2)]))
-    await two_ready_slices(world, "tight")
-    await budgets_settled(world, kubectl, "tight")
-    node, moved = await drained_node(world, "tight")
+    running = await two_slices_running(world, tmp_path, "tight")
+    kubectl, node, moved = running.kubectl, running.node, running.moved
     sampler = Sampler(world.cluster, "tight")
     async with sampler.running():
         _, took = await timed_drain(kubectl, node)
@@ -270,11 +291,8 @@ async def test_maintenance_moves_the_slice_before_the_time_then_the_kubelet_stop
     spare: World, tmp_path: Path
 ) -> None:
     world = spare
-    kubectl = kubectl_for(world, tmp_path)
-    await world.start_operator()
-    await world.apply(raycluster("maint", [tpu_group("tpu", replicas=2)]))
-    await two_ready_slices(world, "maint")
-    node, moved = await drained_node(world, "maint")
+    running = await two_slices_running(world, tmp_path, "maint")
+    kubectl, node, moved = running.kubectl, running.node, running.moved
     at = int(time.time()) + 20
     await kubectl("annotate", "node", node, "dev.raycluster-operator.io/maintenance=stop-kubelet")
     sampler = Sampler(world.cluster, "maint")
@@ -316,12 +334,9 @@ async def test_an_operator_crashed_mid_move_keeps_the_stand_in_and_finishes_the_
     cordon and the three slices, keeps the stand-in (not surplus), makes no second one, and
     deletes the old slice whole; the drain then completes."""
     world = spare
-    kubectl = kubectl_for(world, tmp_path)
-    first = await world.start_operator()
-    await world.apply(raycluster("crash", [tpu_group("tpu", replicas=2)]))
-    before = set(by_slice(await two_ready_slices(world, "crash")))
-    await budgets_settled(world, kubectl, "crash")
-    node, moved = await drained_node(world, "crash")
+    running = await two_slices_running(world, tmp_path, "crash")
+    kubectl, first, before = running.kubectl, running.operator, running.slices
+    node, moved = running.node, running.moved
     sampler = Sampler(world.cluster, "crash")
     async with sampler.running():
         # The first operator can make the stand-in but not delete the old slice.
@@ -356,12 +371,9 @@ async def test_an_operator_crashed_after_releasing_a_budget_keeps_it_released(
     it neither puts the budget back (the drain would wait for ever) nor makes a second
     stand-in; the drain takes the slice whole and it returns on uncordon."""
     world = full
-    kubectl = kubectl_for(world, tmp_path)
-    first = await world.start_operator()
-    await world.apply(raycluster("rel", [tpu_group("tpu", replicas=2)]))
-    before = set(by_slice(await two_ready_slices(world, "rel")))
-    await budgets_settled(world, kubectl, "rel")
-    node, moved = await drained_node(world, "rel")
+    running = await two_slices_running(world, tmp_path, "rel")
+    kubectl, first, before = running.kubectl, running.operator, running.slices
+    node, moved = running.node, running.moved
     assert (await kubectl("cordon", node)).returncode == 0
 
     async def released() -> set[str]:
