@@ -231,7 +231,8 @@ async def test_without_the_quota_grant_a_refused_slice_is_undone_and_backs_off(
 ) -> None:
     """The install without `list`/`watch` on resourcequotas: no check before creating, so the
     API refuses the second slice mid-way; each attempt's admitted host is deleted in its own
-    pass, and attempts are spaced by the doubling hold (5 s, then 10 s), not churned."""
+    pass, and attempts are spaced by the doubling hold (5 s, then 10 s), not churned; a
+    restart costs one attempt at once, then the hold from its first wait."""
     await world.operator_kubeconfig()
     path = "/apis/rbac.authorization.k8s.io/v1/clusterroles/raycluster-operator"
     role = await world.cluster.client.get(path)
@@ -263,6 +264,22 @@ async def test_without_the_quota_grant_a_refused_slice_is_undone_and_backs_off(
             assert "exceeded quota: tpu" in cond["message"]
 
         await eventually(shown_held, within=30)
+        assert len(log.of_index(0)) == 4
+
+        # Holds live in memory (rule 13c): a restarted operator tries once more at once, then
+        # holds again from the first wait; every attempt still loses its host in its pass.
+        await op.crash()
+        seen = len(log.of_index(1))
+        await world.start_operator()
+
+        def two_more() -> None:
+            assert len(log.of_index(1)) >= seen + 2, log.added
+
+        await eventually(two_more, within=60)
+        after = sorted(log.first_seen[n] for n in log.of_index(1))[seen:]
+        print(f"after the restart, attempts spaced {round(after[1] - after[0], 1)} s")
+        assert after[1] - after[0] >= 4.5
+        await eventually(lambda: _check(set(log.of_index(1)[: seen + 2]) <= log.deleted))
         assert len(log.of_index(0)) == 4
 
 
