@@ -10,6 +10,8 @@ kubectl against the dev cluster, as an administrator would drain a node:
   slice comes back when capacity does (uncordon);
 - a maintenance announced 20 s ahead: the slice is moved before the time, then the node's
   kubelet stops (the dev cluster's opt-in maintenance simulation);
+- a namespace quota with room for the two slices only: the stand-in waits for quota as it
+  would for capacity, so the drain takes the slice whole and the stand-in follows;
 - the operator crashed mid-move (a stand-in made, or a budget released) and restarted: it
   reads the same move from the API, makes no second stand-in and puts no budget back.
 
@@ -30,7 +32,7 @@ from typing import Any
 import pytest
 
 from devkube import DevCluster
-from tests.harness.kubectl import runner
+from tests.harness.kubectl import ok, runner
 from tests.harness.operator import RunningOperator
 from tests.harness.operator_world import World, eventually, raycluster, running_world, tpu_group
 
@@ -396,3 +398,28 @@ async def test_an_operator_crashed_after_releasing_a_budget_keeps_it_released(
     assert (await kubectl("uncordon", node)).returncode == 0
     after = set(by_slice(await two_ready_slices(world, "rel")))
     assert after == slices - {moved}
+
+
+async def test_a_drain_where_the_quota_has_no_room_for_a_stand_in_completes(
+    spare: World, tmp_path: Path
+) -> None:
+    """A team's quota holds the two slices' 32 chips and no more (rule 13c): the stand-in
+    waits for quota, not for nodes, and that is no room too. The slice's budget is released,
+    the drain's eviction takes the slice whole, and the stand-in is created once the old
+    slice's chips are freed; one ready slice at least all along."""
+    world = spare
+    kubectl = kubectl_for(world, tmp_path)
+    await ok(kubectl, "create", "quota", "tpu", "--hard=requests.google.com/tpu=32")
+    running = await two_slices_running(world, tmp_path, "quota")
+    node, moved = running.node, running.moved
+    sampler = Sampler(world.cluster, "quota")
+    async with sampler.running():
+        _, took = await timed_drain(kubectl, node)
+        await two_ready_slices(world, "quota")
+    print(f"\ndrain with a full quota: {took:.1f} s\n{sampler.table()}")
+    assert sampler.lowest() >= 1
+    assert_whole(sampler)
+    assert set(sampler.deleted) == {moved}
+    evicted = await events(kubectl, "SliceEvicted")
+    assert any(moved in e["note"] and node in e["note"] for e in evicted)
+    assert all(p["spec"]["nodeName"] != node for p in await world.workers("quota"))

@@ -31,6 +31,7 @@ from typing import Any
 
 from kubefacts import quota as q
 from kubefacts.timestamps import parse_time
+from raycluster_operator.api.models import RayCluster
 from raycluster_operator.planning.actions import CREATE_POD, PlannedEvent, PodCreate, PodDelete
 from raycluster_operator.planning.context import Cached
 from raycluster_operator.planning.feature import Feature
@@ -389,6 +390,16 @@ class Quota(Feature):
         if previous.get("status") != "True" or previous.get("message") != message:
             # Recorded when the wait begins or changes, never at steady state.
             turn.events += [PlannedEvent("Warning", w.reason, sentence(w)) for w in waiting]
+
+
+def groups_that_waited(cluster: RayCluster) -> frozenset[str]:
+    """Groups with a slice the last pass did not create for quota or a hold (the status's
+    `quotaWaiting`): a new slice of theirs has no room, as if unschedulable (rule 12b)."""
+    return frozenset(
+        str(g.get("groupName"))
+        for g in previous_status(cluster).get("workerGroups") or ()
+        if isinstance(g, Mapping) and g.get("quotaWaiting")
+    )
 
 
 def soonest_hold(holds: Mapping[str, AdmissionHold], now: datetime) -> float | None:
