@@ -1,18 +1,39 @@
 """Shared-cluster admission in the dev cluster, driven by the real kubectl as a team on a
 shared cluster meets it: ResourceQuota (admission with kube's messages, the controller's
 status, `get`/`describe`), LimitRange (defaults and refusals) and Pod Security Admission
-(enforce and warn at each level)."""
+(enforce and warn at each level).
+
+Admission only: one dev cluster serves the whole module, each test in a namespace of its own."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+import pytest_asyncio
 
 from devkube import DevCluster
+from tests.harness import kubectl as kubectl_bin
+from tests.harness.cluster import running_cluster
 from tests.harness.kubectl import ok, refused
 from tests.harness.waiting import eventually
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def dev_cluster() -> AsyncIterator[DevCluster]:
+    """One dev cluster (the default nodes) for the module: its tests only admit pods."""
+    async with running_cluster(kubelet_delay=0.2) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def kubectl(dev_cluster: DevCluster, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    path = dev_cluster.write_kubeconfig(tmp_path_factory.mktemp("tenancy") / "kubeconfig")
+    return kubectl_bin.runner(path)
 
 
 def pod(name: str, ns: str, *, container: str = "c", resources: Any = None, **spec: Any) -> str:
@@ -35,6 +56,21 @@ def pod(name: str, ns: str, *, container: str = "c", resources: Any = None, **sp
     return json.dumps(body)
 
 
+async def namespace_with_quota(
+    kubectl: Any, ns: str, name: str, hard: dict[str, str], **spec: Any
+) -> dict[str, Any]:
+    """A new namespace with one ResourceQuota, once its controller has written its status."""
+    await ok(kubectl, "create", "namespace", ns)
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"hard": hard, **spec},
+    }
+    await ok(kubectl, "apply", "-f", "-", input=json.dumps(quota))
+    return await quota_synced(kubectl, ns, name)
+
+
 async def quota_synced(kubectl: Any, ns: str, name: str) -> dict[str, Any]:
     """The quota once its controller has written status.hard and status.used."""
 
@@ -52,15 +88,9 @@ async def test_quota_refuses_with_kubes_message_and_keeps_status(
     dev_cluster: DevCluster, kubectl: Any
 ) -> None:
     ns = "team-a"
-    await ok(kubectl, "create", "namespace", ns)
-    quota = {
-        "apiVersion": "v1",
-        "kind": "ResourceQuota",
-        "metadata": {"name": "q", "namespace": ns},
-        "spec": {"hard": {"requests.google.com/tpu": "16", "count/pods": "5", "cpu": "4"}},
-    }
-    await ok(kubectl, "apply", "-f", "-", input=json.dumps(quota))
-    await quota_synced(kubectl, ns, "q")
+    await namespace_with_quota(
+        kubectl, ns, "q", {"requests.google.com/tpu": "16", "count/pods": "5", "cpu": "4"}
+    )
     tpu = {"requests": {"google.com/tpu": "8", "cpu": "1"}, "limits": {"google.com/tpu": "8"}}
     for name in ("a", "b"):
         await ok(kubectl, "apply", "-f", "-", input=pod(name, ns, resources=tpu))
@@ -95,15 +125,9 @@ async def test_quota_limits_memory_must_be_specified_and_object_counts(
     dev_cluster: DevCluster, kubectl: Any
 ) -> None:
     ns = "team-b"
-    await ok(kubectl, "create", "namespace", ns)
-    quota = {
-        "apiVersion": "v1",
-        "kind": "ResourceQuota",
-        "metadata": {"name": "mem", "namespace": ns},
-        "spec": {"hard": {"limits.memory": "1Gi", "pods": "1", "count/configmaps": "1"}},
-    }
-    await ok(kubectl, "apply", "-f", "-", input=json.dumps(quota))
-    await quota_synced(kubectl, ns, "mem")
+    await namespace_with_quota(
+        kubectl, ns, "mem", {"limits.memory": "1Gi", "pods": "1", "count/configmaps": "1"}
+    )
     message = await refused(kubectl, "apply", "-f", "-", input=pod("p", ns))
     assert message.endswith(
         'pods "p" is forbidden: failed quota: mem: must specify limits.memory for: c'
@@ -129,15 +153,9 @@ async def test_quota_scopes_terminating_and_best_effort(
     dev_cluster: DevCluster, kubectl: Any
 ) -> None:
     ns = "team-c"
-    await ok(kubectl, "create", "namespace", ns)
-    quota = {
-        "apiVersion": "v1",
-        "kind": "ResourceQuota",
-        "metadata": {"name": "be", "namespace": ns},
-        "spec": {"hard": {"pods": "1"}, "scopes": ["BestEffort", "NotTerminating"]},
-    }
-    await ok(kubectl, "apply", "-f", "-", input=json.dumps(quota))
-    await quota_synced(kubectl, ns, "be")
+    await namespace_with_quota(
+        kubectl, ns, "be", {"pods": "1"}, scopes=["BestEffort", "NotTerminating"]
+    )
     await ok(kubectl, "apply", "-f", "-", input=pod("one", ns))
     message = await refused(kubectl, "apply", "-f", "-", input=pod("two", ns))
     assert "exceeded quota: be, requested: pods=1" in message

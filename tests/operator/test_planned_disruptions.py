@@ -9,7 +9,11 @@ kubectl against the dev cluster, as an administrator would drain a node:
   completes, the group never has fewer than replicas - maxUnavailable ready slices, and the
   slice comes back when capacity does (uncordon);
 - a maintenance announced 20 s ahead: the slice is moved before the time, then the node's
-  kubelet stops (the dev cluster's opt-in maintenance simulation).
+  kubelet stops (the dev cluster's opt-in maintenance simulation);
+- a namespace quota with room for the two slices only: the stand-in waits for quota as it
+  would for capacity, so the drain takes the slice whole and the stand-in follows;
+- the operator crashed mid-move (a stand-in made, or a budget released) and restarted: it
+  reads the same move from the API, makes no second stand-in and puts no budget back.
 
 Figures (drain duration, ready slices over time) are printed: `pytest -s` shows them.
 """
@@ -21,13 +25,15 @@ import contextlib
 import json
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from devkube import DevCluster
-from tests.harness.kubectl import runner
+from tests.harness.kubectl import ok, runner
+from tests.harness.operator import RunningOperator
 from tests.harness.operator_world import World, eventually, raycluster, running_world, tpu_group
 
 Obj = dict[str, Any]
@@ -71,6 +77,8 @@ class Sampler:
         self.name = name
         self.curve: list[tuple[float, int]] = []
         self.deleted: dict[str, dict[str, str]] = {}
+        #: Every slice (replica name) seen while sampling: a second stand-in would show here.
+        self.seen: set[str] = set()
         self.start = time.monotonic()
         self._task: asyncio.Task[None] | None = None
 
@@ -83,6 +91,7 @@ class Sampler:
             pods = listing["items"]
             self.curve.append((time.monotonic() - self.start, len(ready_slices(pods))))
             for name, members in by_slice(pods).items():
+                self.seen.add(name)
                 for pod in members:
                     stamp = pod["metadata"].get("deletionTimestamp")
                     if stamp:
@@ -122,10 +131,15 @@ async def two_ready_slices(world: World, name: str) -> list[Obj]:
     return pods
 
 
+async def pdbs(kubectl: Any, name: str) -> list[Obj]:
+    out = await kubectl("get", "pdb", "-l", f"ray.io/cluster={name}", "-o", "json")
+    items: list[Obj] = json.loads(out.stdout)["items"]
+    return items
+
+
 async def budgets_settled(world: World, kubectl: Any, name: str) -> None:
     async def check() -> None:
-        out = await kubectl("get", "pdb", "-l", f"ray.io/cluster={name}", "-o", "json")
-        items = json.loads(out.stdout)["items"]
+        items = await pdbs(kubectl, name)
         assert len(items) == 2
         for pdb in items:
             status = pdb.get("status") or {}
@@ -173,6 +187,45 @@ async def drained_node(world: World, name: str) -> tuple[str, str]:
     ]
 
 
+async def timed_drain(kubectl: Any, node: str) -> tuple[Any, float]:
+    """`kubectl drain` as an administrator runs it; it must complete. Answers its output and
+    how long it took."""
+    began = time.monotonic()
+    done = await kubectl(
+        "drain", node, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=300s"
+    )
+    took = time.monotonic() - began
+    assert done.returncode == 0, done.stderr
+    return done, took
+
+
+async def budgets(kubectl: Any, name: str) -> set[str]:
+    return {p["metadata"]["name"] for p in await pdbs(kubectl, name)}
+
+
+@dataclass
+class Running:
+    """A 2-slice group running, each slice with its settled budget, before the disruption:
+    the kubectl to disrupt with, the operator, the slices, and the node to take (host 1 of
+    slice 0) with its slice's name."""
+
+    kubectl: Any
+    operator: RunningOperator
+    slices: set[str]
+    node: str
+    moved: str
+
+
+async def two_slices_running(world: World, tmp_path: Path, name: str) -> Running:
+    kubectl = kubectl_for(world, tmp_path)
+    operator = await world.start_operator()
+    await world.apply(raycluster(name, [tpu_group("tpu", replicas=2)]))
+    slices = set(by_slice(await two_ready_slices(world, name)))
+    await budgets_settled(world, kubectl, name)
+    node, moved = await drained_node(world, name)
+    return Running(kubectl, operator, slices, node, moved)
+
+
 @pytest.fixture
 async def spare() -> AsyncIterator[World]:
     async with running_world(["tpu:v6e:4x4:3", "cpu:2"]) as world:
@@ -187,22 +240,13 @@ async def full() -> AsyncIterator[World]:
 
 async def test_drain_moves_the_slice_before_its_host_goes(spare: World, tmp_path: Path) -> None:
     world = spare
-    kubectl = kubectl_for(world, tmp_path)
-    await world.start_operator()
-    await world.apply(raycluster("drain", [tpu_group("tpu", replicas=2)]))
-    await two_ready_slices(world, "drain")
-    await budgets_settled(world, kubectl, "drain")
+    running = await two_slices_running(world, tmp_path, "drain")
+    kubectl, node, moved = running.kubectl, running.node, running.moved
     table = await kubectl("get", "pdb")
     print("\n" + table.stdout)
-    node, moved = await drained_node(world, "drain")
     sampler = Sampler(world.cluster, "drain")
     async with sampler.running():
-        began = time.monotonic()
-        done = await kubectl(
-            "drain", node, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=300s"
-        )
-        took = time.monotonic() - began
-        assert done.returncode == 0, done.stderr
+        done, took = await timed_drain(kubectl, node)
         await two_ready_slices(world, "drain")
     print(f"\ndrain with a spare pool: {took:.1f} s\n{sampler.table()}")
     # kubectl met the slice's budget and retried, as against a real cluster.
@@ -226,20 +270,11 @@ async def test_drain_without_room_takes_the_slice_whole_at_the_eviction(
     full: World, tmp_path: Path
 ) -> None:
     world = full
-    kubectl = kubectl_for(world, tmp_path)
-    await world.start_operator()
-    await world.apply(raycluster("tight", [tpu_group("tpu", replicas=2)]))
-    await two_ready_slices(world, "tight")
-    await budgets_settled(world, kubectl, "tight")
-    node, moved = await drained_node(world, "tight")
+    running = await two_slices_running(world, tmp_path, "tight")
+    kubectl, node, moved = running.kubectl, running.node, running.moved
     sampler = Sampler(world.cluster, "tight")
     async with sampler.running():
-        began = time.monotonic()
-        done = await kubectl(
-            "drain", node, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=300s"
-        )
-        took = time.monotonic() - began
-        assert done.returncode == 0, done.stderr
+        _, took = await timed_drain(kubectl, node)
     print(f"\ndrain without a spare pool: {took:.1f} s\n{sampler.table()}")
     # replicas 2 - maxUnavailable 1: one ready slice at least, all along.
     assert sampler.lowest() >= 1
@@ -258,11 +293,8 @@ async def test_maintenance_moves_the_slice_before_the_time_then_the_kubelet_stop
     spare: World, tmp_path: Path
 ) -> None:
     world = spare
-    kubectl = kubectl_for(world, tmp_path)
-    await world.start_operator()
-    await world.apply(raycluster("maint", [tpu_group("tpu", replicas=2)]))
-    await two_ready_slices(world, "maint")
-    node, moved = await drained_node(world, "maint")
+    running = await two_slices_running(world, tmp_path, "maint")
+    kubectl, node, moved = running.kubectl, running.node, running.moved
     at = int(time.time()) + 20
     await kubectl("annotate", "node", node, "dev.raycluster-operator.io/maintenance=stop-kubelet")
     sampler = Sampler(world.cluster, "maint")
@@ -294,3 +326,100 @@ async def test_maintenance_moves_the_slice_before_the_time_then_the_kubelet_stop
     assert_whole(sampler)
     notes = await events(kubectl, "HostMaintenance")
     assert any(node in e["note"] and moved in e["note"] for e in notes)
+
+
+async def test_an_operator_crashed_mid_move_keeps_the_stand_in_and_finishes_the_move(
+    spare: World, tmp_path: Path
+) -> None:
+    """Rule 12b remembers nothing: a stand-in made and ready, then the operator crashes before
+    the old slice goes (its pod deletes fail until then). The restarted operator reads the
+    cordon and the three slices, keeps the stand-in (not surplus), makes no second one, and
+    deletes the old slice whole; the drain then completes."""
+    world = spare
+    running = await two_slices_running(world, tmp_path, "crash")
+    kubectl, first, before = running.kubectl, running.operator, running.slices
+    node, moved = running.node, running.moved
+    sampler = Sampler(world.cluster, "crash")
+    async with sampler.running():
+        # The first operator can make the stand-in but not delete the old slice.
+        world.cluster.faults.fail("delete", "pods")
+        assert (await kubectl("cordon", node)).returncode == 0
+
+        async def stand_in_ready() -> None:
+            assert len(ready_slices(await world.workers("crash"))) == 3
+
+        await eventually(stand_in_ready, within=60)
+        await first.crash()
+        world.cluster.faults.clear()
+        (stand_in,) = set(by_slice(await world.workers("crash"))) - before
+        await world.start_operator()
+        await timed_drain(kubectl, node)
+        await two_ready_slices(world, "crash")
+        await world.reconciled("crash")
+    assert sampler.lowest() >= 2
+    assert_whole(sampler)
+    assert set(sampler.deleted) == {moved}
+    pods = await world.workers("crash")
+    assert moved not in by_slice(pods) and stand_in in by_slice(pods)
+    assert len(sampler.seen) == 3  # the two slices and one stand-in, never a second one
+    assert await budgets(kubectl, "crash") == {f"crash-{n}" for n in by_slice(pods)}
+
+
+async def test_an_operator_crashed_after_releasing_a_budget_keeps_it_released(
+    full: World, tmp_path: Path
+) -> None:
+    """No room for a stand-in: the disrupted slice's budget is released, then the operator
+    crashes. The restarted operator reads the same cordon and the same unschedulable stand-in:
+    it neither puts the budget back (the drain would wait for ever) nor makes a second
+    stand-in; the drain takes the slice whole and it returns on uncordon."""
+    world = full
+    running = await two_slices_running(world, tmp_path, "rel")
+    kubectl, first, before = running.kubectl, running.operator, running.slices
+    node, moved = running.node, running.moved
+    assert (await kubectl("cordon", node)).returncode == 0
+
+    async def released() -> set[str]:
+        slices = set(by_slice(await world.workers("rel")))
+        assert len(slices - before) == 1  # the one stand-in, waiting for room
+        # Every slice keeps its budget (the stand-in too) but the disrupted one.
+        assert await budgets(kubectl, "rel") == {f"rel-{n}" for n in slices - {moved}}
+        return slices
+
+    slices = await eventually(released, within=60)
+    await first.crash()
+    await world.start_operator()
+    await world.reconciled("rel", passes=2)
+    assert await released() == slices
+    sampler = Sampler(world.cluster, "rel")
+    async with sampler.running():
+        await timed_drain(kubectl, node)
+    assert_whole(sampler)
+    assert set(sampler.deleted) == {moved} and sampler.lowest() >= 1
+    assert (await kubectl("uncordon", node)).returncode == 0
+    after = set(by_slice(await two_ready_slices(world, "rel")))
+    assert after == slices - {moved}
+
+
+async def test_a_drain_where_the_quota_has_no_room_for_a_stand_in_completes(
+    spare: World, tmp_path: Path
+) -> None:
+    """A team's quota holds the two slices' 32 chips and no more (rule 13c): the stand-in
+    waits for quota, not for nodes, and that is no room too. The slice's budget is released,
+    the drain's eviction takes the slice whole, and the stand-in is created once the old
+    slice's chips are freed; one ready slice at least all along."""
+    world = spare
+    kubectl = kubectl_for(world, tmp_path)
+    await ok(kubectl, "create", "quota", "tpu", "--hard=requests.google.com/tpu=32")
+    running = await two_slices_running(world, tmp_path, "quota")
+    node, moved = running.node, running.moved
+    sampler = Sampler(world.cluster, "quota")
+    async with sampler.running():
+        _, took = await timed_drain(kubectl, node)
+        await two_ready_slices(world, "quota")
+    print(f"\ndrain with a full quota: {took:.1f} s\n{sampler.table()}")
+    assert sampler.lowest() >= 1
+    assert_whole(sampler)
+    assert set(sampler.deleted) == {moved}
+    evicted = await events(kubectl, "SliceEvicted")
+    assert any(moved in e["note"] and node in e["note"] for e in evicted)
+    assert all(p["spec"]["nodeName"] != node for p in await world.workers("quota"))

@@ -4,18 +4,23 @@ in a namespace whose quota holds 16 chips runs one slice; the second waits, show
 and a `SliceQuotaExceeded` Warning Event, and none of its pods is ever created (every pod
 the API ever held is recorded by a watch from the start); raising the quota to 32 creates
 it. A race (the quota shrinks while the slice's creates are in flight) leaves no partial
-slice behind and no create/delete churn."""
+slice behind and no create/delete churn. On the user's path with kubectl, an operator
+restarted while the slice waits for quota keeps it waiting whole, with its record, and
+creates it once when the quota is raised."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import itertools
+import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 from devkube.machinery.client import resource_path
 from raycluster_operator.kube import RAYCLUSTERS
+from tests.harness.kubectl import ok, runner
 from tests.harness.operator_world import World, eventually, raycluster, ready, tpu_group
 
 NS = "team"
@@ -148,8 +153,8 @@ async def _nonempty(items: Any) -> Any:
     return got
 
 
-async def _cleared(world: World) -> dict[str, Any]:
-    st = await status(world, "q")
+async def _cleared(world: World, name: str = "q") -> dict[str, Any]:
+    st = await status(world, name)
     cond = condition(st)
     assert cond is not None and cond["status"] == "False", st.get("conditions")
     return st
@@ -226,7 +231,8 @@ async def test_without_the_quota_grant_a_refused_slice_is_undone_and_backs_off(
 ) -> None:
     """The install without `list`/`watch` on resourcequotas: no check before creating, so the
     API refuses the second slice mid-way; each attempt's admitted host is deleted in its own
-    pass, and attempts are spaced by the doubling hold (5 s, then 10 s), not churned."""
+    pass, and attempts are spaced by the doubling hold (5 s, then 10 s), not churned; a
+    restart costs one attempt at once, then the hold from its first wait."""
     await world.operator_kubeconfig()
     path = "/apis/rbac.authorization.k8s.io/v1/clusterroles/raycluster-operator"
     role = await world.cluster.client.get(path)
@@ -259,3 +265,60 @@ async def test_without_the_quota_grant_a_refused_slice_is_undone_and_backs_off(
 
         await eventually(shown_held, within=30)
         assert len(log.of_index(0)) == 4
+
+        # Holds live in memory (rule 13c): a restarted operator tries once more at once, then
+        # holds again from the first wait; every attempt still loses its host in its pass.
+        await op.crash()
+        seen = len(log.of_index(1))
+        await world.start_operator()
+
+        def two_more() -> None:
+            assert len(log.of_index(1)) >= seen + 2, log.added
+
+        await eventually(two_more, within=60)
+        after = sorted(log.first_seen[n] for n in log.of_index(1))[seen:]
+        print(f"after the restart, attempts spaced {round(after[1] - after[0], 1)} s")
+        assert after[1] - after[0] >= 4.5
+        await eventually(lambda: _check(set(log.of_index(1)[: seen + 2]) <= log.deleted))
+        assert len(log.of_index(0)) == 4
+
+
+async def test_a_restart_while_a_slice_waits_for_quota_keeps_it_whole_and_recorded(
+    world: World, tmp_path: Path
+) -> None:
+    """As a team admin does it: kubectl creates the namespace, its quota (16 chips) and the
+    RayCluster (two 4-host slices). The second slice waits; the operator crashes and a new
+    one starts: it reads the same quota, creates no pod of the waiting slice, keeps the
+    condition and its Event as they were (no second record), and once `kubectl patch` raises
+    the quota to 32 the slice is created once, whole, with nothing ever deleted."""
+    kubectl = runner(world.cluster.write_kubeconfig(tmp_path / "admin"))
+    await ok(kubectl, "create", "namespace", NS)
+    await ok(kubectl, "create", "quota", "tpu", "-n", NS, f"--hard={CHIPS}=16")
+    first = await world.start_operator()
+    async with pod_log(world) as log:
+        cluster = raycluster("h", [tpu_group("tpu", replicas=2)])
+        cluster["metadata"]["namespace"] = NS
+        await ok(kubectl, "apply", "-f", "-", input=json.dumps(cluster))
+        await eventually(lambda: ready_slices(world, "h", 1), within=60)
+
+        async def waiting() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+            st = await status(world, "h")
+            cond = condition(st)
+            assert cond and cond["status"] == "True", st.get("conditions")
+            assert st["workerGroups"][0]["quotaWaiting"] == [1]
+            events = await quota_events(world)
+            assert events
+            return cond, events
+
+        cond, events = await eventually(waiting, within=30)
+        await first.crash()
+        await world.start_operator()
+        await world.reconciled("h", NS, passes=2)
+        assert await waiting() == (cond, events)  # the same record, not a second one
+        assert log.of_index(1) == [], log.added
+
+        patch = json.dumps({"spec": {"hard": {CHIPS: "32"}}})
+        await ok(kubectl, "patch", "quota", "tpu", "-n", NS, "-p", patch)
+        await eventually(lambda: ready_slices(world, "h", 2), within=60)
+        await eventually(lambda: _cleared(world, "h"), within=30)
+        assert len(log.of_index(1)) == 4 and not log.deleted, (log.added, log.deleted)

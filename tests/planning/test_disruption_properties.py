@@ -79,6 +79,8 @@ class Sim:
     last: Any = None
     #: Nodes a kubectl drain is running on: it retries the eviction of their pods each step.
     draining: set[str] = field(default_factory=set)
+    #: A namespace ResourceQuota on `pods` (the head, never made here, is charged too).
+    pod_quota: int | None = None
 
     def __post_init__(self) -> None:
         for p in range(self.pools):
@@ -193,15 +195,25 @@ class Sim:
                 del self.pods[name]  # gone one step after it started terminating
             else:
                 pod["_seen"] = True
+        objects: dict[str, list[Obj]] = {"PodDisruptionBudget": list(self.budgets.values())}
+        if self.pod_quota is not None:
+            hard = {"pods": str(self.pod_quota)}
+            used = {"pods": str(len(self.pods))}
+            meta = {"name": "q", "namespace": "default"}
+            objects["ResourceQuota"] = [
+                {"metadata": meta, "spec": {"hard": hard}, "status": {"hard": hard, "used": used}}
+            ]
         state = ClusterState(
             self.spec,
             list(self.pods.values()),
             nodes=self.nodes,
-            objects={"PodDisruptionBudget": list(self.budgets.values())},
+            objects=objects,
             present=frozenset(("PodDisruptionBudget", n) for n in self.budgets),
         )
         plan = plan_pass(state, now=NOW, new_suffix=self.suffix, options=OPTIONS)
         self.last = plan
+        if plan.status is not None:
+            self.spec["status"] = plan.status  # what the next pass reads back
         for delete in plan.deletes:
             self.pods[delete.name]["metadata"]["deletionTimestamp"] = stamp(self.clock)
         for create in plan.creates:
@@ -338,3 +350,47 @@ def test_status_names_the_disrupted_slice_and_its_release_when_no_stand_in_fits(
     assert entry["reason"] == "NodeDrain" and entry["node"] == "pool0-1"
     assert entry["budgetReleased"] is True and "cordoned" in entry["message"]
     assert ("PodDisruptionBudget", f"demo-{entry['slice']}") in sim.last.object_deletes
+
+
+def test_two_drains_at_once_with_room_complete_one_slice_at_a_time() -> None:
+    """maxUnavailable 1 caps the stand-ins at one while two slices are drained: the first
+    disrupted slice goes once that stand-in is ready, then the second gets its own, and both
+    drains complete with the group at D ready slices throughout (no drain waits on the other)."""
+    sim = Sim(desired=2, max_unavailable=1, pools=4)
+    for _ in range(6):
+        sim.reconcile()
+        sim.schedule()
+    for name in ("pool0-0", "pool1-0"):
+        sim.nodes[name]["spec"]["unschedulable"] = True
+        sim.draining.add(name)
+    for _ in range(8):
+        sim.drains()
+        sim.reconcile()
+        sim.schedule()
+        assert sim.ready() >= 2
+        assert len(sim.slices()) <= 2 + 1 + 1  # D + one stand-in + one slice terminating
+    left = [p for p in sim.pods.values() if p["spec"].get("nodeName") in sim.draining]
+    assert not left and sim.ready() == 2
+
+
+def test_a_drain_where_the_quota_has_no_room_for_a_stand_in_completes() -> None:
+    """Nodes to spare, but the namespace's quota holds the two slices and no more (rule 13c):
+    the stand-in waits for quota, which is no room too, so the slice's budget is released the
+    next pass and the drain takes it whole; the stand-in follows once its pods are gone."""
+    sim = Sim(desired=2, max_unavailable=1, pools=3, pod_quota=2 * HOSTS + 1)
+    for _ in range(6):
+        sim.reconcile()
+        sim.schedule()
+    assert sim.ready() == 2
+    sim.nodes["pool0-1"]["spec"]["unschedulable"] = True
+    sim.draining.add("pool0-1")
+    sim.reconcile()  # the stand-in waits for quota
+    assert not [c for c in sim.last.creates if c.group == "workers"]
+    assert sim.last.status["workerGroups"][0]["quotaWaiting"] == [2]
+    for _ in range(6):
+        sim.drains()
+        sim.reconcile()
+        sim.schedule()
+        assert sim.ready() >= 1
+    left = [p for p in sim.pods.values() if p["spec"].get("nodeName") in sim.draining]
+    assert not left and sim.ready() == 2

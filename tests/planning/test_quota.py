@@ -1,7 +1,8 @@
 """Rule 13c in the pure planner: new slices are fitted to the namespace's quotas in plan
 order, whole or not at all; a waiting slice is in status and one Warning Event; holds from
 the executor keep a group's slices back until they end or (a pod refused as built) the
-template changes."""
+template changes; a refusal mid-slice is settled by the planner (what to undo, how long to
+hold), the executor only carries it out."""
 
 from __future__ import annotations
 
@@ -10,8 +11,16 @@ from typing import Any
 
 from raycluster_operator.api.models import dump_cluster, load_cluster
 from raycluster_operator.planning import ClusterState, PlanContext, PlanOptions, plan_cluster
-from raycluster_operator.planning.quota import AdmissionHold, hold_object
-from raycluster_operator.planning.reasons import HoldReason
+from raycluster_operator.planning.actions import PodCreate
+from raycluster_operator.planning.quota import (
+    TEMPLATE_HASH,
+    AdmissionHold,
+    hold_after,
+    hold_object,
+    settle_creates,
+    unit_positions,
+)
+from raycluster_operator.planning.reasons import CreateReason, DeleteReason, HoldReason
 
 from .cluster import cluster, worker_group
 from .world import BASE, suffixes
@@ -109,3 +118,58 @@ def test_a_hold_keeps_the_group_back_until_it_ends_or_the_template_changes() -> 
     assert p.requeue_after is not None and 29 <= p.requeue_after <= 30
     expired = AdmissionHold(BASE - timedelta(seconds=1), HoldReason.POD_REJECTED, "old", template)
     assert slices(plan(spec, {"AdmissionHold": [hold_object("gpu", expired)]})) == {0}
+
+
+QUOTA_403 = 'pods "w" is forbidden: exceeded quota: q, requested: nvidia.com/gpu=4'
+PSA_403 = 'pods "w" is forbidden: violates PodSecurity "baseline:latest": privileged'
+
+
+def create(group: str, index: int | None, host: int | None = None) -> PodCreate:
+    name = None if index is None else f"{group}-{index}"
+    meta = {"annotations": {TEMPLATE_HASH: f"t-{group}"}}
+    return PodCreate(group, index, name, host, CreateReason.SCALE_UP, {"metadata": meta})
+
+
+def pod(name: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "uid": f"uid-{name}"}}
+
+
+def test_a_slices_hosts_are_one_unit_and_anything_else_stands_alone() -> None:
+    creates = [create("headgroup", None), create("gpu", 0, 0), create("cpu", None)]
+    creates += [create("gpu", 1, 0), create("gpu", 0, 1), create("gpu", 1, 1)]
+    assert unit_positions(creates) == [[0], [1, 4], [2], [3, 5]]
+
+
+def test_a_slice_refused_midway_is_undone_whole_and_held_once_per_group() -> None:
+    creates = [create("gpu", i, h) for i in (0, 1, 2) for h in (0, 1)]
+    creates.append(create("cpu", None))
+    # Slice 0 whole; slices 1 and 2 each lose their second host to quota; the cpu pod fails
+    # with something else (neither whole nor refused).
+    made = [pod("a"), pod("b"), pod("c"), None, pod("e"), None, None]
+    settled = settle_creates(creates, made, {3: QUOTA_403, 5: QUOTA_403})
+    assert settled.whole == ()  # gpu was refused in this pass: its strikes are not forgiven
+    (refusal,) = settled.refused
+    assert refusal.group == "gpu" and refusal.message == QUOTA_403
+    assert refusal.template == "t-gpu"
+    undo = {(d.name, d.uid, d.replica_index, d.host_index) for d in refusal.undo}
+    assert undo == {("c", "uid-c", 1, 0), ("e", "uid-e", 2, 0)}
+    assert {d.reason for d in refusal.undo} == {DeleteReason.REPLICA_INCOMPLETE}
+    assert all(QUOTA_403 in d.message for d in refusal.undo)
+
+
+def test_a_group_created_whole_is_released_and_nothing_is_undone() -> None:
+    creates = [create("gpu", 0, 0), create("gpu", 0, 1), create("tpu", 0, 0)]
+    settled = settle_creates(creates, [pod("a"), pod("b"), None], {2: PSA_403})
+    assert settled.whole == ("gpu",)
+    assert [(r.group, r.undo) for r in settled.refused] == [("tpu", ())]
+
+
+def test_holds_double_per_refusal_in_a_row_up_to_the_cap_by_kind() -> None:
+    def wait(message: str, strikes: int) -> float:
+        return (hold_after(message, "t", strikes, BASE).until - BASE).total_seconds()
+
+    assert [wait(QUOTA_403, n) for n in (1, 2, 3, 7, 20)] == [5, 10, 20, 300, 300]
+    assert [wait(PSA_403, n) for n in (1, 2, 4, 5)] == [30, 60, 240, 300]
+    assert hold_after(QUOTA_403, "t", 1, BASE).reason == HoldReason.SLICE_QUOTA_EXCEEDED
+    held = hold_after(PSA_403, "t", 1, BASE)
+    assert held.reason == HoldReason.POD_REJECTED and held.template == "t"

@@ -32,7 +32,7 @@ from raycluster_operator.controller.events import EventRecorder
 from raycluster_operator.controller.expectations import Expectations
 from raycluster_operator.controller.metrics import Metrics
 from raycluster_operator.controller.present import Present
-from raycluster_operator.controller.refusals import RefusalHolds, refusal_reason
+from raycluster_operator.controller.refusals import RefusalHolds
 from raycluster_operator.controller.sources import (
     BY_CLUSTER,
     BY_OWNER,
@@ -66,7 +66,13 @@ from raycluster_operator.planning import (
     object_id,
     plan_pass,
 )
-from raycluster_operator.planning.quota import HOLD_KIND, QUOTA_KIND, hold_object
+from raycluster_operator.planning.quota import (
+    HOLD_KIND,
+    QUOTA_KIND,
+    hold_object,
+    refusal_reason,
+    settle_creates,
+)
 from raycluster_operator.planning.reasons import DISRUPTION_REASONS, DeleteReason, HoldReason
 
 log = logging.getLogger(__name__)
@@ -352,41 +358,24 @@ class Reconciler:
         results: Sequence[Any],
         failures: list[_Failure],
     ) -> float | None:
-        """Rule 13c: a slice with a pod the API refused (403) loses the pods it got in this
-        pass at once, and its group is held; a slice created whole releases its group."""
+        """Rule 13c, as the planner settles it (`settle_creates`): records each refused
+        group's hold and runs the deletes that undo its refused slices, in this pass; a group
+        with a slice created whole is released. Answers the seconds to the nearest hold's end."""
         now = datetime.now(UTC)
-        slices: dict[tuple[str, str | None, int | None], list[int]] = {}
-        for i, c in enumerate(creates):
-            slices.setdefault((c.group, c.replica_name or str(i), c.replica_index), []).append(i)
-        whole, undo, wait = [], [], None
-        for (group, _, _), positions in slices.items():
-            refused = [i for i in positions if isinstance(results[i], Forbidden)]
-            if not refused:
-                if not any(isinstance(results[i], BaseException) for i in positions):
-                    whole.append(group)
-                continue
-            hold = self.holds.refuse(key, creates[refused[0]], str(results[refused[0]]), now)
+        made = [None if isinstance(r, BaseException) else r for r in results]
+        refused = {i: str(r) for i, r in enumerate(results) if isinstance(r, Forbidden)}
+        settled = settle_creates(creates, made, refused)
+        wait: float | None = None
+        undo: list[PodDelete] = []
+        for refusal in settled.refused:
+            hold = self.holds.refuse(key, refusal, now)
             remaining = (hold.until - now).total_seconds()
             wait = remaining if wait is None else min(wait, remaining)
-            log.warning("group %s of %s held %.0fs: %s", group, key, remaining, hold.message)
-            for i in positions:
-                result = results[i]
-                if not isinstance(result, BaseException):
-                    meta = result["metadata"]
-                    undo.append(
-                        PodDelete(
-                            str(meta["name"]),
-                            group,
-                            creates[i].replica_name,
-                            DeleteReason.REPLICA_INCOMPLETE,
-                            f"slice refused mid-creation: {hold.message}",
-                            uid=meta.get("uid"),
-                        )
-                    )
-        refused_groups = {d.group for d in undo} | {
-            c.group for c, r in zip(creates, results, strict=True) if isinstance(r, Forbidden)
-        }
-        self.holds.created(key, [g for g in whole if g not in refused_groups])
+            log.warning(
+                "group %s of %s held %.0fs: %s", refusal.group, key, remaining, hold.message
+            )
+            undo += refusal.undo
+        self.holds.created(key, settled.whole)
         if undo:
             await self._delete_pods(key, undo, (), failures)
         return wait

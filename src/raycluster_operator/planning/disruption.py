@@ -16,16 +16,19 @@ slice is **disrupted** when a node one of its hosts runs on is
 
 The move is make-before-break. While a group has ready disrupted slices, it may hold up to
 ``min(disrupted, maxUnavailable)`` slices beyond its desired count: stand-ins, created at the
-lowest free index with a required node affinity that excludes every disrupted node
-(``kubernetes.io/hostname NotIn``). Once the group's undisrupted ready slices reach the desired
-count, every disrupted slice is deleted whole. A disrupted slice that is not ready yet is
+lowest free index, kept off nodes under a maintenance notice by a required node affinity
+(``kubernetes.io/hostname NotIn``; a cordoned or tainted node keeps them off by itself).
+Disrupted slices are deleted whole, earliest first, as many as leave the desired count of
+ready slices without them: all once the stand-ins are ready, one at a time when more are
+disrupted than ``maxUnavailable`` allows stand-ins. A disrupted slice that is not ready yet is
 deleted at once (nothing serves on it).
 
 Each multi-host slice has its own PodDisruptionBudget (builders/budgets.py): a drain's eviction
 of one host is refused (429) and kubectl retries, until the move deletes the slice; the evicted
 pod is then already terminating, which the eviction API lets go, and the drain completes.
 
-Without room for the stand-in (its pods are unschedulable) the old slice keeps serving until
+Without room for the stand-in (its pods are unschedulable, or the last pass could not create
+it for the namespace's quota, rule 13c) the old slice keeps serving until
 the latest moment. For a drain, that is its eviction: the planner stops keeping the slice's
 budget (deletes it), within the group's ``maxUnavailable`` (ready slices never fewer than
 desired - maxUnavailable on that account); the drain's next eviction then succeeds, and the
@@ -53,6 +56,7 @@ from raycluster_operator.api.objects import Pod
 from raycluster_operator.builders.budgets import PDB_KIND, avoid_nodes, slice_budget
 from raycluster_operator.planning.context import Cached
 from raycluster_operator.planning.feature import Feature
+from raycluster_operator.planning.quota import groups_that_waited
 from raycluster_operator.planning.reasons import CreateReason, DeleteReason
 from raycluster_operator.planning.replicas import GroupPods, Replica
 from raycluster_operator.planning.slice_state import SliceState
@@ -273,8 +277,11 @@ def plan_moves(
     *,
     desired: int,
     max_unavailable: int,
+    new_slices_wait: bool = False,
 ) -> GroupMoves:
-    """Rule 12b for one group's serving slices (after rules 8-12a)."""
+    """Rule 12b for one group's serving slices (after rules 8-12a). `new_slices_wait`: the
+    last pass could not create a slice of the group for quota (rule 13c), so a stand-in has
+    no room, as when its pods are unschedulable."""
     found = disrupted_slices(valid, check)
     if not found:
         return NO_MOVES
@@ -287,17 +294,20 @@ def plan_moves(
         if d.replica.state is not SliceState.READY
     ]
     released: list[str] = []
-    if healthy_ready >= desired:
-        deletes += [_move(d, "its stand-in is ready") for d in ready]
-        ready = []
-    else:
+    # As many disrupted slices go (earliest first) as keep D ready without them: all once the
+    # stand-ins are ready, one at a time while maxUnavailable caps the stand-ins below the
+    # disrupted count (two drains at once with m = 1 must not wait on each other for ever).
+    done = max(0, min(len(ready), healthy_ready + len(ready) - desired))
+    deletes += [_move(d, "its stand-in is ready") for d in ready[:done]]
+    ready = ready[done:]
+    if ready:
         due = [d for d in ready if d.disruption.deadline and d.disruption.deadline <= check.now]
         deletes += [
             _move(d, "the maintenance time has come before a stand-in was ready") for d in due
         ]
         ready = [d for d in ready if d not in due]
-        if _no_room(valid, going, check):
-            serving_ready = sum(1 for r in valid if r.state is SliceState.READY)
+        if new_slices_wait or _no_room(valid, going, check):
+            serving_ready = sum(1 for r in valid if r.state is SliceState.READY) - done
             unavailable = max(desired - serving_ready, 0) + len(due)
             allowance = max(max_unavailable - unavailable, 0)
             released = [d.replica.key for d in ready[:allowance]]
@@ -374,6 +384,7 @@ class Disruptions(Feature):
                 own, context.state.nodes, now=context.now, window=options.maintenance_window
             )
         self.cluster = turn.cluster
+        self.waited = groups_that_waited(turn.cluster) if self.enabled else frozenset()
         self.moves: dict[str, GroupMoves] = {}
         self.budgets: list[dict[str, Any]] = []
         self.planned: set[str] = set()
@@ -394,7 +405,11 @@ class Disruptions(Feature):
             return
         desired = turn.job.desired
         moves = plan_moves(
-            turn.valid, self.check, desired=desired, max_unavailable=_max_unavailable(turn)
+            turn.valid,
+            self.check,
+            desired=desired,
+            max_unavailable=_max_unavailable(turn),
+            new_slices_wait=turn.job.spec.group_name in self.waited,
         )
         for move in moves.deletes:
             turn.out.replica(move.replica, move.reason, move.message, move.trigger)

@@ -16,22 +16,31 @@ record of admission refusals, `now` from the caller.
 - A group under a hold (the API refused a pod of its slice: `exceeded quota` in a race, or
   the pod as built: PodSecurity, LimitRange, `must specify`) creates no slice until the hold
   ends; a refusal of the pod as built ends early when the group's template changes.
+- A refusal that still comes mid-slice is settled here too (`settle_creates`, `hold_after`):
+  the deletes that undo the slice in the same pass and the group's hold; the executor runs
+  them and records the hold.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from fractions import Fraction
 from typing import Any
 
 from kubefacts import quota as q
 from kubefacts.timestamps import parse_time
-from raycluster_operator.planning.actions import CREATE_POD, PlannedEvent, PodCreate
+from raycluster_operator.api.models import RayCluster
+from raycluster_operator.planning.actions import CREATE_POD, PlannedEvent, PodCreate, PodDelete
 from raycluster_operator.planning.context import Cached
 from raycluster_operator.planning.feature import Feature
-from raycluster_operator.planning.reasons import ConditionReason, CreateReason, HoldReason
+from raycluster_operator.planning.reasons import (
+    ConditionReason,
+    CreateReason,
+    DeleteReason,
+    HoldReason,
+)
 from raycluster_operator.planning.status import previous_status
 from raycluster_operator.planning.turn import ClusterTurn
 
@@ -41,6 +50,9 @@ CONDITION = "SliceQuotaExceeded"
 QUOTA_KIND = "ResourceQuota"
 HOLD_KIND = "AdmissionHold"
 TEMPLATE_HASH = "ray.io/pod-template-hash"
+#: Holds after a refused pod (seconds): the first wait for a quota race and for a pod refused
+#: as built, and the longest.
+QUOTA_HOLD_BASE, REJECTED_HOLD_BASE, HOLD_CAP = 5.0, 30.0, 300.0
 #: `PodCreate.group` of the head pod.
 HEAD_GROUP = "headgroup"
 
@@ -65,20 +77,116 @@ class Waiting:
     message: str
 
 
-def _units(creates: Sequence[PodCreate]) -> list[list[PodCreate]]:
-    """Creates by slice, in plan order: a replica's hosts together, anything else alone."""
-    units: list[list[PodCreate]] = []
+def unit_positions(creates: Sequence[PodCreate]) -> list[list[int]]:
+    """The plan's creates by slice, as positions in plan order: a replica's hosts together,
+    anything else alone. A unit is created whole or not at all: the planner fits units to
+    the quotas, and `settle_creates` undoes a unit the API refused midway."""
+    units: list[list[int]] = []
     where: dict[tuple[str, int | None, str], int] = {}
-    for c in creates:
+    for i, c in enumerate(creates):
         if c.replica_name is None:
-            units.append([c])
+            units.append([i])
             continue
         key = (c.group, c.replica_index, c.replica_name)
         if key not in where:
             where[key] = len(units)
             units.append([])
-        units[where[key]].append(c)
+        units[where[key]].append(i)
     return units
+
+
+def _units(creates: Sequence[PodCreate]) -> list[list[PodCreate]]:
+    return [[creates[i] for i in unit] for unit in unit_positions(creates)]
+
+
+def refusal_reason(message: str) -> HoldReason:
+    """What a 403 for a pod create says, in kube-apiserver's words: `exceeded quota` (and
+    `status unknown for quota`) is a quota race, retried when quota may have freed; anything
+    else (`violates PodSecurity`, a LimitRange's maximum, `failed quota: q: must specify`,
+    RBAC) means the pod cannot be admitted as built, a spec problem."""
+    if "exceeded quota" in message or "status unknown for quota" in message:
+        return HoldReason.SLICE_QUOTA_EXCEEDED
+    return HoldReason.POD_REJECTED
+
+
+def hold_after(message: str, template: str, strikes: int, now: datetime) -> AdmissionHold:
+    """The hold on a group whose slice the API refused, the `strikes`-th refusal in a row:
+    5 s doubling to 300 s for quota, 30 s doubling to 300 s for a pod refused as built (that
+    one also ends when the group's template is no longer `template`). Doubling, so a refusal
+    that lasts costs a few creates an hour, not a churn."""
+    reason = refusal_reason(message)
+    base = QUOTA_HOLD_BASE if reason == HoldReason.SLICE_QUOTA_EXCEEDED else REJECTED_HOLD_BASE
+    wait = min(HOLD_CAP, base * 2 ** (strikes - 1))
+    return AdmissionHold(now + timedelta(seconds=wait), reason, message, template)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A group whose slice the API refused in this pass: the first refusal's message, the
+    refused pod's template hash (a fix of the template ends a hold as built), and the
+    deletes that undo every refused unit of the group."""
+
+    group: str
+    message: str
+    template: str
+    undo: tuple[PodDelete, ...]
+
+
+@dataclass(frozen=True)
+class Settled:
+    """What a pass's pod creates leave to do (rule 13c): `whole` are the groups a slice of
+    which went in whole and none was refused (their refusals in a row are over); `refused`
+    one `Refusal` per group refused, whose hold the executor records and whose deletes it
+    runs in the same pass."""
+
+    whole: tuple[str, ...]
+    refused: tuple[Refusal, ...]
+
+
+def settle_creates(
+    creates: Sequence[PodCreate],
+    made: Sequence[Cached | None],
+    refusals: Mapping[int, str],
+) -> Settled:
+    """The plan's handling of its creates' outcomes: `made[i]` is the pod the API returned
+    for `creates[i]` (None if it failed), `refusals[i]` the message of its 403. A unit with
+    a refused pod is undone whole: every pod of it that was made is deleted, by uid, so no
+    partial slice outlives the pass. A unit with another failure is neither: the next pass
+    sees what stands. One refusal per group and pass, so two slices refused at once count
+    as one strike."""
+    whole: list[str] = []
+    refused: dict[str, Refusal] = {}
+    for unit in unit_positions(creates):
+        group = creates[unit[0]].group
+        first = next((i for i in unit if i in refusals), None)
+        if first is None:
+            if all(made[i] is not None for i in unit):
+                whole.append(group)
+            continue
+        undo = tuple(_undo(creates[i], pod, refusals[first]) for i in unit if (pod := made[i]))
+        if group in refused:
+            held = refused[group]
+            refused[group] = Refusal(group, held.message, held.template, held.undo + undo)
+            continue
+        meta = creates[first].manifest.get("metadata") or {}
+        template = str((meta.get("annotations") or {}).get(TEMPLATE_HASH) or "")
+        refused[group] = Refusal(group, refusals[first], template, undo)
+    kept = tuple(dict.fromkeys(g for g in whole if g not in refused))
+    return Settled(kept, tuple(refused.values()))
+
+
+def _undo(create: PodCreate, pod: Cached, message: str) -> PodDelete:
+    meta = pod.get("metadata") or {}
+    return PodDelete(
+        str(meta.get("name")),
+        create.group,
+        create.replica_name,
+        DeleteReason.REPLICA_INCOMPLETE,
+        f"slice refused mid-creation: {message}",
+        replica_index=create.replica_index,
+        host_index=create.host_index,
+        uid=meta.get("uid"),
+    )
 
 
 class _Ledger:
@@ -282,6 +390,16 @@ class Quota(Feature):
         if previous.get("status") != "True" or previous.get("message") != message:
             # Recorded when the wait begins or changes, never at steady state.
             turn.events += [PlannedEvent("Warning", w.reason, sentence(w)) for w in waiting]
+
+
+def groups_that_waited(cluster: RayCluster) -> frozenset[str]:
+    """Groups with a slice the last pass did not create for quota or a hold (the status's
+    `quotaWaiting`): a new slice of theirs has no room, as if unschedulable (rule 12b)."""
+    return frozenset(
+        str(g.get("groupName"))
+        for g in previous_status(cluster).get("workerGroups") or ()
+        if isinstance(g, Mapping) and g.get("quotaWaiting")
+    )
 
 
 def soonest_hold(holds: Mapping[str, AdmissionHold], now: datetime) -> float | None:
