@@ -68,7 +68,9 @@ async def test_a_managed_by_outside_kuberays_list_is_refused(kubectl: Kubectl) -
 
 
 async def test_managed_by_cannot_change(kubectl: Kubectl) -> None:
-    await kubectl("create", "-f", "-", stdin=cluster(managedBy="ray.io/kuberay-operator"))
+    await kubectl("apply", "-f", "-", stdin=cluster(managedBy="ray.io/kuberay-operator"))
+    changed = cluster(managedBy="kueue.x-k8s.io/multikueue")
+    assert await refused(kubectl, "apply", "-f", "-", stdin=changed) == IMMUTABLE
     patch = '{"spec":{"managedBy":"kueue.x-k8s.io/multikueue"}}'
     err = await refused(kubectl, "patch", "raycluster", "rc", "--type=merge", "-p", patch)
     assert err == IMMUTABLE
