@@ -303,3 +303,88 @@ def test_kuberays_defaults_leave_every_pod_current() -> None:
     spec["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["ports"][0]["protocol"] = "UDP"
     after = hashes(kuberay_crd())
     assert after[0] == before[0] and after[1] != before[1]
+
+
+#: KubeRay v1.7's RayCluster spec fields, three levels that matter (from its CRD file).
+KUBERAY_V17_FIELDS = {
+    "spec": {
+        "authOptions",
+        "autoscalerOptions",
+        "enableInTreeAutoscaling",
+        "gcsFaultToleranceOptions",
+        "headGroupSpec",
+        "headServiceAnnotations",
+        "historyServerOptions",
+        "managedBy",
+        "networkPolicy",
+        "rayVersion",
+        "suspend",
+        "tlsOptions",
+        "upgradeStrategy",
+        "workerGroupSpecs",
+    },
+    "workerGroupSpecs": {
+        "groupName",
+        "idleTimeoutSeconds",
+        "labels",
+        "maxReplicas",
+        "minReplicas",
+        "numOfHosts",
+        "priority",
+        "rayStartParams",
+        "replicas",
+        "resources",
+        "scaleStrategy",
+        "suspend",
+        "template",
+    },
+    "headGroupSpec": {
+        "enableIngress",
+        "headService",
+        "ingressOptions",
+        "labels",
+        "rayStartParams",
+        "resources",
+        "serviceType",
+        "template",
+    },
+    "autoscalerOptions": {
+        "args",
+        "command",
+        "env",
+        "envFrom",
+        "idleTimeoutSeconds",
+        "image",
+        "imagePullPolicy",
+        "resources",
+        "securityContext",
+        "upscalingMode",
+        "version",
+        "volumeMounts",
+    },
+}
+#: v1.7 additions our schema lacks yet (docs/design.md §11, API): under our CRD kubectl's strict
+#: validation refuses a manifest using them (KubeRay's v1.7 samples for network policy, mTLS,
+#: the history server, and autoscaler v2 with its own command), and a lax client's are pruned.
+NOT_YET = {
+    "spec": {"historyServerOptions", "networkPolicy", "tlsOptions"},
+    "workerGroupSpecs": {"priority"},
+    "headGroupSpec": {"ingressOptions"},
+    "autoscalerOptions": {"args", "command"},
+}
+
+
+def test_our_schema_has_kuberay_v17s_fields_but_the_listed_gaps() -> None:
+    """The gap to KubeRay v1.7 stays written down: closing one means deleting it here."""
+    from raycluster_operator.api.crd import crd_manifest
+
+    spec = crd_manifest()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
+    spec = spec["spec"]["properties"]
+    ours = {
+        "spec": set(spec),
+        "workerGroupSpecs": set(spec["workerGroupSpecs"]["items"]["properties"]),
+        "headGroupSpec": set(spec["headGroupSpec"]["properties"]),
+        "autoscalerOptions": set(spec["autoscalerOptions"]["properties"]),
+    }
+    for where, fields in KUBERAY_V17_FIELDS.items():
+        assert fields - ours[where] == NOT_YET[where], where
