@@ -35,6 +35,7 @@ def _group(raw: dict[str, Any]) -> dict[str, Any]:
         ("scaleStrategy", {"workersToDelete": ["some-pod"]}),
         ("suspend", True),
         ("idleTimeoutSeconds", 120),
+        ("maxUnavailable", 2),
     ],
 )
 def test_counting_fields_leave_both_hashes_alone(field: str, value: Any) -> None:
@@ -102,9 +103,22 @@ def test_kuberays_crd_defaults_leave_both_hashes_alone() -> None:
         container["ports"][0]["protocol"] = "TCP"
         container["env"][0]["valueFrom"]["secretKeyRef"]["name"] = ""
     assert _hashes(raw) == before
-    _group(raw)["priority"] = 1
+    _group(raw)["template"]["spec"]["containers"][0]["ports"][0]["protocol"] = "SCTP"
     assert _hashes(raw)[0] != before[0]
     raw["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["ports"][0]["protocol"] = (
         "UDP"
     )
     assert _hashes(raw)[1] != before[1]
+
+
+def test_fields_the_models_do_not_declare_leave_both_hashes_alone() -> None:
+    """KubeRay's fields our schema lacks: the builders never read them, our CRD prunes them."""
+    raw = cluster_dict()
+    before = _hashes(raw)
+    _group(raw)["priority"] = 3
+    raw["spec"]["headGroupSpec"]["ingressOptions"] = {"ingressClassName": "nginx"}
+    raw["spec"]["autoscalerOptions"] = {"command": ["x"]}
+    after = _hashes(raw)
+    assert after[0] == before[0]
+    raw["spec"]["autoscalerOptions"] = {}
+    assert _hashes(raw)[1] == after[1]

@@ -264,8 +264,9 @@ def _pod_spec_with_every_defaulted_parent() -> dict[str, Any]:
 
 def test_kuberays_defaults_leave_every_pod_current() -> None:
     """The same cluster read through our CRD and through KubeRay's (which defaults far more:
-    a port's protocol, a reference's empty name, a worker group's priority, ...) has the same
-    template hashes, so swapping the CRD outdates no pod (under ``Recreate``: deletes none)."""
+    a port's protocol, a reference's empty name, a worker group's priority, ...; and each
+    prunes the other's fields) has the same template hashes, so swapping the CRD either way
+    outdates no pod (under ``Recreate``: deletes none)."""
     from devkube.server import structural
     from raycluster_operator.api.crd import crd_manifest
     from raycluster_operator.api.models import load_cluster
@@ -276,6 +277,8 @@ def test_kuberays_defaults_leave_every_pod_current() -> None:
     for group in (spec["headGroupSpec"], *spec["workerGroupSpecs"]):
         group["template"]["spec"] = _pod_spec_with_every_defaulted_parent()
     spec["headGroupSpec"]["headService"] = {"spec": {"ports": [{"port": 8265}]}}
+    # each pruned by one CRD: KubeRay's priority by ours, our maxUnavailable by KubeRay's
+    spec["workerGroupSpecs"][0].update(priority=2, maxUnavailable=1)
     spec["enableInTreeAutoscaling"] = True
     secret = {"name": "A", "valueFrom": {"secretKeyRef": {"key": "k"}}}
     spec["autoscalerOptions"] = {"env": [secret]}
@@ -295,7 +298,9 @@ def test_kuberays_defaults_leave_every_pod_current() -> None:
     kuberays = read(kuberay_crd())
     text = json.dumps(kuberays)
     defaulted = text.count('"name": ""') + text.count('"TCP"')
-    assert kuberays["spec"]["workerGroupSpecs"][0]["priority"] == 0
+    assert kuberays["spec"]["workerGroupSpecs"][0]["priority"] == 2
+    assert "maxUnavailable" not in kuberays["spec"]["workerGroupSpecs"][0]
+    assert "priority" not in read(crd_manifest())["spec"]["workerGroupSpecs"][0]
     assert defaulted >= 2 * 9 + 2  # each pod spec's refs and port, the service's port
     before = hashes(kuberay_crd())
     assert before == hashes(crd_manifest())

@@ -5,13 +5,16 @@ to compare it would drag in its identity (names, indices, hostnames), so the has
 over the *inputs* that shape a group's pods instead: the group's template and Ray settings,
 and the few cluster-wide facts the builders read (the GCS port, autoscaler v2, the
 overwrite-command annotation). Fields that only say how many pods exist (replicas, min/max,
-workersToDelete, suspend, idle timeout) are left out, so scaling never looks like an upgrade.
-So is every value KubeRay's CRD defaults and ours does not (a port's ``protocol: TCP``, a
-worker group's ``priority: 0``, ...) wherever it stands at that default: kube-apiserver applies
-a CRD's defaults as it reads a stored object, so once KubeRay's CRD replaces ours the same
-cluster reads with them, and a hash over them would call every running pod outdated (under
-``Recreate``, the whole fleet deleted). Each means what its absence means. See
-docs/design.md §3.8.
+workersToDelete, suspend, idle timeout) or how many may go at once (maxUnavailable) are left
+out, so scaling never looks like an upgrade. So are the fields the models do not declare
+(KubeRay's ``priority``, ``ingressOptions``, ...): the builders never read them, and our CRD
+prunes them. And so is every value KubeRay's CRD defaults and ours does not (a port's
+``protocol: TCP``, a reference's ``name: ""``, ...) wherever it stands at that default:
+kube-apiserver applies a CRD's defaults as it reads a stored object, so once KubeRay's CRD
+replaces ours the same cluster reads with them, and a hash over them would call every running
+pod outdated (under ``Recreate``, the whole fleet deleted). Each means what its absence means.
+The same holds the other way for our extension ``maxUnavailable``, which KubeRay's CRD prunes.
+See docs/design.md §3.8.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from __future__ import annotations
 import hashlib
 import json
 from typing import Any
+
+from pydantic import BaseModel
 
 from raycluster_operator.api.models import RayCluster, WorkerGroupSpec
 from raycluster_operator.builders.cluster_facts import (
@@ -37,12 +42,14 @@ _COUNTING = frozenset(
         "scale_strategy",
         "suspend",
         "idle_timeout_seconds",
+        "max_unavailable",
     }
 )
 #: (key of the enclosing object, field) -> the default KubeRay v1.7's ``rayclusters.ray.io``
 #: declares there and ours does not; the items of a list have the list's key. Nearly all are
 #: Kubernetes' own defaults for pod fields (a reference's empty name, a port's TCP), which the
-#: server applies to the pods anyway; ``priority`` is KubeRay's worker group field.
+#: server applies to the pods anyway. (A worker group's ``priority: 0`` is one too, but the
+#: models do not declare ``priority``, so it is never hashed: `_declared`.)
 _KUBERAY_DEFAULTS: dict[tuple[str, str], object] = {
     **{
         (ref, "name"): ""
@@ -68,7 +75,6 @@ _KUBERAY_DEFAULTS: dict[tuple[str, str], object] = {
     ("rbd", "user"): "admin",
     ("scaleIO", "fsType"): "xfs",
     ("scaleIO", "storageMode"): "ThinProvisioned",
-    ("workerGroupSpecs", "priority"): 0,
 }
 _NO_DEFAULT = object()
 #: Length of the hex digest kept: 10 hex digits are ample for the few templates one group
@@ -77,7 +83,7 @@ _DIGITS = 10
 
 
 def worker_template_hash(cluster: RayCluster, group: WorkerGroupSpec) -> str:
-    shaping = group.model_dump(by_alias=True, exclude=set(_COUNTING), exclude_none=True)
+    shaping = _declared(group, _COUNTING)
     return _digest(
         {"group": _undefaulted(shaping, "workerGroupSpecs"), "cluster": _cluster_inputs(cluster)}
     )
@@ -85,15 +91,13 @@ def worker_template_hash(cluster: RayCluster, group: WorkerGroupSpec) -> str:
 
 def head_template_hash(cluster: RayCluster) -> str:
     spec = cluster.spec
-    head = spec.head_group_spec.model_dump(by_alias=True, exclude_none=True)
+    head = _declared(spec.head_group_spec)
     options = spec.autoscaler_options
     return _digest(
         {
             "head": _undefaulted(head, "headGroupSpec"),
             "autoscaling": autoscaling_enabled(cluster),
-            "autoscalerOptions": _undefaulted(
-                options.model_dump(by_alias=True, exclude_none=True), "autoscalerOptions"
-            )
+            "autoscalerOptions": _undefaulted(_declared(options), "autoscalerOptions")
             if options is not None
             else None,
             "cluster": _cluster_inputs(cluster),
@@ -107,6 +111,16 @@ def _cluster_inputs(cluster: RayCluster) -> dict[str, Any]:
         "autoscalerV2": autoscaler_v2(cluster),
         "overwriteCmd": overwrite_cmd(cluster),
     }
+
+
+def _declared(model: BaseModel, leave_out: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """``model`` as JSON without the fields it does not declare (kept by ``extra="allow"``:
+    KubeRay's fields our schema lacks, which the builders never read) nor ``leave_out``."""
+    extra = set(model.model_extra or {})
+    dumped: dict[str, Any] = model.model_dump(
+        by_alias=True, exclude=extra | leave_out, exclude_none=True
+    )
+    return dumped
 
 
 def _undefaulted(value: Any, key: str) -> Any:
