@@ -33,7 +33,8 @@ from raycluster_operator.builders.cluster_facts import (
     overwrite_cmd,
 )
 
-#: Worker group fields that count pods instead of shaping them (python names).
+#: Worker group fields that count pods, or bound how many may go at once, instead of shaping
+#: them (python names).
 _COUNTING = frozenset(
     {
         "replicas",
