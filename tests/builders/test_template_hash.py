@@ -35,6 +35,7 @@ def _group(raw: dict[str, Any]) -> dict[str, Any]:
         ("scaleStrategy", {"workersToDelete": ["some-pod"]}),
         ("suspend", True),
         ("idleTimeoutSeconds", 120),
+        ("maxUnavailable", 2),
     ],
 )
 def test_counting_fields_leave_both_hashes_alone(field: str, value: Any) -> None:
@@ -83,3 +84,41 @@ def test_every_built_pod_carries_its_hash_beside_the_template_annotations() -> N
     assert head["metadata"]["annotations"][
         labels.POD_TEMPLATE_HASH_ANNOTATION
     ] == head_template_hash(cluster)
+
+
+def test_kuberays_crd_defaults_leave_both_hashes_alone() -> None:
+    """kube-apiserver applies a CRD's defaults when it reads a stored object: once KubeRay's
+    CRD replaces ours, a cluster reads with `priority: 0`, a port's `protocol: TCP` and a
+    reference's `name: ""`, which mean what their absence means. Its pods stay current."""
+    raw = cluster_dict()
+    groups = (_group(raw), raw["spec"]["headGroupSpec"])
+    for group in groups:
+        container = group["template"]["spec"]["containers"][0]
+        container["ports"] = [{"containerPort": 6379}]
+        container["env"] = [{"name": "X", "valueFrom": {"secretKeyRef": {"key": "k"}}}]
+    before = _hashes(raw)
+    _group(raw)["priority"] = 0
+    for group in groups:
+        container = group["template"]["spec"]["containers"][0]
+        container["ports"][0]["protocol"] = "TCP"
+        container["env"][0]["valueFrom"]["secretKeyRef"]["name"] = ""
+    assert _hashes(raw) == before
+    _group(raw)["template"]["spec"]["containers"][0]["ports"][0]["protocol"] = "SCTP"
+    assert _hashes(raw)[0] != before[0]
+    raw["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["ports"][0]["protocol"] = (
+        "UDP"
+    )
+    assert _hashes(raw)[1] != before[1]
+
+
+def test_fields_the_models_do_not_declare_leave_both_hashes_alone() -> None:
+    """KubeRay's fields our schema lacks: the builders never read them, our CRD prunes them."""
+    raw = cluster_dict()
+    before = _hashes(raw)
+    _group(raw)["priority"] = 3
+    raw["spec"]["headGroupSpec"]["ingressOptions"] = {"ingressClassName": "nginx"}
+    raw["spec"]["autoscalerOptions"] = {"command": ["x"]}
+    after = _hashes(raw)
+    assert after[0] == before[0]
+    raw["spec"]["autoscalerOptions"] = {}
+    assert _hashes(raw)[1] == after[1]

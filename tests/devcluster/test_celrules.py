@@ -72,6 +72,42 @@ def test_other_kubernetes_libraries_are_accepted_and_not_checked() -> None:
     assert celrules.validate(s, obj("ftp://x"), None) == []
 
 
+def test_only_a_kubernetes_library_call_skips_a_rule() -> None:
+    """A field named like a library (``self.url``) or a string method the runtime has
+    (``lastIndexOf``) is checked; a misspelt function still refuses the CRD."""
+
+    def problems(rule: str) -> list[celrules.Cause]:
+        s = schema({"type": "object", "x-kubernetes-validations": [{"rule": rule}]})
+        return celrules.crd_problems({"spec": {"versions": [{"schema": {"openAPIV3Schema": s}}]}})
+
+    for rule in (
+        "format.dns1123Label().validate(self.n).hasValue()",
+        "sets.contains(self.l, ['a'])",
+        "self.l.isSorted() && self.l.indexOf(1) >= 0",
+    ):
+        assert problems(rule) == [], rule
+    for rule in ("isUrl(self.u)", "format.size() > 0", "url(self.u) && self.x.nope()"):
+        assert problems(rule), rule
+    checked = schema(
+        {
+            "type": "object",
+            "x-kubernetes-validations": [
+                {"rule": "self.url.startsWith('https://')", "message": "https only"},
+                {"rule": "self.url.lastIndexOf('/') > 7", "message": "a path"},
+            ],
+        }
+    )
+    found = celrules.validate(checked, obj({"url": "ftp://x"}), None)
+    assert [c[1] for c in found] == [
+        'Invalid value: "object": https only',
+        'Invalid value: "object": a path',
+    ]
+    dyn = schema(
+        {"type": "object", "x-kubernetes-validations": [{"rule": "self.l.indexOf('a') == 0"}]}
+    )
+    assert celrules.validate(dyn, obj({"l": ["a"]}), None) == []  # a list's indexOf: skipped
+
+
 def test_the_quantity_library_compares_exactly() -> None:
     rules = [
         {"rule": "isQuantity(self)", "message": "not a quantity"},

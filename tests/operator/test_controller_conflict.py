@@ -1,13 +1,18 @@
 """Rule 2a: a stand-in plays KubeRay's operator on one of our clusters. The operator deletes
 none of its pods, writes nothing more to that cluster once it has said so (one condition, one
-Warning Event), and resumes by itself when the stand-in's pods are gone."""
+Warning Event), and resumes by itself when the stand-in's pods are gone. Nothing of that is
+remembered in memory, so a restart of the operator (clean or a crash) writes and warns no
+more: one status write and one Warning across any number of restarts."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
+from kuberay_crd import kuberay_crd
+
 from raycluster_operator.kube import EVENTS, PODS
-from tests.harness.operator_world import World, cpu_group, eventually, raycluster
+from tests.harness.operator_world import World, cpu_group, eventually, raycluster, running_world
 
 KUBERAY = "kuberay-operator"
 
@@ -105,3 +110,49 @@ async def test_the_operator_stands_back_while_another_controller_acts(world: Wor
         assert all(p["metadata"]["labels"]["app.kubernetes.io/created-by"] != KUBERAY for p in ours)
 
     await eventually(resumed)
+
+
+@pytest.mark.parametrize("crd", ["ours", "kuberay"])
+async def test_restarts_neither_write_nor_warn_again(crd: str) -> None:
+    """The condition on the object is the only memory of rule 2a: an operator that starts
+    (after a clean stop, then after a crash) finds it current and passes without a write,
+    under our CRD and under KubeRay's (where that operator would be installed)."""
+    async with running_world(crd=kuberay_crd() if crd == "kuberay" else None) as world:
+        await _restarts_neither_write_nor_warn_again(world)
+
+
+async def _restarts_neither_write_nor_warn_again(world: World) -> None:
+    op = await world.start_operator()
+    await world.apply(raycluster("held", [cpu_group("w", replicas=1)]))
+
+    async def converged() -> None:
+        assert len(await world.workers("held")) == 1
+
+    await eventually(converged)
+    cluster = await world.get_cluster("held")
+    await world.kube.create(PODS, kuberay_worker(cluster, "held-w-worker-kuber"), "default")
+
+    async def warnings() -> list[dict[str, Any]]:
+        events = (await world.kube.list(EVENTS, "default")).items
+        return [e for e in events if e["reason"] == "ControllerConflict"]
+
+    async def raised() -> None:
+        condition = conflict_condition(await world.get_cluster("held"))
+        assert condition is not None and condition["status"] == "True"
+        assert len(await warnings()) == 1
+
+    await eventually(raised)
+    await world.reconciled("held", passes=2)
+    stored = await world.get_cluster("held")
+    pods = {p["metadata"]["uid"] for p in await world.pods("held")}
+
+    for restart in ("stop", "crash"):
+        await (op.stop() if restart == "stop" else op.crash())
+        op = await world.start_operator()
+        await world.reconciled("held", passes=3)  # the barrier: it has seen the cluster
+        assert op.writes == 0, restart
+        now = await world.get_cluster("held")
+        assert now["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]
+        assert conflict_condition(now) == conflict_condition(stored)
+        assert len(await warnings()) == 1, restart
+        assert {p["metadata"]["uid"] for p in await world.pods("held")} == pods

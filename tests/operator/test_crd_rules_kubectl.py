@@ -1,6 +1,8 @@
 """KubeRay's CEL rules on RayCluster, under KubeRay's CRD and under ours, through the real
-kubectl against the dev cluster: ``spec.managedBy`` takes one of two values, once; v1.7's GCS
-backend cannot change. The messages are kube-apiserver's, as kubectl prints them."""
+kubectl against the dev cluster: ``spec.managedBy`` takes one of two values and, once set,
+cannot change (it may still be set later or dropped: transition rules need an old and a new
+value); v1.7's GCS backend cannot change. The messages are kube-apiserver's, as kubectl
+prints them."""
 
 from __future__ import annotations
 
@@ -65,13 +67,40 @@ async def test_a_managed_by_outside_kuberays_list_is_refused(kubectl: Kubectl) -
     assert err == OUTSIDE
 
 
-async def test_managed_by_cannot_change_nor_be_added(kubectl: Kubectl) -> None:
-    await kubectl("create", "-f", "-", stdin=cluster(managedBy="ray.io/kuberay-operator"))
+async def test_managed_by_cannot_change(kubectl: Kubectl) -> None:
+    await kubectl("apply", "-f", "-", stdin=cluster(managedBy="ray.io/kuberay-operator"))
+    changed = cluster(managedBy="kueue.x-k8s.io/multikueue")
+    assert await refused(kubectl, "apply", "-f", "-", stdin=changed) == IMMUTABLE
     patch = '{"spec":{"managedBy":"kueue.x-k8s.io/multikueue"}}'
     err = await refused(kubectl, "patch", "raycluster", "rc", "--type=merge", "-p", patch)
     assert err == IMMUTABLE
     # An unrelated change of a cluster with managedBy set is fine.
     await kubectl("patch", "raycluster", "rc", "--type=merge", "-p", '{"spec":{"suspend":true}}')
+    # Both rules fail: kube-apiserver reports both causes in order, kubectl one per line.
+    err = await refused(
+        kubectl, "patch", "raycluster", "rc", "--type=merge", "-p", '{"spec":{"managedBy":"x"}}'
+    )
+    assert err == (
+        'The RayCluster "rc" is invalid: \n* spec.managedBy: Invalid value: "string": the '
+        'managedBy field is immutable\n* spec.managedBy: Invalid value: "string": the '
+        "managedBy field value must be either 'ray.io/kuberay-operator' or "
+        "'kueue.x-k8s.io/multikueue'"
+    )
+
+
+async def test_managed_by_may_be_added_and_removed(kubectl: Kubectl) -> None:
+    """As in kube-apiserver: a transition rule (``self == oldSelf``) runs only when the field
+    has an old value and a new one, so setting it later or dropping it passes; the value
+    itself is still checked."""
+    await kubectl("create", "-f", "-", stdin=cluster())
+    outside = '{"spec":{"managedBy":"ray.io/raycluster-operator"}}'
+    err = await refused(kubectl, "patch", "raycluster", "rc", "--type=merge", "-p", outside)
+    assert err == OUTSIDE
+    for patch in (
+        '{"spec":{"managedBy":"ray.io/kuberay-operator"}}',
+        '{"spec":{"managedBy":null}}',
+    ):
+        await kubectl("patch", "raycluster", "rc", "--type=merge", "-p", patch)
 
 
 async def test_the_gcs_backend_is_immutable_and_redis_address_optional(kubectl: Kubectl) -> None:
@@ -84,3 +113,6 @@ async def test_the_gcs_backend_is_immutable_and_redis_address_optional(kubectl: 
         'The RayCluster "rc" is invalid: spec.gcsFaultToleranceOptions.backend: Invalid value: '
         '"string": gcsFaultToleranceOptions.backend is immutable'
     )
+    # Dropping the options is no transition, so it passes, as in kube.
+    drop = '{"spec":{"gcsFaultToleranceOptions":null}}'
+    await kubectl("patch", "raycluster", "rc", "--type=merge", "-p", drop)

@@ -1,6 +1,9 @@
 """A CRD replaced under a running operator (a KubeRay upgrade does exactly that): noticed at
 once through the watch on that one CRD, and a converged cluster then costs 0 writes for the
-issue's 20 s window, ours -> KubeRay's and KubeRay's -> ours."""
+issue's 20 s window, ours -> KubeRay's and KubeRay's -> ours. An operator started under
+KubeRay's CRD reads the cluster with that CRD's defaults (``priority: 0``, a port's
+``protocol: TCP``) and still finds every pod current: under ``Recreate`` none is deleted
+(before builders/template_hash.py left those defaults out, both pods were)."""
 
 from __future__ import annotations
 
@@ -43,7 +46,11 @@ async def quiet_for(op: Any, seconds: float, passes: int = 10) -> None:
 
 async def test_a_swapped_crd_costs_no_writes_at_steady_state(world: World) -> None:
     op = await world.start_operator(resync_period=0.5)
-    await world.apply(raycluster("swap", [cpu_group("w", replicas=1)]))
+    cluster = raycluster("swap", [cpu_group("w", replicas=1)])
+    cluster["spec"]["upgradeStrategy"] = {"type": "Recreate"}
+    for group in (cluster["spec"]["headGroupSpec"], *cluster["spec"]["workerGroupSpecs"]):
+        group["template"]["spec"]["containers"][0]["ports"] = [{"containerPort": 6379}]
+    await world.apply(cluster)
 
     async def converged() -> None:
         status = (await world.get_cluster("swap")).get("status") or {}
@@ -58,6 +65,16 @@ async def test_a_swapped_crd_costs_no_writes_at_steady_state(world: World) -> No
     assert op.writes == writes  # not even one write since the swap
     status = (await world.get_cluster("swap")).get("status") or {}
     assert "readyWorkerSlices" not in status  # KubeRay's CRD prunes our extension
+
+    # A restart lists the cluster as KubeRay's CRD defaults it: its pods are still current.
+    pods = {p["metadata"]["uid"] for p in await world.pods("swap")}
+    await op.stop()
+    op = await world.start_operator(resync_period=0.5)
+    assert (await world.get_cluster("swap"))["spec"]["workerGroupSpecs"][0]["priority"] == 0
+    await world.reconciled("swap", passes=3)
+    assert {p["metadata"]["uid"] for p in await world.pods("swap", live=False)} == pods
+    assert {p["metadata"]["uid"] for p in await world.pods("swap")} == pods  # none deleting
+    assert op.writes == 0
 
     await swap(world, op, crd_manifest())
 
