@@ -22,28 +22,20 @@ import pytest
 import pytest_asyncio
 import yaml
 
+from tests.harness.examples import EXAMPLES, readme_block
 from tests.harness.ray_world import RayWorld, eventually, raycluster, start_world
 from tests.harness.ray_world import stop_world as _stop
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 FIRST, SECOND = "local-tpu", "second"
-README = Path(__file__).resolve().parents[2] / "README.md"
-EXAMPLE = README.parent / "examples" / "tpu-v5p-2x2x2-local.yaml"
+EXAMPLE = EXAMPLES / "tpu-v5p-2x2x2-local.yaml"
 BIN = Path(sys.executable).parent
-
-
-def readme_block() -> str:
-    text = README.read_text()
-    start = text.index("### Use the Ray cluster, the KubeRay way")
-    block = text[start:]
-    block = block[block.index("```sh\n") + 6 :]
-    return block[: block.index("```")]
 
 
 def readme_job() -> str:
     """The Python program the README's `ray job submit` runs."""
-    block = readme_block()
+    block = readme_block("### Use the Ray cluster, the KubeRay way")
     start = block.index("python -c '\n") + len("python -c '\n")
     return block[start : block.index("\n'\n", start) + 1]
 
