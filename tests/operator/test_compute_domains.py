@@ -6,6 +6,7 @@ GB200 hosts, a group of 2 slices x 4 hosts.
   the RayCluster; every pod claims its own slice's channel, allocated on its node;
 - the slice counts ready only once its domain is Ready;
 - a host deleted: its slice comes back with a fresh domain, the other slice's is untouched;
+- a domain deleted by hand under its slice: the slice is replaced whole with a fresh domain;
 - scaled to 0: no domain and no claim is left.
 """
 
@@ -141,6 +142,25 @@ async def test_a_compute_domain_per_slice(world: World, tmp_path: Path) -> None:
     assert now_kept["metadata"]["uid"] == kept["metadata"]["uid"]
     assert now_kept["metadata"]["generation"] == kept["metadata"]["generation"]
     check_domains(pods, domains, await claims_of(run), nodes)
+
+    # A domain deleted by hand under its running slice: the slice is replaced whole
+    # (ComputeDomainLost) with a fresh domain; the other slice's domain is untouched.
+    gone, other = domains[0], domains[1]
+    done = await run("delete", "computedomain", gone["metadata"]["name"], "--wait=false")
+    assert done.returncode == 0, done.stderr
+
+    async def rebuilt() -> tuple[list[Obj], list[Obj]]:
+        pods, domains = await serving(world, run, 2)
+        uids = {d["metadata"]["uid"] for d in domains}
+        assert gone["metadata"]["uid"] not in uids and other["metadata"]["uid"] in uids
+        return pods, domains
+
+    pods, domains = await eventually(rebuilt, within=120)
+    check_domains(pods, domains, await claims_of(run), nodes)
+    events = await kubectl_json(
+        run, "get", "events", "--field-selector", "reason=ComputeDomainLost"
+    )
+    assert any(gone["metadata"]["name"] in e["message"] for e in events["items"])
 
     # Scale to 0: no domain, no claim, no claim template left.
     await world.patch_spec(NAME, {"workerGroupSpecs": [gb200_group(replicas=0)]})
