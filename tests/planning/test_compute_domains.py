@@ -80,18 +80,24 @@ def domain(manifest: Obj, ready: bool) -> Obj:
     }
 
 
-def test_auto_wants_domains_for_imex_gpus_only() -> None:
+def test_auto_wants_domains_for_every_multi_host_nvlink_group() -> None:
+    """What NVIDIA's examples key a multi-node NVLink workload on is the clique the operator
+    already holds a slice in, not a product label (GKE spells it differently, many write none)."""
     group = load_cluster(gb200()).spec.worker_group_specs[0]
     assert wants_compute_domains(group)
     off = load_cluster(gb200(**{"raycluster-operator.io/compute-domain": "false"}))
     assert not wants_compute_domains(off.spec.worker_group_specs[0])
-    h100 = gb200()
-    h100["spec"]["workerGroupSpecs"][0]["template"]["spec"]["nodeSelector"] = {
-        "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"
-    }
-    assert not wants_compute_domains(load_cluster(h100).spec.worker_group_specs[0])
+    for selector in ({}, {"cloud.google.com/gke-accelerator": "nvidia-gb200"}):
+        plain = gb200()
+        plain["spec"]["workerGroupSpecs"][0]["template"]["spec"]["nodeSelector"] = selector
+        assert wants_compute_domains(load_cluster(plain).spec.worker_group_specs[0])
+    # Hosts kept together by another label are not one NVLink domain; one host needs none.
+    rack = gb200(**{"ray.io/multi-host-topology-key": "example.com/rack"})
+    assert not wants_compute_domains(load_cluster(rack).spec.worker_group_specs[0])
+    single = gb200()
+    single["spec"]["workerGroupSpecs"][0]["numOfHosts"] = 1
+    assert not wants_compute_domains(load_cluster(single).spec.worker_group_specs[0])
     forced = gb200(**{"raycluster-operator.io/compute-domain": "true"})
-    forced["spec"]["workerGroupSpecs"][0]["template"]["spec"].pop("nodeSelector")
     assert wants_compute_domains(load_cluster(forced).spec.worker_group_specs[0])
     own = gb200()
     own["spec"]["workerGroupSpecs"][0]["template"]["spec"]["resourceClaims"] = [
