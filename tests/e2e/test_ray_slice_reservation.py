@@ -18,26 +18,20 @@ go, whole. Nothing but Ray's autoscaler writes `replicas`, and no `labels` are a
 from __future__ import annotations
 
 import copy
-from collections.abc import AsyncIterator
 from typing import Any
-
-import pytest
-import pytest_asyncio
 
 from raycluster_operator.kube import RAYCLUSTERS
 from tests.harness.examples import load_example, readme_block
 from tests.harness.ray_world import (
+    REAL_RAY_MODULE,
     RESULT_MARK,
     RayWorld,
     eventually,
     labels_of,
-    start_world,
+    module_world,
 )
-from tests.harness.ray_world import stop_world as _stop
 
-# Real Ray on five pods of a shared 2-core machine takes minutes: the hang guard is raised
-# (a guard, not a limit the test asserts on).
-pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(2400)]
+pytestmark = REAL_RAY_MODULE
 
 EXAMPLE = "tpu-v5p-2x2x2-local"
 NAME = "reserve"
@@ -92,13 +86,7 @@ print("{RESULT_MARK}" + json.dumps({{
 """
 
 
-@pytest_asyncio.fixture(loop_scope="module", scope="module")
-async def world() -> AsyncIterator[RayWorld]:
-    w = await start_world()
-    try:
-        yield w
-    finally:
-        await _stop(w)
+world = module_world()
 
 
 async def slice_indices(world: RayWorld, cluster: str) -> list[tuple[str, str]]:
@@ -118,15 +106,7 @@ async def test_the_readme_block_gets_make_runs_example_its_second_slice(
     (cluster,) = load_example(EXAMPLE)
     name = cluster["metadata"]["name"]
     await world.cluster.apply(cluster)
-
-    async def one_slice_up() -> str:
-        head = str((await world.head(name))["metadata"]["name"])
-        workers = await world.workers(name)
-        assert len(workers) == 2
-        assert all(world.ray_started(n) for n in [head, *(p["metadata"]["name"] for p in workers)])
-        return head
-
-    head = await eventually(one_slice_up, within=240)
+    head = await world.ray_up(name, workers=2)
     result = await world.driver(head, README_DRIVER, seconds=900)
     # The README's own print (get_num_ready_tpu_slices) came out, then both slices intact.
     printed = world.logs[-1].splitlines()
@@ -157,15 +137,7 @@ async def test_slice_placement_group_brings_two_slices_from_zero_and_they_go_who
     await world.cluster.apply(
         example(name=NAME, replicas=0, minReplicas=0, idle_timeout=10),
     )
-
-    async def head_up() -> str:
-        head = await world.head(NAME)
-        name: str = head["metadata"]["name"]
-        assert world.ray_started(name)
-        assert not await world.workers(NAME)
-        return name
-
-    head = await eventually(head_up, within=180)
+    head = await world.ray_up(NAME)
     result = await world.driver(head, RESERVE, seconds=900)
 
     assert result["before"] == 0
