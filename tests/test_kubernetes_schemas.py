@@ -218,7 +218,6 @@ def test_a_gb200_slice_and_its_compute_domain_are_valid() -> None:
     (raycluster,) = documents(ROOT / "examples" / "gb200-nvl-18.yaml")
     group = raycluster["spec"]["workerGroupSpecs"][0]
     group["numOfHosts"] = 4
-    group["template"]["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": "NVIDIA-GB200"}
     raycluster["metadata"] = {**raycluster["metadata"], "namespace": "default", "uid": "0"}
     state = ClusterState(cluster=raycluster, objects={"ComputeDomain": []})
     plan = plan_pass(state, now=datetime.now(UTC), new_suffix=lambda: "bcdfg")

@@ -474,9 +474,17 @@ def test_gpu_nvlink_hosts_get_a_ray_gpu_domain_label() -> None:
         host_index=1,
     )
     start = env_of(pod)["KUBERAY_GEN_RAY_START_CMD"]
-    assert "--labels=ray.io/gpu-domain=cpu-2" in start
+    # The slice's ComputeDomain name, <cluster>-<replica name> (rule 13b) ...
+    assert "--labels=ray.io/gpu-domain=demo-cpu-x" in start
     assert "--num-gpus=4" in start
     term = pod["spec"]["affinity"]["podAffinity"][REQ][0]
     assert term["topologyKey"] == "nvidia.com/gpu.clique"
     assert "podAntiAffinity" not in pod["spec"]["affinity"]
     assert "TPU_NAME" not in env_of(pod)
+    # ... and its slice name when the group opts out of domains.
+    opted = obj["spec"]["workerGroupSpecs"][1]["template"]
+    opted["metadata"] = {"annotations": {"raycluster-operator.io/compute-domain": "false"}}
+    cluster = load_cluster(obj)
+    group = cluster.spec.worker_group_specs[1]
+    pod = build_worker_pod(cluster, group, replica_index=2, replica_name="cpu-x", host_index=1)
+    assert "--labels=ray.io/gpu-domain=cpu-2" in env_of(pod)["KUBERAY_GEN_RAY_START_CMD"]

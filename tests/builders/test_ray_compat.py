@@ -152,7 +152,8 @@ def test_ray_reads_the_gpu_domain_label_we_pass() -> None:
     )
     params = parse_start(env_of(pod)["KUBERAY_GEN_RAY_START_CMD"])
     labels = label_utils.parse_node_labels_string(params["labels"])
-    assert labels == {"ray.io/gpu-domain": "cpu-3", "team": "a"}
+    # The slice's ComputeDomain name, <cluster>-<replica name> (rule 13b).
+    assert labels == {"ray.io/gpu-domain": "demo-cpu-x", "team": "a"}
 
 
 @pytest.mark.parametrize(("gen", "topology", "chips", "hosts"), TABLE)

@@ -10,23 +10,18 @@ is removed whole.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
-import pytest
-import pytest_asyncio
-
 from raycluster_operator.kube import RAYCLUSTERS
 from tests.harness.ray_world import (
+    REAL_RAY_MODULE,
     RESULT_MARK,
     RayWorld,
     eventually,
     labels_of,
+    module_world,
     raycluster,
-    start_world,
 )
-from tests.harness.ray_world import stop_world as _stop
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = REAL_RAY_MODULE
 
 NAME = "scaled"
 
@@ -43,29 +38,14 @@ print("{RESULT_MARK}" + json.dumps([
 """
 
 
-@pytest_asyncio.fixture(loop_scope="module", scope="module")
-async def world() -> AsyncIterator[RayWorld]:
-    w = await start_world()
-    try:
-        yield w
-    finally:
-        await _stop(w)
+world = module_world()
 
 
 async def test_the_autoscaler_brings_a_whole_slice_for_a_placement_group_and_removes_it(
     world: RayWorld,
 ) -> None:
     await world.cluster.apply(raycluster(NAME, replicas=0, autoscaling=True, idle_timeout=10))
-
-    async def head_up() -> str:
-        head = await world.head(NAME)
-        name: str = head["metadata"]["name"]
-        assert world.runtime.find("default", name)
-        assert world.ray_started(name)
-        assert not await world.workers(NAME)
-        return name
-
-    head = await eventually(head_up, within=180)
+    head = await world.ray_up(NAME)
 
     # The driver blocks until the autoscaler, the operator and both raylets have done their
     # part; its placement group is on the two hosts of one new slice.

@@ -9,17 +9,19 @@ exactly the domain's hosts; each host sees its IMEX channel where the driver put
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
-import pytest
-import pytest_asyncio
-
 from devkube import addons_for
-from tests.harness.ray_world import RESULT_MARK, RayWorld, eventually, raycluster, start_world
-from tests.harness.ray_world import stop_world as _stop
+from tests.harness.ray_world import (
+    REAL_RAY_MODULE,
+    RESULT_MARK,
+    RayWorld,
+    eventually,
+    module_world,
+    raycluster,
+)
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = REAL_RAY_MODULE
 
 NAME = "nvl"
 
@@ -54,29 +56,15 @@ def gpu_cluster() -> dict[str, Any]:
     return cluster
 
 
-@pytest_asyncio.fixture(loop_scope="module", scope="module")
-async def world() -> AsyncIterator[RayWorld]:
-    nodes = ["gpu:gb200:2:1", "cpu:1"]
-    w = await start_world(nodes, addons=addons_for(nodes))
-    try:
-        yield w
-    finally:
-        await _stop(w)
+GB200 = ["gpu:gb200:2:1", "cpu:1"]
+world = module_world(GB200, addons=addons_for(GB200))
 
 
 async def test_the_domain_hosts_are_gpu_ray_nodes_a_placement_group_can_select(
     world: RayWorld,
 ) -> None:
     await world.cluster.apply(gpu_cluster())
-
-    async def started() -> str:
-        pods = await world.pods(NAME)
-        assert len(pods) == 3
-        assert all(world.runtime.find("default", p["metadata"]["name"]) for p in pods)
-        assert all(world.ray_started(p["metadata"]["name"]) for p in pods)
-        return str((await world.head(NAME))["metadata"]["name"])
-
-    head = await eventually(started, within=180)
+    head = await world.ray_up(NAME, workers=2)
 
     workers = await world.workers(NAME)
     replica = workers[0]["metadata"]["labels"]["ray.io/worker-group-replica-name"]

@@ -4,33 +4,28 @@ A GB200 group of 2-host NVLink domains (4 GPUs a host, pretend: Ray counts them 
 `nvidia.com/gpu`), autoscaler v2, `replicas: 0`. A driver in the head pod asks Ray 2.60 for
 two placement groups of 2 x `{GPU: 4}` with `topology_strategy={"ray.io/gpu-domain":
 "STRICT_PACK"}`, one after the other, holding the first. Ray's autoscaler adds one whole
-domain for each (the operator's `ray.io/gpu-domain` label is the domain's slice name, rule
-3.4a), and each placement group lands inside one domain, the two in different domains. Once
-released, the domains go whole.
+domain for each (the operator's `ray.io/gpu-domain` label names the slice's ComputeDomain,
+`<cluster>-<replica name>`, rules 3.4a and 13b, here without NVIDIA's driver), and each
+placement group lands inside one domain, the two in different domains. Once released, the
+domains go whole.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
-
-import pytest
-import pytest_asyncio
 
 from raycluster_operator.kube import RAYCLUSTERS
 from tests.harness.ray_world import (
+    REAL_RAY_MODULE,
     RESULT_MARK,
     RayWorld,
     eventually,
     labels_of,
+    module_world,
     raycluster,
-    start_world,
 )
-from tests.harness.ray_world import stop_world as _stop
 
-# Real Ray on five pods of a shared 2-core machine takes minutes: the hang guard is raised
-# (a guard, not a limit the test asserts on).
-pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(2400)]
+pytestmark = REAL_RAY_MODULE
 
 NAME = "nvlscale"
 
@@ -64,36 +59,23 @@ def gpu_cluster() -> dict[str, Any]:
     return cluster
 
 
-@pytest_asyncio.fixture(loop_scope="module", scope="module")
-async def world() -> AsyncIterator[RayWorld]:
-    w = await start_world(["gpu:gb200:2:2", "cpu:1"])
-    try:
-        yield w
-    finally:
-        await _stop(w)
+world = module_world(["gpu:gb200:2:2", "cpu:1"])
 
 
 async def test_domain_placement_groups_scale_by_whole_domains_and_stay_inside_one(
     world: RayWorld,
 ) -> None:
     await world.cluster.apply(gpu_cluster())
-
-    async def head_up() -> str:
-        head = await world.head(NAME)
-        name: str = head["metadata"]["name"]
-        assert world.ray_started(name)
-        assert not await world.workers(NAME)
-        return name
-
-    head = await eventually(head_up, within=180)
+    head = await world.ray_up(NAME)
     first, second = await world.driver(head, PACK, seconds=1800)
     # Each placement group: both bundles in one domain, on two distinct hosts.
     assert first[2] == second[2] == 2
     assert len(set(first[:2])) == 1 and len(set(second[:2])) == 1
-    assert {first[0], second[0]} == {"nvl-0", "nvl-1"}
     group = (await world.kube.get(RAYCLUSTERS, "default", NAME))["spec"]["workerGroupSpecs"][0]
     assert group["replicas"] == 2
     workers = await world.workers(NAME)
+    slices = {f"{NAME}-{labels_of(p)['ray.io/worker-group-replica-name']}" for p in workers}
+    assert {first[0], second[0]} == slices and len(slices) == 2
     assert sorted(labels_of(p)["ray.io/worker-group-replica-index"] for p in workers) == [
         "0",
         "0",

@@ -17,14 +17,11 @@ workers again on two whole slices. The driver measures the break to the restarte
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
-from tests.harness.ray_world import RESULT_MARK, RayWorld, eventually, raycluster, start_world
-from tests.harness.ray_world import stop_world as _stop
+from tests.harness.ray_world import RESULT_MARK, RayWorld, module_world, raycluster
 
 # Real Ray, Ray Train and JAX on five pods of a shared 2-core machine take minutes: the hang
 # guard is raised (a guard, not a limit the test asserts on).
@@ -106,13 +103,7 @@ print("{RESULT_MARK}" + json.dumps({{"rows": rows, "broke": broke, "start": star
 """
 
 
-@pytest_asyncio.fixture(loop_scope="module", scope="module")
-async def world() -> AsyncIterator[RayWorld]:
-    w = await start_world()
-    try:
-        yield w
-    finally:
-        await _stop(w)
+world = module_world()
 
 
 def check_attempt(rows: list[dict[str, Any]]) -> None:
@@ -138,14 +129,7 @@ async def test_jax_trainer_runs_on_every_host_of_two_slices_and_restarts_on_a_he
     world: RayWorld,
 ) -> None:
     await world.cluster.apply(raycluster(NAME, replicas=0, autoscaling=True, idle_timeout=30))
-
-    async def head_up() -> str:
-        head = await world.head(NAME)
-        name: str = head["metadata"]["name"]
-        assert world.ray_started(name)
-        return name
-
-    head = await eventually(head_up, within=180)
+    head = await world.ray_up(NAME)
     result = await world.driver(head, TRAIN, seconds=2700)
     rows, broke = result["rows"], result["broke"]
     first = [r for r in rows if r["attempt"] == 1]

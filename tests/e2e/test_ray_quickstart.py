@@ -14,49 +14,30 @@ import re
 import subprocess
 import sys
 import urllib.request
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-import pytest_asyncio
 import yaml
 
-from tests.harness.ray_world import RayWorld, eventually, raycluster, start_world
-from tests.harness.ray_world import stop_world as _stop
+from tests.harness.examples import EXAMPLES, readme_block
+from tests.harness.ray_world import REAL_RAY_MODULE, RayWorld, eventually, module_world, raycluster
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = REAL_RAY_MODULE
 
 FIRST, SECOND = "local-tpu", "second"
-README = Path(__file__).resolve().parents[2] / "README.md"
-EXAMPLE = README.parent / "examples" / "tpu-v5p-2x2x2-local.yaml"
+EXAMPLE = EXAMPLES / "tpu-v5p-2x2x2-local.yaml"
 BIN = Path(sys.executable).parent
-
-
-def readme_block() -> str:
-    text = README.read_text()
-    start = text.index("### Use the Ray cluster, the KubeRay way")
-    block = text[start:]
-    block = block[block.index("```sh\n") + 6 :]
-    return block[: block.index("```")]
 
 
 def readme_job() -> str:
     """The Python program the README's `ray job submit` runs."""
-    block = readme_block()
+    block = readme_block("### Use the Ray cluster, the KubeRay way")
     start = block.index("python -c '\n") + len("python -c '\n")
     return block[start : block.index("\n'\n", start) + 1]
 
 
-@pytest_asyncio.fixture(loop_scope="module", scope="module")
-async def world() -> AsyncIterator[RayWorld]:
-    w = await start_world()
-    try:
-        # What `make run` applies: the README's commands use its names.
-        await w.cluster.apply(yaml.safe_load(EXAMPLE.read_text()))
-        yield w
-    finally:
-        await _stop(w)
+# What `make run` applies: the README's commands use its names.
+world = module_world(applied=(yaml.safe_load(EXAMPLE.read_text()),))
 
 
 def kubeconfig(world: RayWorld, tmp: Path) -> Path:
@@ -70,18 +51,6 @@ async def run(*argv: str) -> subprocess.CompletedProcess[str]:
     out, err = await proc.communicate()
     assert proc.returncode is not None
     return subprocess.CompletedProcess(list(argv), proc.returncode, out.decode(), err.decode())
-
-
-async def ray_up(world: RayWorld, cluster: str) -> str:
-    """Wait for the head and both slice hosts to have started Ray; the head pod's name."""
-
-    async def started() -> None:
-        pods = await world.pods(cluster)
-        assert len(pods) == 3, [p["metadata"]["name"] for p in pods]
-        assert all(world.ray_started(p["metadata"]["name"]) for p in pods)
-
-    await eventually(started, within=240)
-    return str((await world.head(cluster))["metadata"]["name"])
 
 
 async def ray_status_nodes(kubectl: list[str], head: str) -> None:
@@ -100,7 +69,7 @@ async def ray_status_nodes(kubectl: list[str], head: str) -> None:
 
 async def test_the_readme_quickstart(world: RayWorld, tmp_path: Path) -> None:
     kubectl = [str(BIN / "kubectl"), f"--kubeconfig={kubeconfig(world, tmp_path)}"]
-    head = await ray_up(world, FIRST)
+    head = await world.ray_up(FIRST, workers=2)
     await ray_status_nodes(kubectl, head)
 
     forward = await asyncio.create_subprocess_exec(
@@ -160,7 +129,7 @@ async def test_two_rayclusters_side_by_side_each_with_its_own_ray(
 ) -> None:
     kubectl = [str(BIN / "kubectl"), f"--kubeconfig={kubeconfig(world, tmp_path)}"]
     await world.cluster.apply(raycluster(SECOND))
-    heads = {name: await ray_up(world, name) for name in (FIRST, SECOND)}
+    heads = {name: await world.ray_up(name, workers=2) for name in (FIRST, SECOND)}
     for name, head in heads.items():
         await ray_status_nodes(kubectl, head)
         done = await run(*kubectl, "exec", f"pod/{head}", "--", "python", "-c", NODE_IPS)

@@ -9,23 +9,19 @@ index, and Ray sees two new nodes under the same slice name.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
-import pytest
-import pytest_asyncio
-
 from tests.harness.ray_world import (
+    REAL_RAY_MODULE,
     RESULT_MARK,
     RayWorld,
     eventually,
     labels_of,
+    module_world,
     raycluster,
-    start_world,
 )
-from tests.harness.ray_world import stop_world as _stop
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = REAL_RAY_MODULE
 
 NAME = "slice"
 TPU_NAME = "tpu-0"  # <group>-<replica index>: the slice's name for Ray and JAX
@@ -60,14 +56,7 @@ def nodes_code() -> str:
     return 'ray.init(address="auto", logging_level="ERROR")\n' + NODES
 
 
-@pytest_asyncio.fixture(loop_scope="module", scope="module")
-async def world() -> AsyncIterator[RayWorld]:
-    w = await start_world()
-    try:
-        await w.cluster.apply(raycluster(NAME))
-        yield w
-    finally:
-        await _stop(w)
+world = module_world(applied=(raycluster(NAME),))
 
 
 def slice_nodes(nodes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -81,16 +70,7 @@ def slice_nodes(nodes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 async def ray_nodes_up(world: RayWorld, expected_workers: int) -> list[dict[str, Any]]:
     """Wait for the head and `expected_workers` raylets to be up, then ask Ray."""
-
-    async def all_started() -> list[dict[str, Any]]:
-        pods = await world.pods(NAME)
-        assert len(pods) == 1 + expected_workers
-        assert all(world.runtime.find("default", p["metadata"]["name"]) for p in pods)
-        assert all(world.ray_started(p["metadata"]["name"]) for p in pods)
-        return pods
-
-    await eventually(all_started, within=180)
-    head = (await world.head(NAME))["metadata"]["name"]
+    head = await world.ray_up(NAME, workers=expected_workers)
 
     async def registered() -> list[dict[str, Any]]:
         nodes: list[dict[str, Any]] = await world.driver(head, nodes_code())

@@ -20,3 +20,15 @@ def example(name: str) -> Path:
 def load_example(name: str) -> list[dict[str, Any]]:
     """The YAML documents of examples/NAME, empty documents skipped."""
     return [doc for doc in yaml.safe_load_all(example(name).read_text()) if doc]
+
+
+README = ROOT / "README.md"
+
+
+def readme_block(heading: str, fence: str = "sh") -> str:
+    """The first ```FENCE block after the README line ``heading``: what a user copies."""
+    text = README.read_text()
+    block = text[text.index(heading) :]
+    opening = f"```{fence}\n"
+    block = block[block.index(opening) + len(opening) :]
+    return block[: block.index("```")]

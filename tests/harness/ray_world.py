@@ -8,14 +8,18 @@ a Ray node: it finds its raylet through the process table and the node's /tmp/ra
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
+
+import pytest
+import pytest_asyncio
 
 from devkube.process.pod import ProcessPod
 from devkube.process.runtime import ProcessRuntime
@@ -36,6 +40,18 @@ TPU_SELECTOR = m.V5P_2X2X2
 #: Ray's object store defaults to ~30% of the machine per node; tests need little.
 SMALL = {"object-store-memory": "100000000", "num-cpus": "1"}
 RESULT_MARK = "E2E-RESULT "
+#: `ray start` on a shared 2-core machine (make test's 4 workers) takes seconds to minutes, so a
+#: wait on it has no fixed limit: it fails once nothing of the cluster moved for this long (no
+#: pod, phase, container state or log changed, Ray's own session logs included) ...
+RAY_STALL_S = 300.0
+#: ... or after this long in all, below the hang guard of the modules that start Ray
+#: (`REAL_RAY_GUARD`), so the failure comes with the logs and not as a bare timeout.
+RAY_BOUND_S = 1500.0
+#: pytest-timeout's hang guard for a module of real Ray (a guard, not a limit tests assert on).
+REAL_RAY_GUARD = 2400
+#: A real-Ray module's marks: its tests share the module's world and event loop.
+REAL_RAY_MODULE = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(REAL_RAY_GUARD)]
+T = TypeVar("T")
 
 
 def raycluster(
@@ -128,6 +144,104 @@ class RayWorld(DevWorld):
     def ray_started(self, name: str) -> bool:
         return "Ray runtime started" in self.log_of(name)
 
+    async def ray_up(self, cluster: str, workers: int = 0, **wait: float) -> str:
+        """The head pod's name once the head and exactly ``workers`` worker pods of ``cluster``
+        run and every one has started Ray; waits while the cluster makes progress
+        (``while_progressing``, whose ``stall`` and ``bound`` ``wait`` may set)."""
+
+        async def up() -> str:
+            pods = await self.pods(cluster)
+            names = [p["metadata"]["name"] for p in pods]
+            heads = of_type(pods, "head")
+            assert len(heads) == 1 and len(of_type(pods, "worker")) == workers, names
+            waiting = [n for n in names if not self.ray_started(n)]
+            assert not waiting, f"Ray has not started in {waiting}"
+            return str(heads[0]["metadata"]["name"])
+
+        return await self.while_progressing(cluster, up, **wait)
+
+    async def while_progressing(
+        self,
+        cluster: str,
+        check: Callable[[], Awaitable[T]],
+        *,
+        stall: float = RAY_STALL_S,
+        bound: float = RAY_BOUND_S,
+    ) -> T:
+        """Retry ``check`` (AssertionError: not yet) as long as ``cluster`` shows progress;
+        when it gives up, the error carries every pod's logs and Ray's, so a failure under
+        load says whether Ray was slow or failed to start."""
+        loop = asyncio.get_running_loop()
+        began = moved = loop.time()
+        seen: object = None
+        while True:
+            try:
+                return await check()
+            except AssertionError as error:
+                now, state = loop.time(), await self._progress(cluster)
+                if state != seen:
+                    seen, moved = state, now
+                restarted = await self._head_restarted(cluster)
+                if restarted or now - moved > stall or now - began > bound:
+                    waited = f"{now - began:.0f} s, the last {now - moved:.0f} s without progress"
+                    waited += "; the head's Ray container restarted" if restarted else ""
+                    report = await self.ray_report(cluster)
+                    raise AssertionError(f"{error}\n(waited {waited})\n{report}") from error
+            await asyncio.sleep(0.5)
+
+    async def _head_restarted(self, cluster: str) -> bool:
+        """A restart of the head's Ray container is a failed start, not progress: its crash
+        loop would otherwise look like progress until the bound (the log keeps every
+        attempt)."""
+        for pod in of_type(await self.pods(cluster), "head"):
+            ray = pod["spec"]["containers"][0]["name"]  # the autoscaler sidecar may restart
+            for status in (pod.get("status") or {}).get("containerStatuses") or []:
+                if status.get("name") == ray and status.get("restartCount", 0) > 0:
+                    return True
+        return False
+
+    def _ray_logs(self, name: str) -> list[Path]:
+        """Ray's session logs in the pod's /tmp (GCS, raylet, dashboard, ...), if any."""
+        found = self.runtime.find("default", name)
+        if found is None:
+            return []
+        logs = found.sandbox.files.tmp / "ray" / "session_latest" / "logs"
+        with contextlib.suppress(OSError):
+            return sorted(p for p in logs.iterdir() if p.is_file())
+        return []
+
+    async def _progress(self, cluster: str) -> object:
+        state = []
+        for pod in await self.pods(cluster, live=False):
+            name = pod["metadata"]["name"]
+            status = pod.get("status") or {}
+            found = self.runtime.find("default", name)
+            logs = [len(found.read_log(c)) for c in found.runners] if found else []
+            ray = [(p.name, _size(p)) for p in self._ray_logs(name)]
+            statuses = json.dumps(status.get("containerStatuses"), sort_keys=True)
+            state.append((name, status.get("phase"), statuses, logs, ray))
+        return state
+
+    async def ray_report(self, cluster: str, tail: int = 3000) -> str:
+        """Every pod of ``cluster``: its phase, each container's log, and the tails of Ray's
+        error logs and of its GCS and raylet logs."""
+        out = []
+        for pod in await self.pods(cluster, live=False):
+            name = pod["metadata"]["name"]
+            status = pod.get("status") or {}
+            out.append(f"===== pod {name}: {status.get('phase')} {status.get('conditions')}")
+            found = self.runtime.find("default", name)
+            for container in found.runners if found else []:
+                out.append(f"----- {container} log:\n{self.log_of(name, container)[-tail:]}")
+            for path in self._ray_logs(name):
+                wanted = path.suffix == ".err" or path.name in ("gcs_server.out", "raylet.out")
+                text = ""
+                with contextlib.suppress(OSError):  # Ray may rotate or remove it meanwhile
+                    text = path.read_bytes()[-tail:].decode(errors="replace") if wanted else ""
+                if text.strip():
+                    out.append(f"----- {name}: /tmp/ray/session_latest/logs/{path.name}:\n{text}")
+        return "\n".join(out)
+
     async def driver(self, head_pod: str, code: str, *, seconds: float = 240) -> Any:
         """Run a Python driver in the head pod with the Ray container's environment; it prints
         one line `E2E-RESULT <json>`, which is returned."""
@@ -167,3 +281,29 @@ async def start_world(nodes: list[str] | None = None, **cluster_options: Any) ->
 
 async def stop_world(world: RayWorld) -> None:
     await world.close()
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:  # Ray may rotate or remove a log between listing and reading
+        return -1
+
+
+def module_world(
+    nodes: list[str] | None = None, *, applied: tuple[Obj, ...] = (), **cluster_options: Any
+) -> Any:
+    """A module's ``world`` fixture: one dev cluster of real Ray with the operator, shared by
+    the module's tests (``applied``: manifests applied before the first test)."""
+
+    @pytest_asyncio.fixture(loop_scope="module", scope="module")
+    async def world() -> AsyncIterator[RayWorld]:
+        w = await start_world(nodes, **cluster_options)
+        try:
+            for manifest in applied:
+                await w.cluster.apply(manifest)
+            yield w
+        finally:
+            await stop_world(w)
+
+    return world

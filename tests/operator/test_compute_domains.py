@@ -6,6 +6,7 @@ GB200 hosts, a group of 2 slices x 4 hosts.
   the RayCluster; every pod claims its own slice's channel, allocated on its node;
 - the slice counts ready only once its domain is Ready;
 - a host deleted: its slice comes back with a fresh domain, the other slice's is untouched;
+- a domain deleted by hand under its slice: the slice is replaced whole with a fresh domain;
 - scaled to 0: no domain and no claim is left.
 """
 
@@ -21,6 +22,7 @@ import yaml
 
 from devkube import addons_for
 from tests.harness import manifests as m
+from tests.harness.examples import example
 from tests.harness.kubectl import Run, runner
 from tests.harness.operator_world import World, eventually, raycluster, ready
 from tests.harness.world import open_world
@@ -142,6 +144,25 @@ async def test_a_compute_domain_per_slice(world: World, tmp_path: Path) -> None:
     assert now_kept["metadata"]["generation"] == kept["metadata"]["generation"]
     check_domains(pods, domains, await claims_of(run), nodes)
 
+    # A domain deleted by hand under its running slice: the slice is replaced whole
+    # (ComputeDomainLost) with a fresh domain; the other slice's domain is untouched.
+    gone, other = domains[0], domains[1]
+    done = await run("delete", "computedomain", gone["metadata"]["name"], "--wait=false")
+    assert done.returncode == 0, done.stderr
+
+    async def rebuilt() -> tuple[list[Obj], list[Obj]]:
+        pods, domains = await serving(world, run, 2)
+        uids = {d["metadata"]["uid"] for d in domains}
+        assert gone["metadata"]["uid"] not in uids and other["metadata"]["uid"] in uids
+        return pods, domains
+
+    pods, domains = await eventually(rebuilt, within=120)
+    check_domains(pods, domains, await claims_of(run), nodes)
+    events = await kubectl_json(
+        run, "get", "events", "--field-selector", "reason=ComputeDomainLost"
+    )
+    assert any(gone["metadata"]["name"] in e["message"] for e in events["items"])
+
     # Scale to 0: no domain, no claim, no claim template left.
     await world.patch_spec(NAME, {"workerGroupSpecs": [gb200_group(replicas=0)]})
 
@@ -180,3 +201,32 @@ async def test_without_the_driver_slices_run_without_domains_and_say_so(tmp_path
         assert "does not serve resource.nvidia.com/v1beta1 ComputeDomains" in (
             events["items"][0].get("note") or events["items"][0].get("message", "")
         )
+
+
+async def test_the_gb200_example_gets_its_compute_domain(tmp_path: Path) -> None:
+    """examples/gb200-nvl-18.yaml applied with kubectl, as its header says, on a dev cluster
+    with one 18-host GB200 clique: the slice's domain is Ready with all 18 hosts, every pod
+    claims its channel, and the slice counts ready."""
+    nodes = ["gpu:gb200:18:1", "cpu:1"]
+    async with open_world(World, nodes, addons=addons_for(nodes)) as world:
+        config = tmp_path / "admin"
+        config.write_text(yaml.safe_dump(world.cluster.kubeconfig_dict()))
+        run = runner(config)
+        await world.start_operator()
+        done = await run("apply", "-f", str(example("gb200-nvl-18")))
+        assert done.returncode == 0, done.stderr
+
+        async def serving_with_domain() -> tuple[list[Obj], Obj]:
+            pods = [p for p in await world.workers("gb200") if ready(p)]
+            assert len(pods) == 18
+            (domain,) = await domains_of(run)
+            assert domain["status"]["status"] == "Ready"
+            assert len(domain["status"]["nodes"]) == 18
+            cluster = await world.get_cluster("gb200")
+            assert cluster["status"]["workerGroups"][0]["readySlices"] == 1
+            return pods, domain
+
+        pods, domain = await eventually(serving_with_domain, within=120)
+        for pod in pods:
+            (entry,) = pod["spec"]["resourceClaims"]
+            assert entry["resourceClaimTemplateName"] == domain["metadata"]["name"]

@@ -80,18 +80,24 @@ def domain(manifest: Obj, ready: bool) -> Obj:
     }
 
 
-def test_auto_wants_domains_for_imex_gpus_only() -> None:
+def test_auto_wants_domains_for_every_multi_host_nvlink_group() -> None:
+    """What NVIDIA's examples key a multi-node NVLink workload on is the clique the operator
+    already holds a slice in, not a product label (GKE spells it differently, many write none)."""
     group = load_cluster(gb200()).spec.worker_group_specs[0]
     assert wants_compute_domains(group)
     off = load_cluster(gb200(**{"raycluster-operator.io/compute-domain": "false"}))
     assert not wants_compute_domains(off.spec.worker_group_specs[0])
-    h100 = gb200()
-    h100["spec"]["workerGroupSpecs"][0]["template"]["spec"]["nodeSelector"] = {
-        "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"
-    }
-    assert not wants_compute_domains(load_cluster(h100).spec.worker_group_specs[0])
+    for selector in ({}, {"cloud.google.com/gke-accelerator": "nvidia-gb200"}):
+        plain = gb200()
+        plain["spec"]["workerGroupSpecs"][0]["template"]["spec"]["nodeSelector"] = selector
+        assert wants_compute_domains(load_cluster(plain).spec.worker_group_specs[0])
+    # Hosts kept together by another label are not one NVLink domain; one host needs none.
+    rack = gb200(**{"ray.io/multi-host-topology-key": "example.com/rack"})
+    assert not wants_compute_domains(load_cluster(rack).spec.worker_group_specs[0])
+    single = gb200()
+    single["spec"]["workerGroupSpecs"][0]["numOfHosts"] = 1
+    assert not wants_compute_domains(load_cluster(single).spec.worker_group_specs[0])
     forced = gb200(**{"raycluster-operator.io/compute-domain": "true"})
-    forced["spec"]["workerGroupSpecs"][0]["template"]["spec"].pop("nodeSelector")
     assert wants_compute_domains(load_cluster(forced).spec.worker_group_specs[0])
     own = gb200()
     own["spec"]["workerGroupSpecs"][0]["template"]["spec"]["resourceClaims"] = [
@@ -165,3 +171,39 @@ def test_without_compute_domains_served_slices_run_without_and_say_so() -> None:
     assert all("resourceClaims" not in c.manifest["spec"] for c in workers)
     warnings = [e for e in result.events if e.reason == "ComputeDomainsUnavailable"]
     assert len(warnings) == 2 and all(e.type == "Warning" for e in warnings)
+
+
+def test_a_slice_whose_domain_is_gone_is_replaced_whole_with_a_fresh_one() -> None:
+    """Deleted under the slice (or its creation failed): the pods claim channels from a domain
+    that is no more, and a new one under them would never be joined, so the slice goes whole
+    and the replacement gets its own. Just created (vouched, not yet cached): nothing."""
+    first = plan(gb200(replicas=1))
+    pods = [running(c.manifest, f"p{i}") for i, c in enumerate(first.creates)]
+    (made,) = domains_in(first)
+    name = made["metadata"]["name"]
+
+    lost = plan(gb200(replicas=1), pods, [])
+    assert len(lost.deletes) == 4
+    assert {d.reason for d in lost.deletes} == {"ComputeDomainLost"}
+    assert any(e.reason == "ComputeDomainLost" and name in e.message for e in lost.events)
+    deleting = domain(made, ready=True)
+    deleting["metadata"] = {**deleting["metadata"], "deletionTimestamp": "2026-01-01T00:00:00Z"}
+    assert len(plan(gb200(replicas=1), pods, [deleting]).deletes) == 4
+
+    state = ClusterState(
+        cluster=gb200(replicas=1),
+        pods=pods,
+        objects={"ComputeDomain": []},
+        present=frozenset({("ComputeDomain", name)}),
+    )
+    fresh = plan_pass(state, now=NOW, new_suffix=lambda: "s9999")
+    assert not fresh.deletes and not fresh.object_deletes
+
+
+def test_slices_made_without_a_domain_are_left_alone_once_domains_are_served() -> None:
+    """Created while ComputeDomains were not served (no channel claims), then the driver is
+    installed: those slices run on; only new slices get domains."""
+    first = plan(gb200(replicas=1), domains=None)
+    pods = [running(c.manifest, f"p{i}") for i, c in enumerate(first.creates)]
+    later = plan(gb200(replicas=1), pods, [])
+    assert not later.deletes and not domains_in(later)

@@ -182,3 +182,80 @@ def test_install_wraps_rays_scheduler(corrected: None) -> None:
     scheduler = importlib.import_module("ray.autoscaler.v2.scheduler")
     wrapped = scheduler.ResourceDemandScheduler._enforce_idle_termination
     assert wrapped.__name__ == "enforce_idle_by_slice"
+
+
+def _idle_context(scheduler: Any, idle_ms: dict[str, int], min_nodes: int) -> Any:
+    """Ray's own ScheduleContext over two running 2-host slices, every host idle for
+    ``idle_ms[instance id]`` against a 10 s timeout."""
+    instance = importlib.import_module("ray.core.generated.instance_manager_pb2").Instance
+    config = importlib.import_module("ray.autoscaler.v2.instance_manager.config")
+    tpu = {"TPU": 4.0, "CPU": 1.0}
+    nodes = [
+        scheduler.SchedulingNode(
+            node_type="tpu",
+            total_resources=dict(tpu),
+            available_resources=dict(tpu),
+            labels={"ray.io/tpu-slice-name": f"tpu-{iid[0]}"},
+            status=scheduler.SchedulingNodeStatus.SCHEDULABLE,
+            im_instance_id=iid,
+            im_instance_status=instance.RAY_RUNNING,
+            ray_node_id=f"ray-{iid}",
+            idle_duration_ms=ms,
+        )
+        for iid, ms in idle_ms.items()
+    ]
+    types = {"tpu": config.NodeTypeConfig("tpu", min_nodes, 4, resources=tpu)}
+    return scheduler.ResourceDemandScheduler.ScheduleContext(
+        nodes, types, {}, {}, disable_launch_config_check=True, idle_timeout_s=10
+    )
+
+
+@pytest.mark.parametrize(
+    "idle_ms",
+    [
+        # Released together: the hosts' idle times interleave across the slices.
+        {"a0": 40_000, "b0": 39_000, "a1": 38_000, "b1": 37_000},
+        {"a0": 40_000, "a1": 39_000, "b0": 38_000, "b1": 37_000},
+    ],
+)
+def test_idle_slices_down_to_min_replicas_go_whole(
+    corrected: None, idle_ms: dict[str, int]
+) -> None:
+    """minReplicas 1 on 2-host slices (min_worker_nodes 2), two idle slices: Ray's budget of
+    2 terminations is spent on one whole slice, never one host of each (which the idle
+    correction would keep, both, on every pass: the group would never scale down)."""
+    scheduler = importlib.import_module("ray.autoscaler.v2.scheduler")
+    ctx = _idle_context(scheduler, idle_ms, min_nodes=2)
+    scheduler.ResourceDemandScheduler._enforce_idle_termination(ctx)
+    going = sorted(
+        n.im_instance_id
+        for n in ctx.get_nodes()
+        if n.status == scheduler.SchedulingNodeStatus.TO_TERMINATE
+    )
+    assert going in (["a0", "a1"], ["b0", "b1"])
+    # Ray's own order is back once the pass is over.
+    assert scheduler.ResourceDemandScheduler._sort_nodes_for_termination.__name__ == (
+        "_sort_nodes_for_termination"
+    )
+
+
+def test_another_ray_runs_untouched(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Another version, or Ray's internals not where the correction expects them: Ray's
+    autoscaler runs as shipped (the sidecar must never fail to start on a Ray we did not pin),
+    and the log says why."""
+    scheduler = importlib.import_module("ray.autoscaler.v2.scheduler").ResourceDemandScheduler
+    shipped = scheduler.__dict__["_enforce_idle_termination"]
+    monkeypatch.setattr(ray, "__version__", "2.61.0")
+    assert not slice_autoscaler.install()
+    assert "not applied: written for Ray" in capsys.readouterr().out
+    monkeypatch.setattr(ray, "__version__", "2.60.9")
+
+    def moved() -> Any:
+        raise ImportError("No module named 'ray.autoscaler.v2.scheduler'")
+
+    monkeypatch.setattr(slice_autoscaler, "_ray_internals", moved)
+    assert not slice_autoscaler.install()
+    assert "lacks what it wraps" in capsys.readouterr().out
+    assert scheduler.__dict__["_enforce_idle_termination"] is shipped

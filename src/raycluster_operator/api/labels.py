@@ -49,7 +49,7 @@ TOPOLOGY_KEY_ANNOTATION = "ray.io/multi-host-topology-key"
 #: default off.
 EXCLUSIVE_TOPOLOGY_ANNOTATION = "ray.io/exclusive-topology"
 #: A ComputeDomain per slice for a multi-host NVLink group (docs/design.md §3.9): ``auto``
-#: (the default: when the group targets an IMEX GPU, GB200/GB300), ``true`` or ``false``.
+#: (the default) and ``true`` give one, ``false`` opts out.
 COMPUTE_DOMAIN_ANNOTATION = "raycluster-operator.io/compute-domain"
 
 # --- annotations the operator writes on every pod it creates ---
@@ -62,8 +62,6 @@ GKE_NODEPOOL = "cloud.google.com/gke-nodepool"
 GKE_TPU_ACCELERATOR = "cloud.google.com/gke-tpu-accelerator"
 GKE_TPU_TOPOLOGY = "cloud.google.com/gke-tpu-topology"
 NVIDIA_GPU_CLIQUE = "nvidia.com/gpu.clique"
-#: GPU Feature Discovery's product label (``NVIDIA-GB200``, ...).
-NVIDIA_GPU_PRODUCT = "nvidia.com/gpu.product"
 
 
 #: Pod label keys only the operator may set: a user template's values for them are dropped.

@@ -42,7 +42,8 @@ _META = (
     "labels",
 )
 #: Pod fields read by ``read_pod`` beyond metadata.
-_POD_SPEC = ("restartPolicy", "nodeName")
+#: resourceClaims: which ComputeDomain a GB200 slice's pods claim channels from (rule 13b).
+_POD_SPEC = ("restartPolicy", "nodeName", "resourceClaims")
 _POD_STATUS = ("phase", "podIP")
 
 

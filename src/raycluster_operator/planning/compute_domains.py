@@ -12,7 +12,10 @@ absent when the CRD is not installed):
   and a replaced slice (a new replica name) gets a fresh one;
 - ``mark``: a slice whose pods are all ready reads ``pending`` until its domain's
   ``status.status`` is ``Ready``: it does not count as ready before its hosts can share GPU
-  memory.
+  memory. A slice whose pods claim their channel from a domain that is gone (deleted under
+  the slice, or its creation failed; neither cached nor just created) is broken
+  (``ComputeDomainLost``) and replaced whole, with a fresh domain: a new domain under running
+  pods would never be joined by them.
 
 When ComputeDomains are not served the slices are created as before, without channels, and
 each slice creation of such a group says so in a ``ComputeDomainsUnavailable`` Warning.
@@ -24,15 +27,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from raycluster_operator.accelerators import wants_compute_domains
+from raycluster_operator.accelerators import CHANNEL_CLAIM, wants_compute_domains
 from raycluster_operator.api import labels, names
 from raycluster_operator.api.models import WorkerGroupSpec
 from raycluster_operator.builders.compute_domain import KIND, compute_domain, wire_channel
 from raycluster_operator.planning.actions import PlannedEvent
 from raycluster_operator.planning.context import Cached
 from raycluster_operator.planning.feature import Feature
-from raycluster_operator.planning.reasons import EventReason
-from raycluster_operator.planning.slice_state import SliceState
+from raycluster_operator.planning.reasons import DeleteReason, EventReason
+from raycluster_operator.planning.replicas import Replica
+from raycluster_operator.planning.slice_state import SERVING, SliceState
 from raycluster_operator.planning.turn import ClusterTurn, GroupTurn
 
 
@@ -55,12 +59,21 @@ class ComputeDomains(Feature):
         self.groups: dict[str, WorkerGroupSpec] = {
             g.group_name: g for g in cluster.spec.worker_group_specs if wants_compute_domains(g)
         }
-        cached = turn.context.state.objects.get(KIND)
+        state = turn.context.state
+        cached = state.objects.get(KIND)
         self.served = cached is not None
         self.domains: dict[str, Cached] = {
             str(_meta(d).get("name")): d
             for d in cached or ()
             if (_meta(d).get("labels") or {}).get(labels.CLUSTER) == self.name
+        }
+        #: Domains written this pass or just before that the cache does not show yet.
+        self.vouched = {name for kind, name in state.present if kind == KIND}
+        #: Pod name -> the claim template (= domain) its channel claim names.
+        self.claims = {
+            str(_meta(pod).get("name")): template
+            for pod in state.pods
+            if (template := _channel_template(pod)) is not None
         }
 
     def domain_name(self, replica_name: str) -> str:
@@ -71,12 +84,31 @@ class ComputeDomains(Feature):
             return
         replicas = []
         for replica in turn.found.replicas:
-            if replica.state is SliceState.READY and replica.name is not None:
-                domain = self.domains.get(self.domain_name(replica.name))
-                if domain is None or not domain_ready(domain):
+            if replica.state in SERVING and replica.name is not None:
+                name = self.domain_name(replica.name)
+                domain = self.domains.get(name)
+                if self._lost(replica, name, domain):
+                    replica = replace(
+                        replica,
+                        state=SliceState.BROKEN,
+                        cause=DeleteReason.COMPUTE_DOMAIN_LOST,
+                        detail=f"replica {replica.name}: its ComputeDomain {name} is gone",
+                    )
+                elif replica.state is SliceState.READY and (
+                    domain is None or not domain_ready(domain)
+                ):
                     replica = replace(replica, state=SliceState.PENDING)
             replicas.append(replica)
         turn.found = replace(turn.found, replicas=tuple(replicas))
+
+    def _lost(self, replica: Replica, name: str, domain: Cached | None) -> bool:
+        """The slice's pods claim from ``name`` and it is deleted or deleting (a slice made
+        without a domain, when none was served, is left as it is)."""
+        if not any(self.claims.get(p.name) == name for p in replica.pods):
+            return False
+        if domain is None:
+            return name not in self.vouched
+        return bool(_meta(domain).get("deletionTimestamp"))
 
     def finish(self, turn: ClusterTurn) -> None:
         if not turn.acting:
@@ -104,6 +136,15 @@ class ComputeDomains(Feature):
         turn.object_deletes += [
             (KIND, name) for name in _unused(self.domains, turn.context.state.pods, new)
         ]
+
+
+def _channel_template(pod: Cached) -> str | None:
+    spec = pod.get("spec") or {}
+    for entry in spec.get("resourceClaims") or ():
+        if isinstance(entry, Mapping) and entry.get("name") == CHANNEL_CLAIM:
+            template = entry.get("resourceClaimTemplateName")
+            return str(template) if template else None
+    return None
 
 
 def _unused(

@@ -57,6 +57,10 @@ class DeleteReason(StrEnum):
     TEMPLATE_CHANGED = "TemplateChanged"
     #: The hosts of one slice carry two template hashes: it cannot be one Ray/JAX slice.
     MIXED_TEMPLATES = "MixedTemplates"
+    #: Rule 13b: the ComputeDomain the slice's pods claim channels from is gone (deleted under
+    #: the slice, or its creation failed): without it the hosts share no NVLink, so the slice
+    #: is replaced whole, with a fresh domain.
+    COMPUTE_DOMAIN_LOST = "ComputeDomainLost"
     # -- planned disruptions (planning/disruption.py, docs/design.md §4 rule 12b) --
     #: A host's node is cordoned (``kubectl drain`` cordons first): the slice is moved whole.
     NODE_DRAIN = "NodeDrain"

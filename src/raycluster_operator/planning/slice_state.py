@@ -96,6 +96,8 @@ FAULTS = frozenset(
         DeleteReason.MIXED_TEMPLATES,
         # A host of a disrupted slice was evicted (docs/design.md §4, rule 12b).
         DeleteReason.SLICE_EVICTED,
+        # The slice's ComputeDomain is gone under its pods (rule 13b).
+        DeleteReason.COMPUTE_DOMAIN_LOST,
     }
 )
 #: What removes a whole cluster or group, whatever state its slices are in.

@@ -26,13 +26,17 @@ which reserves slices the same way) from scaling multi-host slices:
    ``idleTimeoutSeconds`` one is terminated, which takes its whole slice (and the reserved
    head) down: the reservation churns. The correction keeps an idle node whose slice (same
    ``ray.io/tpu-slice-name`` or ``ray.io/gpu-domain``) still has a host that is not being
-   terminated; a slice goes when all its hosts are idle, together. Upstream fix: idle
-   termination at the granularity of a node type's launch unit.
+   terminated; a slice goes when all its hosts are idle, together. Ray's termination order
+   is grouped by slice for the same pass, so that with ``minReplicas`` > 0 the terminations
+   Ray allows above ``min_worker_nodes`` fall on whole slices (ungrouped, two idle slices
+   would each lose one host to the budget, both kept whole, and never scale down). Upstream
+   fix: idle termination at the granularity of a node type's launch unit.
 
 All are applied only to the Ray versions they were written and tested against
-(``CORRECTED_VERSIONS``); any other version runs Ray's autoscaler untouched, with a log line
-saying so. Standard library and Ray only: the builders embed this file in the sidecar's
-command (the user's Ray image does not have the operator's package).
+(``CORRECTED_VERSIONS``); any other version, or a Ray whose wrapped internals moved, runs
+Ray's autoscaler untouched, with a log line saying so. Standard library and Ray only: the
+builders embed this file in the sidecar's command (the user's Ray image does not have the
+operator's package).
 """
 
 from __future__ import annotations
@@ -129,14 +133,48 @@ def keep_slices_whole(
     return kept
 
 
-def install() -> bool:
-    """Apply the correction to the imported Ray, if its version is one it was written for."""
+def slice_order(nodes: list[Any], key: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """Ray's termination order (``key``), with the hosts of a slice kept together: a slice
+    sorts as its least terminable host, so a pass that stops at ``min_worker_nodes`` has
+    spent its budget on whole slices, never on one host of each (which ``keep_slices_whole``
+    would then keep, all of them, on every pass)."""
+    worst: dict[tuple[str, str], Any] = {}
+    for node in nodes:
+        if (key_of_slice := _slice_of(node)) is not None:
+            mine = key(node)
+            worst[key_of_slice] = max(worst.get(key_of_slice, mine), mine)
+
+    def order(node: Any) -> Any:
+        mine = key(node)
+        slice_key = _slice_of(node)
+        if slice_key is None or slice_key not in worst:
+            return (mine, "", mine)
+        return (worst[slice_key], "/".join(slice_key), mine)
+
+    return order
+
+
+def _ray_internals() -> tuple[Any, Any, Any, Any]:
+    """The Ray classes the correction wraps (ImportError/AttributeError if they moved)."""
     from ray.autoscaler._private.kuberay.autoscaling_config import AutoscalingConfigProducer
     from ray.autoscaler.v2.instance_manager.cloud_providers.kuberay.cloud_provider import (
         KubeRayProvider,
     )
     from ray.autoscaler.v2.scheduler import ResourceDemandScheduler, SchedulingNodeStatus
 
+    for owner, name in (
+        (AutoscalingConfigProducer, "__call__"),
+        (KubeRayProvider, "_initialize_scale_request"),
+        (ResourceDemandScheduler, "_enforce_idle_termination"),
+        (ResourceDemandScheduler, "_sort_nodes_for_termination"),
+    ):
+        getattr(owner, name)
+    return AutoscalingConfigProducer, KubeRayProvider, ResourceDemandScheduler, SchedulingNodeStatus
+
+
+def install() -> bool:
+    """Apply the correction to the imported Ray, if its version is one it was written for.
+    Any other version, or Ray's internals not where they were, runs Ray untouched (logged)."""
     import ray
 
     if not corrected(ray.__version__):
@@ -144,13 +182,28 @@ def install() -> bool:
             f"{MARK} not applied: written for Ray {CORRECTED_VERSIONS}, this is {ray.__version__}"
         )
         return False
-    if getattr(AutoscalingConfigProducer, "_slice_scaling", False):
+    try:
+        producer, provider, scheduler, status = _ray_internals()
+    except (ImportError, AttributeError) as error:
+        print(f"{MARK} not applied: Ray {ray.__version__} lacks what it wraps ({error!r})")
+        return False
+    if getattr(producer, "_slice_scaling", False):
         return True
-    produce: Callable[..., Any] = AutoscalingConfigProducer.__call__
-    initialize: Callable[..., Any] = KubeRayProvider._initialize_scale_request
-    enforce_idle: Callable[..., Any] = ResourceDemandScheduler._enforce_idle_termination
-    terminate = SchedulingNodeStatus.TO_TERMINATE
-    schedulable = SchedulingNodeStatus.SCHEDULABLE
+    _wrap(producer, provider, scheduler, status)
+    print(
+        f"{MARK} applied to Ray {ray.__version__} "
+        "(slice-head labels, whole-slice launches, idle termination by slice)"
+    )
+    return True
+
+
+def _wrap(producer: Any, provider: Any, scheduler: Any, status: Any) -> None:
+    produce: Callable[..., Any] = producer.__call__
+    initialize: Callable[..., Any] = provider._initialize_scale_request
+    enforce_idle: Callable[..., Any] = scheduler._enforce_idle_termination
+    rays_order: Callable[[Any], Any] = scheduler._sort_nodes_for_termination
+    terminate = status.TO_TERMINATE
+    schedulable = status.SCHEDULABLE
 
     def produce_with_labels(self: Any) -> Any:
         config = produce(self)
@@ -163,23 +216,24 @@ def install() -> bool:
         return request
 
     def enforce_idle_by_slice(ctx: Any) -> None:
-        before = {n.im_instance_id for n in ctx.get_nodes() if n.status == terminate}
-        enforce_idle(ctx)
+        nodes = ctx.get_nodes()
+        before = {n.im_instance_id for n in nodes if n.status == terminate}
+        # Ray reads its order from the class during this call only (one autoscaler loop).
+        order = staticmethod(slice_order(nodes, rays_order))
+        setattr(scheduler, "_sort_nodes_for_termination", order)  # noqa: B010
+        try:
+            enforce_idle(ctx)
+        finally:
+            setattr(scheduler, "_sort_nodes_for_termination", staticmethod(rays_order))  # noqa: B010
         nodes = ctx.get_nodes()
         marked = {n.im_instance_id for n in nodes if n.status == terminate} - before
         if marked and keep_slices_whole(nodes, marked, terminate, schedulable):
             ctx.update(nodes)
 
-    by_slice = staticmethod(enforce_idle_by_slice)
-    setattr(ResourceDemandScheduler, "_enforce_idle_termination", by_slice)  # noqa: B010
-    setattr(AutoscalingConfigProducer, "__call__", produce_with_labels)  # noqa: B010
-    setattr(KubeRayProvider, "_initialize_scale_request", initialize_whole_slices)  # noqa: B010
-    setattr(AutoscalingConfigProducer, "_slice_scaling", True)  # noqa: B010
-    print(
-        f"{MARK} applied to Ray {ray.__version__} "
-        "(slice-head labels, whole-slice launches, idle termination by slice)"
-    )
-    return True
+    setattr(scheduler, "_enforce_idle_termination", staticmethod(enforce_idle_by_slice))  # noqa: B010
+    setattr(producer, "__call__", produce_with_labels)  # noqa: B010
+    setattr(provider, "_initialize_scale_request", initialize_whole_slices)  # noqa: B010
+    setattr(producer, "_slice_scaling", True)  # noqa: B010
 
 
 def main(argv: list[str]) -> None:
