@@ -67,8 +67,8 @@ class ComputeDomains(Feature):
             for d in cached or ()
             if (_meta(d).get("labels") or {}).get(labels.CLUSTER) == self.name
         }
-        #: Domains written this pass or just before that the cache does not show yet.
-        self.vouched = {name for kind, name in state.present if kind == KIND}
+        #: Also answers for domains written just before that the cache does not show yet.
+        self.present = state.present
         #: Pod name -> the claim template (= domain) its channel claim names.
         self.claims = {
             str(_meta(pod).get("name")): template
@@ -107,7 +107,7 @@ class ComputeDomains(Feature):
         if not any(self.claims.get(p.name) == name for p in replica.pods):
             return False
         if domain is None:
-            return name not in self.vouched
+            return (KIND, name) not in self.present
         return bool(_meta(domain).get("deletionTimestamp"))
 
     def finish(self, turn: ClusterTurn) -> None:
