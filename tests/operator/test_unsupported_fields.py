@@ -117,8 +117,9 @@ async def test_a_v17_manifest_applies_reads_back_unchanged_and_is_warned_about_o
     assert warning["involvedObject"]["kind"] == "RayCluster"
     assert warning["involvedObject"]["name"] == name
     assert warning["message"].startswith(
-        "the spec sets fields this operator does not act on (spec.authOptions, spec.tlsOptions"
+        "the spec sets fields this operator does not act on; the cluster runs: spec.authOptions: "
     )
+    assert "spec.autoscalerOptions.args: " in warning["message"]  # the last, not cut
 
     # Steady state: a few more passes write nothing and record no second Warning.
     version = (await world.get_cluster(name, ns))["metadata"]["resourceVersion"]

@@ -73,9 +73,12 @@ def test_the_cluster_runs_with_one_warning_and_a_condition_then_stays_quiet() ->
     warnings = [e for e in first.events if e.reason == "UnsupportedField"]
     assert len(warnings) == 1 and warnings[0].type == "Warning"
     assert warnings[0].message.startswith(
-        "the spec sets fields this operator does not act on (spec.authOptions, "
-        "spec.tlsOptions, spec.networkPolicy,"
+        "the spec sets fields this operator does not act on; the cluster runs: "
+        "spec.authOptions: Ray token authentication is not configured by this operator; the "
+        "cluster runs without it; spec.tlsOptions: "
     )
+    assert all(f"spec.{path}: " in warnings[0].message for path in MEANINGS)
+    assert len(warnings[0].message) <= 1024  # an Event's note is cut there
     condition = _condition(first.status)
     assert condition is not None
     assert (condition["status"], condition["reason"]) == ("True", "UnsupportedFields")
@@ -100,7 +103,7 @@ def test_a_changed_list_warns_again_and_a_cleared_one_turns_false() -> None:
     loop.respec(obj)
     changed = loop.plan()
     [warning] = [e for e in changed.events if e.reason == "UnsupportedField"]
-    assert "(spec.authOptions, spec.tlsOptions)" in warning.message
+    assert "spec.authOptions: " in warning.message and "spec.tlsOptions: " in warning.message
     loop.apply(changed)
     del obj["spec"]["authOptions"], obj["spec"]["tlsOptions"]
     loop.respec(obj)

@@ -26,21 +26,20 @@ from raycluster_operator.planning.turn import ClusterTurn
 #: What each field would do under KubeRay and what happens here instead, by its spec path.
 MEANINGS: Mapping[str, str] = {
     "authOptions": "Ray token authentication is not configured by this operator; the cluster "
-    "runs without it (anyone who reaches the dashboard or GCS port is admitted)",
-    "tlsOptions": "mTLS between Ray pods is not set up by this operator; the cluster's traffic "
-    "is not encrypted",
-    "networkPolicy": "no NetworkPolicy is created; the cluster's pods accept and send traffic "
-    "as the namespace's own policies allow",
-    "historyServerOptions": "no history server collector runs beside the Ray containers",
-    "gcsFaultToleranceOptions": "GCS fault tolerance is not configured (neither Redis nor "
-    "RocksDB settings reach the head); a head restart loses the cluster's GCS state",
+    "runs without it",
+    "tlsOptions": "no mTLS between Ray pods; their traffic is not encrypted",
+    "networkPolicy": "no NetworkPolicy is created for the cluster's pods",
+    "historyServerOptions": "no history server collector runs",
+    "gcsFaultToleranceOptions": "GCS fault tolerance is not configured; a head restart loses "
+    "the GCS state",
     "headGroupSpec.enableIngress": "no Ingress is created for the dashboard",
     "headGroupSpec.ingressOptions": "no Ingress is created for the dashboard",
-    "headServiceAnnotations": "the head Service does not get these annotations (set them in "
-    "headGroupSpec.headService.metadata.annotations)",
-    "autoscalerOptions.command": "the autoscaler sidecar runs the operator's command, not this",
-    "autoscalerOptions.args": "the autoscaler sidecar runs the operator's arguments, not these",
+    "headServiceAnnotations": "not set on the head Service (use headService.metadata.annotations)",
+    "autoscalerOptions.command": "the autoscaler sidecar runs the operator's command",
+    "autoscalerOptions.args": "the autoscaler sidecar runs the operator's arguments",
 }
+#: The controller cuts an Event's note at 1024 characters (events.k8s.io's limit); every
+#: field's sentence fits in one note (tests/planning/test_unsupported_fields.py).
 
 
 def _present(value: Any) -> bool:
@@ -118,11 +117,11 @@ class UnsupportedFields(Feature):
         turn.seen["unsupported"] = (True, ConditionReason.UNSUPPORTED_FIELDS, message)
         if self.before != ("True", message):
             turn.events.append(
-                PlannedEvent("Warning", EventReason.UNSUPPORTED_FIELD, _note(self.paths, message))
+                PlannedEvent("Warning", EventReason.UNSUPPORTED_FIELD, _note(message))
             )
 
 
-def _note(paths: list[str], message: str) -> str:
-    """The Event's note: what is set, then what each means; the cluster runs all the same."""
-    fields = ", ".join(f"spec.{p}" for p in paths)
-    return f"the spec sets fields this operator does not act on ({fields}); {message}"
+def _note(message: str) -> str:
+    """The Event's note: the condition's sentences, each naming its field, after what they
+    share; short enough that every field's sentence fits (`MEANINGS`)."""
+    return f"the spec sets fields this operator does not act on; the cluster runs: {message}"
