@@ -60,8 +60,11 @@ def test_auth_options_default_to_token_as_kuberays_do() -> None:
     assert unsupported_fields(cluster(worker_group(), authOptions=k8s_token)) == ["authOptions"]
 
 
-def test_enable_ingress_false_is_not_named() -> None:
+def test_ingress_options_without_enable_ingress_are_not_named() -> None:
+    """KubeRay reads ingressOptions only for the Ingress enableIngress asks for."""
     obj = cluster_obj(worker_group())
+    obj["spec"]["headGroupSpec"]["ingressOptions"] = {"host": "h"}
+    assert unsupported_fields(load_cluster(obj)) == []
     obj["spec"]["headGroupSpec"]["enableIngress"] = False
     assert unsupported_fields(load_cluster(obj)) == []
 

@@ -33,7 +33,7 @@ MEANINGS: Mapping[str, str] = {
     "gcsFaultToleranceOptions": "GCS fault tolerance is not configured; a head restart loses "
     "the GCS state",
     "headGroupSpec.enableIngress": "no Ingress is created for the dashboard",
-    "headGroupSpec.ingressOptions": "no Ingress is created for the dashboard",
+    "headGroupSpec.ingressOptions": "its host, path and TLS reach no Ingress",
     "headServiceAnnotations": "not set on the head Service (use headService.metadata.annotations)",
     "autoscalerOptions.command": "the autoscaler sidecar runs the operator's command",
     "autoscalerOptions.args": "the autoscaler sidecar runs the operator's arguments",
@@ -61,8 +61,9 @@ def _tls_on(value: Any) -> bool:
 
 def unsupported_fields(cluster: RayCluster) -> list[str]:
     """The spec paths of `MEANINGS` this cluster sets, in `MEANINGS`' order. A field at a
-    value that asks for nothing (``enableIngress: false``, ``tlsOptions.enabled: false``,
-    ``authOptions.mode: disabled``) is not listed: the cluster runs as it asks."""
+    value that asks for nothing (``enableIngress: false``, and then any ``ingressOptions``;
+    ``tlsOptions.enabled: false``; ``authOptions.mode: disabled``) is not listed: the cluster
+    runs as it asks, under KubeRay's operator too."""
     spec = cluster.spec
     extra = spec.model_extra or {}
     head_extra = spec.head_group_spec.model_extra or {}
@@ -75,7 +76,9 @@ def unsupported_fields(cluster: RayCluster) -> list[str]:
         "historyServerOptions": _present(extra.get("historyServerOptions")),
         "gcsFaultToleranceOptions": _present(extra.get("gcsFaultToleranceOptions")),
         "headGroupSpec.enableIngress": spec.head_group_spec.enable_ingress is True,
-        "headGroupSpec.ingressOptions": _present(head_extra.get("ingressOptions")),
+        # KubeRay reads ingressOptions only for the Ingress enableIngress asks for
+        "headGroupSpec.ingressOptions": spec.head_group_spec.enable_ingress is True
+        and _present(head_extra.get("ingressOptions")),
         "headServiceAnnotations": _present(extra.get("headServiceAnnotations")),
         "autoscalerOptions.command": _present(scaler_extra.get("command")),
         "autoscalerOptions.args": _present(scaler_extra.get("args")),
