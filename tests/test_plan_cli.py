@@ -137,3 +137,23 @@ def test_a_failed_host_shows_the_backoff_record_the_operator_would_write(tmp_pat
     assert json.loads(text)["tpu-v6e-4x4"]["1"]["failures"] == 2
     assert second["requeueAfter"] == 10.0
     assert any(e["reason"] == "SliceBackoff" for e in second["events"])
+
+
+def test_fields_the_operator_does_not_act_on_are_warned_about(tmp_path: Path) -> None:
+    """Rule 3a: the plan names them in both outputs, and still plans the cluster."""
+    manifest = yaml.safe_load((EXAMPLES / "tpu-v6e-4x4.yaml").read_text())
+    manifest["spec"]["authOptions"] = {"mode": "token"}
+    manifest["spec"]["tlsOptions"] = {"enabled": True}
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump(manifest))
+    table = run("-f", str(path))
+    assert table.exit_code == 0, table.output
+    assert any(line.startswith("create") for line in table.output.splitlines())
+    assert "Fields the operator does not act on (the cluster runs without them):" in table.output
+    assert (
+        "  Warning: spec.authOptions: Ray token authentication is not configured by this "
+        "operator; the cluster runs without it" in table.output
+    )
+    body = json.loads(run("-f", str(path), "-o", "json").output)
+    assert list(body["unsupportedFields"]) == ["spec.authOptions", "spec.tlsOptions"]
+    assert [e["reason"] for e in body["events"]].count("UnsupportedField") == 1

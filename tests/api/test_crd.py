@@ -9,6 +9,7 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
+from unittest.mock import ANY
 
 import pytest
 import yaml
@@ -184,13 +185,82 @@ def test_defaults_required_and_enums_match_kuberay() -> None:
         "gcsFaultToleranceOptions",
         "headGroupSpec",
         "headServiceAnnotations",
+        "historyServerOptions",
         "managedBy",
+        "networkPolicy",
         "rayVersion",
         "suspend",
+        "tlsOptions",
         "upgradeStrategy",
         "workerGroupSpecs",
         *EXTENSIONS_IN_SPEC,
     }
+
+
+def test_kuberay_v17s_additions_have_its_shape() -> None:
+    """KubeRay v1.7's fields, with its types, enums, defaults and list semantics (facts
+    from its CRD file at v1.7.0), so a v1.7 object reads back unchanged under ours."""
+    spec = SCHEMA["properties"]["spec"]["properties"]
+    policy = spec["networkPolicy"]["properties"]
+    assert policy["mode"]["enum"] == ["DenyAll", "DenyAllIngress", "DenyAllEgress"]
+    assert policy["mode"]["default"] == "DenyAll"
+    per_group = policy["workerGroups"]
+    assert per_group["x-kubernetes-list-type"] == "map"
+    assert per_group["x-kubernetes-list-map-keys"] == ["groupName"]
+    assert per_group["items"]["required"] == ["groupName"]
+    for rules in (policy["head"], policy["worker"], per_group["items"]):
+        ingress = rules["properties"]["ingressRules"]["items"]["properties"]
+        egress = rules["properties"]["egressRules"]["items"]["properties"]
+        assert set(ingress) == {"from", "ports"} and set(egress) == {"to", "ports"}
+        peer = ingress["from"]["items"]["properties"]
+        assert set(peer) == {"ipBlock", "namespaceSelector", "podSelector"}
+        assert peer["ipBlock"]["required"] == ["cidr"]
+        assert "default" not in egress["ports"]["items"]["properties"]["protocol"]
+    assert spec["tlsOptions"]["properties"] == {"enabled": {"description": ANY, "type": "boolean"}}
+    collector = spec["historyServerOptions"]["properties"]["collectorOptions"]["properties"]
+    assert set(collector) == {"env", "image", "imagePullPolicy", "resources"}
+    ingress = spec["headGroupSpec"]["properties"]["ingressOptions"]["properties"]
+    assert set(ingress) == {"host", "path", "pathType", "tls"}
+    assert ingress["pathType"]["enum"] == ["Exact", "Prefix", "ImplementationSpecific"]
+    priority = spec["workerGroupSpecs"]["items"]["properties"]["priority"]
+    assert (priority["type"], priority["format"], priority["default"]) == ("integer", "int32", 0)
+    options = spec["autoscalerOptions"]["properties"]
+    for name in ("command", "args"):
+        assert options[name]["items"] == {"type": "string"}
+
+
+def test_a_stored_v17_cluster_loses_nothing_to_our_pruning() -> None:
+    """The data loss a swap from KubeRay v1.7's CRD to ours caused: every v1.7 value is kept,
+    and none is refused."""
+    obj = copy.deepcopy(KUBERAY_SAMPLE)
+    spec = obj["spec"]
+    del spec["futureSpecField"], spec["workerGroupSpecs"][0]["someFutureField"]  # pruned
+    selector = {"matchExpressions": [{"key": "a", "operator": "In", "values": ["b"]}]}
+    rules = {
+        "ingressRules": [{"from": [{"namespaceSelector": selector}], "ports": [{"port": "http"}]}],
+        "egressRules": [{"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": ["10.0.0.0/8"]}}]}],
+    }
+    spec["networkPolicy"] = {
+        "mode": "DenyAll",
+        "head": rules,
+        "worker": rules,
+        "workerGroups": [{"groupName": "g", **rules}],
+    }
+    spec["tlsOptions"] = {"enabled": True}
+    env = [{"name": "K", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]
+    collector = {"image": "c", "imagePullPolicy": "Always", "env": env}
+    spec["historyServerOptions"] = {"collectorOptions": collector}
+    spec["headGroupSpec"]["ingressOptions"] = {
+        "host": "h",
+        "path": "/",
+        "pathType": "Exact",
+        "tls": [{"hosts": ["h"], "secretName": "t"}],
+    }
+    spec["workerGroupSpecs"][0]["priority"] = 7
+    spec["autoscalerOptions"] = {"command": ["a"], "args": ["b"]}
+    result = structural.apply(copy.deepcopy(obj), SCHEMA)
+    assert not result.causes
+    assert structural.prune(copy.deepcopy(obj), SCHEMA) == obj
 
 
 EXTENSIONS_IN_SPEC = {"idleSuspend", "idleTerminationOptions"}

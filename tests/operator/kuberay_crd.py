@@ -9,8 +9,8 @@ KubeRay's printer columns. Its field set is ours minus every field whose descrip
 our EXTENSION marker, which is the claim ``api/crd.py`` makes; ``test_kuberay_crd.py`` also
 checks the KubeRay facts directly (no preserve-unknown-fields, KubeRay's status keys).
 Plus the defaults v1.7's file declares and ours does not, which the server applies to every
-stored cluster as it reads it: a worker group's ``priority: 0`` (a v1.7 field), a port's
-``protocol: TCP``, a reference's ``name: ""`` and the rest of `KUBERAY_V17_DEFAULTS`.
+stored cluster as it reads it: a port's ``protocol: TCP``, a reference's ``name: ""`` and the
+rest of `KUBERAY_V17_DEFAULTS`.
 """
 
 from __future__ import annotations
@@ -65,8 +65,9 @@ def _strip(node: Any) -> Any:
 
 #: The defaults KubeRay v1.7's file declares and ours does not, as (key of the enclosing
 #: object, field, default); the items of a list have the list's key. Counted from
-#: helm-chart/kuberay-operator/crds/ray.io_rayclusters.yaml at v1.7.0: 115 defaults there, 4
-#: in ours (numOfHosts, replicas, minReplicas, maxReplicas), which KubeRay shares.
+#: helm-chart/kuberay-operator/crds/ray.io_rayclusters.yaml at v1.7.0: 115 defaults there, 6
+#: in ours (numOfHosts, replicas, minReplicas, maxReplicas, a group's priority,
+#: networkPolicy.mode), which KubeRay shares.
 KUBERAY_V17_DEFAULTS: tuple[tuple[str, str, object], ...] = (
     ("azureDisk", "fsType", "ext4"),
     ("azureDisk", "readOnly", False),
@@ -90,6 +91,9 @@ KUBERAY_V17_DEFAULTS: tuple[tuple[str, str, object], ...] = (
 )
 
 
+_NO_DEFAULTS_BELOW = frozenset({"status", "networkPolicy"})
+
+
 def _defaults(node: Any, key: str = "") -> int:
     """Set `KUBERAY_V17_DEFAULTS` wherever the schema has the field; how many were set."""
     if not isinstance(node, dict):
@@ -102,8 +106,11 @@ def _defaults(node: Any, key: str = "") -> int:
             set_here += 1
     items = node.get("items")
     below = _defaults(items, key) if isinstance(items, dict) else 0
-    # a Service's status ports have no default (their protocol is required)
-    inside = sum(_defaults(sub, name) for name, sub in props.items() if name != "status")
+    # a Service's status ports have no default (their protocol is required), nor have a
+    # NetworkPolicy rule's ports (networking/v1 defaults them in its own API, not here)
+    inside = sum(
+        _defaults(sub, name) for name, sub in props.items() if name not in _NO_DEFAULTS_BELOW
+    )
     return set_here + below + inside
 
 
@@ -114,11 +121,9 @@ def kuberay_crd() -> dict[str, Any]:
     # KubeRay's upgrade types; RollingUpdate is ours (its description says so: EXTENSION).
     spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
     spec["upgradeStrategy"]["properties"]["type"]["enum"] = ["Recreate", "None"]
-    group = spec["workerGroupSpecs"]["items"]["properties"]
-    group["priority"] = {"type": "integer", "format": "int32", "default": 0}
-    # v1.7's file declares 111 defaults of these shapes beside the group's priority
-    # v1.7 declares 109 of these: 3 more under historyServerOptions, not in our schema yet
-    assert _defaults(version["schema"]["openAPIV3Schema"]) == 106
+    # v1.7 declares 109 defaults of these shapes; ours shares the other 6 (the four counts,
+    # a worker group's priority, networkPolicy.mode)
+    assert _defaults(version["schema"]["openAPIV3Schema"]) == 109
     version["additionalPrinterColumns"] = [
         c for c in version["additionalPrinterColumns"] if c["name"] != "ready slices"
     ]

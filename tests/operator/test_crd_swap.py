@@ -85,3 +85,45 @@ async def test_a_swapped_crd_costs_no_writes_at_steady_state(world: World) -> No
     # Under our CRD the slice counts are status again: one write fills them in.
     await eventually(extensions_back)
     await quiet_for(op, WINDOW)
+
+
+async def test_kuberay_v17s_fields_survive_a_swap_to_ours_and_stay_warned_once(
+    world: World,
+) -> None:
+    """A cluster stored under KubeRay v1.7's CRD with v1.7's fields: once ours replaces it, the
+    server reads every value back (before, ours pruned them: the user's data lost), and the
+    operator, which warned once under KubeRay's CRD, does not warn again (rule 3a)."""
+    from raycluster_operator.kube import EVENTS
+
+    op = await world.start_operator(resync_period=0.5)
+    await swap(world, op, kuberay_crd())
+    cluster = raycluster("v17", [cpu_group("w", replicas=1, priority=4)])
+    v17 = {
+        "tlsOptions": {"enabled": True},
+        "networkPolicy": {"mode": "DenyAllEgress"},
+        "historyServerOptions": {"collectorOptions": {"image": "collector:1"}},
+        "autoscalerOptions": {"command": ["autoscaler"], "args": ["-v"]},
+    }
+    cluster["spec"] |= v17
+    cluster["spec"]["headGroupSpec"]["ingressOptions"] = {"host": "ray.example.com"}
+    await world.apply(cluster)
+
+    async def warned() -> list[Any]:
+        events = (await world.kube.list(EVENTS, "default")).items
+        return [e for e in events if e["reason"] == "UnsupportedField"]
+
+    async def said() -> None:
+        status = (await world.get_cluster("v17")).get("status") or {}
+        conditions = {c["type"]: c["status"] for c in status.get("conditions") or ()}
+        assert conditions.get("UnsupportedFields") == "True"
+        assert status.get("readyWorkerReplicas") == 1
+        assert len(await warned()) == 1
+
+    await eventually(said)
+    await swap(world, op, crd_manifest())
+    await world.reconciled("v17", passes=3)
+    spec = (await world.get_cluster("v17"))["spec"]
+    assert {field: spec[field] for field in v17} == v17
+    assert spec["headGroupSpec"]["ingressOptions"] == {"host": "ray.example.com"}
+    assert spec["workerGroupSpecs"][0]["priority"] == 4
+    assert len(await warned()) == 1

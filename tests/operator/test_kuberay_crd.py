@@ -277,11 +277,12 @@ def test_kuberays_defaults_leave_every_pod_current() -> None:
     for group in (spec["headGroupSpec"], *spec["workerGroupSpecs"]):
         group["template"]["spec"] = _pod_spec_with_every_defaulted_parent()
     spec["headGroupSpec"]["headService"] = {"spec": {"ports": [{"port": 8265}]}}
-    # each pruned by one CRD: KubeRay's priority by ours, our maxUnavailable by KubeRay's
+    # v1.7's priority is kept by both; our maxUnavailable is pruned by KubeRay's
     spec["workerGroupSpecs"][0].update(priority=2, maxUnavailable=1)
     spec["enableInTreeAutoscaling"] = True
     secret = {"name": "A", "valueFrom": {"secretKeyRef": {"key": "k"}}}
-    spec["autoscalerOptions"] = {"env": [secret]}
+    spec["autoscalerOptions"] = {"env": [secret], "command": ["x"], "args": ["y"]}
+    spec["headGroupSpec"]["ingressOptions"] = {"host": "ray.example.com"}
 
     def read(crd: dict[str, Any]) -> dict[str, Any]:
         """``obj`` as the server reads it back through ``crd``."""
@@ -300,10 +301,18 @@ def test_kuberays_defaults_leave_every_pod_current() -> None:
     defaulted = text.count('"name": ""') + text.count('"TCP"')
     assert kuberays["spec"]["workerGroupSpecs"][0]["priority"] == 2
     assert "maxUnavailable" not in kuberays["spec"]["workerGroupSpecs"][0]
-    assert "priority" not in read(crd_manifest())["spec"]["workerGroupSpecs"][0]
+    ours = read(crd_manifest())
+    assert ours["spec"]["workerGroupSpecs"][0]["priority"] == 2
+    assert ours["spec"]["autoscalerOptions"]["command"] == ["x"]
     assert defaulted >= 2 * 9 + 2  # each pod spec's refs and port, the service's port
     before = hashes(kuberay_crd())
     assert before == hashes(crd_manifest())
+    # v1.7's fields no builder reads shape no pod, whatever their value: the hash of a spec
+    # stored before our CRD kept them is the hash of the same spec with them (§3.8)
+    del spec["workerGroupSpecs"][0]["priority"], spec["headGroupSpec"]["ingressOptions"]
+    spec["autoscalerOptions"] = {"env": [secret]}
+    assert hashes(crd_manifest()) == before
+    spec["workerGroupSpecs"][0].update(priority=2)
     # not blind: a value other than the default still shapes the pod
     spec["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["ports"][0]["protocol"] = "UDP"
     after = hashes(kuberay_crd())
@@ -368,19 +377,12 @@ KUBERAY_V17_FIELDS = {
         "volumeMounts",
     },
 }
-#: v1.7 additions our schema lacks yet (docs/design.md §11, API): under our CRD kubectl's strict
-#: validation refuses a manifest using them (KubeRay's v1.7 samples for network policy, mTLS,
-#: the history server, and autoscaler v2 with its own command), and a lax client's are pruned.
-NOT_YET = {
-    "spec": {"historyServerOptions", "networkPolicy", "tlsOptions"},
-    "workerGroupSpecs": {"priority"},
-    "headGroupSpec": {"ingressOptions"},
-    "autoscalerOptions": {"args", "command"},
-}
 
 
-def test_our_schema_has_kuberay_v17s_fields_but_the_listed_gaps() -> None:
-    """The gap to KubeRay v1.7 stays written down: closing one means deleting it here."""
+def test_our_schema_has_every_field_of_kuberay_v17() -> None:
+    """Nothing a v1.7 user stored is pruned by ours, and kubectl's strict validation refuses
+    no v1.7 manifest (docs/design.md §3.7); the fields the operator does not act on are
+    reported instead (rule 3a)."""
     from raycluster_operator.api.crd import crd_manifest
 
     spec = crd_manifest()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
@@ -392,4 +394,4 @@ def test_our_schema_has_kuberay_v17s_fields_but_the_listed_gaps() -> None:
         "autoscalerOptions": set(spec["autoscalerOptions"]["properties"]),
     }
     for where, fields in KUBERAY_V17_FIELDS.items():
-        assert fields - ours[where] == NOT_YET[where], where
+        assert fields - ours[where] == set(), where

@@ -1,7 +1,7 @@
 """The CustomResourceDefinition of ``rayclusters.ray.io`` this operator installs.
 
-A full structural schema: every field of KubeRay's RayCluster ``v1`` (v1.6, plus v1.7's GCS
-backend; KubeRay's CEL rules word for word) with KubeRay's types,
+A full structural schema: every field of KubeRay's RayCluster ``v1`` (v1.7; KubeRay's CEL
+rules word for word) with KubeRay's types,
 defaults, enums and printer columns, so the API server prunes and refuses what KubeRay's own
 CRD prunes and refuses, and ``kubectl explain`` reaches every leaf. Embedded Kubernetes types
 (the pod templates, the head Service, the autoscaler container's fields) come from
@@ -88,6 +88,30 @@ def _array(description: str, items: Schema, **extra: Any) -> Schema:
     return {"description": description, "type": "array", "items": items, **extra}
 
 
+_ATOMIC: Schema = {"x-kubernetes-list-type": "atomic"}
+
+
+def _label_selector() -> Schema:
+    """metav1.LabelSelector, as controller-gen writes it."""
+    requirement = {
+        "type": "object",
+        "required": ["key", "operator"],
+        "properties": {
+            "key": {"type": "string"},
+            "operator": {"type": "string"},
+            "values": {"type": "array", "items": {"type": "string"}, **_ATOMIC},
+        },
+    }
+    return {
+        "type": "object",
+        "x-kubernetes-map-type": "atomic",
+        "properties": {
+            "matchExpressions": {"type": "array", "items": requirement, **_ATOMIC},
+            "matchLabels": {"type": "object", "additionalProperties": {"type": "string"}},
+        },
+    }
+
+
 def _condition() -> Schema:
     """metav1.Condition, as controller-gen writes it."""
     return {
@@ -141,7 +165,42 @@ def _autoscaler_options() -> Schema:
                 enum=["Default", "Aggressive", "Conservative"],
             ),
             "version": _string("Autoscaler generation.", enum=["v1", "v2"]),
+            "command": _array(
+                "Command of the autoscaler container (KubeRay v1.7; accepted, not acted on: "
+                "the operator's sidecar command stands and an UnsupportedField Warning says so).",
+                {"type": "string"},
+            ),
+            "args": _array(
+                "Arguments of the autoscaler container (KubeRay v1.7; accepted, not acted on, "
+                "as command).",
+                {"type": "string"},
+            ),
             "volumeMounts": _array("Extra volume mounts.", k8s("VolumeMount")),
+        },
+    }
+
+
+def _ingress_options() -> Schema:
+    """KubeRay v1.7's ``headGroupSpec.ingressOptions``: the Ingress KubeRay would make for the
+    dashboard. Kept so nothing is pruned; this operator makes no Ingress (rule 3a)."""
+    tls = {
+        "type": "object",
+        "properties": {
+            "hosts": _array("Hosts of the certificate.", {"type": "string"}, **_ATOMIC),
+            "secretName": _string("Secret holding the certificate."),
+        },
+    }
+    return {
+        "description": "The dashboard Ingress (KubeRay v1.7; accepted, not acted on: no "
+        "Ingress is made, an UnsupportedField Warning says so).",
+        "type": "object",
+        "properties": {
+            "host": _string("Host name the Ingress routes."),
+            "path": _string("Path the Ingress routes."),
+            "pathType": _string(
+                "How the path matches.", enum=["Exact", "Prefix", "ImplementationSpecific"]
+            ),
+            "tls": _array("TLS of the Ingress.", tls),
         },
     }
 
@@ -152,8 +211,12 @@ def _head_group() -> Schema:
         "type": "object",
         "required": ["template"],
         "properties": {
-            "enableIngress": _bool("Create an Ingress for the dashboard."),
+            "enableIngress": _bool(
+                "Create an Ingress for the dashboard (accepted, not acted on: no Ingress is "
+                "made, an UnsupportedField Warning says so)."
+            ),
             "headService": k8s("Service", "Overrides for the head Service."),
+            "ingressOptions": _ingress_options(),
             "labels": _string_map("Ray node labels of the head (ray start --labels)."),
             "rayStartParams": _string_map("Arguments of `ray start --head`, as strings."),
             "resources": _string_map("Ray logical resources of the head (ray start)."),
@@ -184,6 +247,11 @@ def _worker_group() -> Schema:
                 minimum=1,
             ),
             "minReplicas": _int32("Fewest replicas (slices) the autoscaler keeps.", default=0),
+            "priority": _int32(
+                "Which group the autoscaler prefers when several fit (KubeRay v1.7; kept, "
+                "read by Ray's autoscaler, not by the operator).",
+                default=0,
+            ),
             "numOfHosts": _int32(
                 "Hosts (pods) per replica: a multi-host TPU slice or GPU domain is one replica.",
                 default=1,
@@ -227,7 +295,8 @@ def _gcs_fault_tolerance() -> Schema:
     """KubeRay v1.7's shape: a backend (``redis`` or ``rocksdb``, immutable) and no longer a
     required ``redisAddress`` (a rocksdb backend has none)."""
     return {
-        "description": "GCS fault tolerance: external Redis, or RocksDB on a volume.",
+        "description": "GCS fault tolerance: external Redis, or RocksDB on a volume "
+        "(accepted, not acted on: an UnsupportedField Warning says so).",
         "type": "object",
         "properties": {
             "backend": _string(
@@ -254,6 +323,93 @@ def _gcs_fault_tolerance() -> Schema:
                     "subPath": _string("Sub-path within the volume."),
                 },
             },
+        },
+    }
+
+
+def _network_policy_rules() -> Schema:
+    """networking/v1's NetworkPolicyIngressRule and NetworkPolicyEgressRule lists, as KubeRay
+    v1.7 embeds them."""
+    peer = {
+        "type": "object",
+        "properties": {
+            "ipBlock": {
+                "type": "object",
+                "required": ["cidr"],
+                "properties": {
+                    "cidr": {"type": "string"},
+                    "except": {"type": "array", "items": {"type": "string"}, **_ATOMIC},
+                },
+            },
+            "namespaceSelector": _label_selector(),
+            "podSelector": _label_selector(),
+        },
+    }
+    port = {
+        "type": "object",
+        "properties": {
+            "endPort": {"type": "integer", "format": "int32"},
+            "port": {
+                "anyOf": [{"type": "integer"}, {"type": "string"}],
+                "x-kubernetes-int-or-string": True,
+            },
+            "protocol": {"type": "string"},
+        },
+    }
+    ports = {"type": "array", "items": port, **_ATOMIC}
+    peers = {"type": "array", "items": peer, **_ATOMIC}
+    ingress = {"type": "object", "properties": {"from": peers, "ports": ports}}
+    egress = {"type": "object", "properties": {"to": copy.deepcopy(peers), "ports": ports}}
+    return {
+        "ingressRules": _array("Ingress rules added to the base policy.", ingress),
+        "egressRules": _array("Egress rules added to the base policy.", egress),
+    }
+
+
+def _network_policy() -> Schema:
+    """KubeRay v1.7's ``spec.networkPolicy``, its shape whole so that nothing is pruned."""
+    rules = _network_policy_rules
+    return {
+        "description": "Network isolation of the cluster's pods (KubeRay v1.7; accepted, not "
+        "acted on: this operator makes no NetworkPolicy, an UnsupportedField Warning says so).",
+        "type": "object",
+        "properties": {
+            "mode": _string(
+                "What is denied by default.",
+                enum=["DenyAll", "DenyAllIngress", "DenyAllEgress"],
+                default="DenyAll",
+            ),
+            "head": {"type": "object", "properties": rules()},
+            "worker": {"type": "object", "properties": rules()},
+            "workerGroups": _array(
+                "Rules per worker group, in place of worker's.",
+                {
+                    "type": "object",
+                    "required": ["groupName"],
+                    "properties": {"groupName": {"type": "string"}, **rules()},
+                },
+                **{"x-kubernetes-list-map-keys": ["groupName"], "x-kubernetes-list-type": "map"},
+            ),
+        },
+    }
+
+
+def _history_server_options() -> Schema:
+    """KubeRay v1.7's ``spec.historyServerOptions``: a collector sidecar's settings."""
+    return {
+        "description": "The Ray history server's collector sidecar (KubeRay v1.7; accepted, "
+        "not acted on: no collector runs, an UnsupportedField Warning says so).",
+        "type": "object",
+        "properties": {
+            "collectorOptions": {
+                "type": "object",
+                "properties": {
+                    "env": _array("Environment of the collector.", k8s("EnvVar")),
+                    "image": _string("The collector image."),
+                    "imagePullPolicy": _string("Pull policy of the collector image."),
+                    "resources": k8s("ResourceRequirements", "The collector's resources."),
+                },
+            }
         },
     }
 
@@ -295,7 +451,9 @@ def spec_schema() -> Schema:
         "required": ["headGroupSpec"],
         "properties": {
             "authOptions": {
-                "description": "Authentication of Ray's dashboard and GCS.",
+                "description": "Authentication of Ray's dashboard and GCS (accepted, not acted "
+                "on: the cluster runs without Ray token authentication, an UnsupportedField "
+                "Warning says so).",
                 "type": "object",
                 "properties": {
                     "enableK8sTokenAuth": _bool("Accept Kubernetes ServiceAccount tokens."),
@@ -307,7 +465,11 @@ def spec_schema() -> Schema:
             "enableInTreeAutoscaling": _bool("Run the Ray autoscaler as a head sidecar."),
             "gcsFaultToleranceOptions": _gcs_fault_tolerance(),
             "headGroupSpec": _head_group(),
-            "headServiceAnnotations": _string_map("Annotations of the head Service."),
+            "headServiceAnnotations": _string_map(
+                "Annotations of the head Service (accepted, not acted on: the head Service's "
+                "annotations come from headService; an UnsupportedField Warning says so)."
+            ),
+            "historyServerOptions": _history_server_options(),
             "idleSuspend": _bool(
                 f"{EXTENSION} set by Ray's autoscaler v2 (idle policy Suspend): the cluster "
                 "is suspended like spec.suspend."
@@ -323,6 +485,7 @@ def spec_schema() -> Schema:
                     "timeoutSeconds": _int32("Seconds the cluster is idle first.", minimum=0),
                 },
             },
+            "networkPolicy": _network_policy(),
             "managedBy": _string(
                 "The controller that reconciles this cluster (ray.io/kuberay-operator or "
                 "kueue.x-k8s.io/multikueue); others are left alone.",
@@ -330,6 +493,13 @@ def spec_schema() -> Schema:
             ),
             "rayVersion": _string("Ray version of the images."),
             "suspend": _bool("Delete every pod of the cluster and keep it down."),
+            "tlsOptions": {
+                "description": "mTLS between the cluster's pods (KubeRay v1.7; accepted, not "
+                "acted on: with enabled true the cluster runs without TLS, an UnsupportedField "
+                "Warning says so).",
+                "type": "object",
+                "properties": {"enabled": _bool("Turn mTLS on.")},
+            },
             "upgradeStrategy": _upgrade_strategy(),
             "workerGroupSpecs": _array("The worker groups.", _worker_group()),
         },

@@ -19,6 +19,7 @@ import yaml
 
 from kubefacts.names import random_suffix
 from kubefacts.timestamps import parse_time
+from raycluster_operator.api.models import RayCluster
 from raycluster_operator.api.objects import Resource
 from raycluster_operator.api.problems import Problem
 from raycluster_operator.api.validation import parse_cluster
@@ -31,6 +32,7 @@ from raycluster_operator.planning import (
 )
 from raycluster_operator.planning.slice_scaling import slice_scaling_gaps
 from raycluster_operator.planning.spec_check import check_spec
+from raycluster_operator.planning.unsupported import MEANINGS, unsupported_fields
 
 
 @click.command(name="plan")
@@ -113,18 +115,32 @@ def plan(
     result = plan_cluster(
         cluster, PlanContext(state, _parse_now(now_text), _suffixes(seed), options)
     )
-    # Rule 7b: said on every run, not only once per generation as the Event is.
+    _print(output, result, cluster)
+
+
+def _print(output: str, result: ClusterPlan, cluster: RayCluster) -> None:
+    """The plan, then what the operator warns about whether or not the file's status shows
+    it warned already: rule 7b's gaps and rule 3a's fields are said on every run, not once
+    per change as their Events are."""
     gaps = slice_scaling_gaps(cluster)
+    unsupported = unsupported_fields(cluster)
     if output == "json":
         body = plan_as_json(result)
         if gaps:
             body["sliceReservations"] = gaps
+        if unsupported:
+            body["unsupportedFields"] = {f"spec.{p}": MEANINGS[p] for p in unsupported}
         click.echo(json.dumps(body, indent=2, sort_keys=True))
-    else:
-        lines = [render_table(result)]
-        if gaps:
-            lines += ["Slice reservations:", *(f"  Warning: {gap}" for gap in gaps)]
-        click.echo("\n".join(lines))
+        return
+    lines = [render_table(result)]
+    if gaps:
+        lines += ["Slice reservations:", *(f"  Warning: {gap}" for gap in gaps)]
+    if unsupported:
+        lines += [
+            "Fields the operator does not act on (the cluster runs without them):",
+            *(f"  Warning: spec.{p}: {MEANINGS[p]}" for p in unsupported),
+        ]
+    click.echo("\n".join(lines))
 
 
 def _fail(problems: Iterable[Problem]) -> None:

@@ -146,6 +146,9 @@ class EventReason(StrEnum):
     #: A TPU group that Ray's slice reservations cannot scale, and why (rule 7b); once per
     #: applied generation of the spec.
     SLICE_RESERVATIONS_CANNOT_SCALE = "SliceReservationsCannotScale"
+    #: The spec sets KubeRay fields this operator accepts and does not act on (rule 3a); once
+    #: per change of the list.
+    UNSUPPORTED_FIELD = "UnsupportedField"
 
 
 class HoldReason(StrEnum):
@@ -194,3 +197,7 @@ class ConditionReason(StrEnum):
     SLICE_QUOTA_EXCEEDED = "SliceQuotaExceeded"
     POD_REJECTED = "PodRejected"
     QUOTA_AVAILABLE = "QuotaAvailable"
+    #: Ours, condition UnsupportedFields (docs/design.md §4 rule 3a): the spec sets fields
+    #: the operator does not act on; it no longer does.
+    UNSUPPORTED_FIELDS = "UnsupportedFields"
+    ALL_FIELDS_SUPPORTED = "AllFieldsSupported"

@@ -43,6 +43,9 @@ class ConditionType(StrEnum):
     #: Ours (rule 13c): True while slices are not created because they do not fit the
     #: namespace's quotas (or a pod of their group was refused); present once it has been.
     SLICE_QUOTA_EXCEEDED = "SliceQuotaExceeded"
+    #: Ours (rule 3a): True while the spec sets KubeRay fields the operator does not act on;
+    #: present once it has been.
+    UNSUPPORTED_FIELDS = "UnsupportedFields"
 
 
 HEAD_POD_READY = ConditionType.HEAD_POD_READY
@@ -103,6 +106,8 @@ class Observed:
     quota_waiting: Mapping[str, Sequence[int]] = field(default_factory=dict)
     #: The SliceQuotaExceeded condition (status, reason, message); None leaves it out.
     quota: tuple[bool, ConditionReason, str] | None = None
+    #: The UnsupportedFields condition (status, reason, message); None leaves it out.
+    unsupported: tuple[bool, ConditionReason, str] | None = None
 
 
 def previous_status(cluster: RayCluster) -> dict[str, Any]:
@@ -292,6 +297,8 @@ def _conditions(
         out.append(WantedCondition(ConditionType.ROLLING_UPDATE, *seen.rolling_update))
     if seen.quota is not None:
         out.append(WantedCondition(ConditionType.SLICE_QUOTA_EXCEEDED, *seen.quota))
+    if seen.unsupported is not None:
+        out.append(WantedCondition(ConditionType.UNSUPPORTED_FIELDS, *seen.unsupported))
     return out
 
 
