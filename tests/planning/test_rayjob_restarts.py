@@ -111,7 +111,7 @@ def worker(host: int, replica: str = "tpu-a", **meta: Any) -> dict[str, Any]:
 
 
 def test_a_status_that_lags_its_pods_does_not_start_the_job() -> None:
-    """Rule 11c: after a resubmission the cluster's status can still read ready while the
+    """§11, 11c: after a resubmission the cluster's status can still read ready while the
     slice's pods are terminating, gone, or replaced but not ready yet."""
     going = worker(1, deletionTimestamp="2026-12-01T12:00:30Z")
     starting = {**worker(1, "tpu-b"), "status": {"phase": "Pending"}}

@@ -115,7 +115,7 @@ def _after_move(observed: Observed, ctx: Context, plan: Plan) -> None:
 
 _ACTIVE = "activeDeadlineSeconds"
 _PRE_RUNNING = "preRunningDeadlineSeconds"
-#: Rule 11f: a deadline's spec field (seconds from ``startTime``) -> the cause it fails with
+#: §11, 11f: a deadline's spec field (seconds from ``startTime``) -> the cause it fails with
 #: and how the failure is told.
 _DEADLINES = {
     _ACTIVE: (Cause.DEADLINE_EXCEEDED, "the RayJob has passed its activeDeadlineSeconds ({} s)"),
@@ -196,7 +196,7 @@ def _new(observed: Observed, ctx: Context, plan: Plan) -> None:
 
 
 def _cluster_ready(cluster: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> bool:
-    """Head and every worker slice ready (rule 11c): our slice counts when the CRD keeps them,
+    """Head and every worker slice ready (§11, 11c): our slice counts when the CRD keeps them,
     else KubeRay's pod counts; and the worker pods agree, because the status lags them (a
     slice that broke a moment ago still reads ready there)."""
     status = cluster.get("status") or {}

@@ -153,7 +153,7 @@ def _break(
 
 def slices_ready(cluster_status: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> bool:
     """Whether the worker pods themselves show as many ready slices as the cluster wants
-    (rule 11c): per group of ``status.workerGroups`` (its ``numOfHosts`` and
+    (§11, 11c): per group of ``status.workerGroups`` (its ``numOfHosts`` and
     ``desiredSlices``), the replicas whose every host is running and ready, as the RayCluster
     planner reads them; pods without a replica identity (KubeRay's unindexed mode) count by
     whole hosts. Under KubeRay's CRD, which prunes ``workerGroups``: ready worker pods against
