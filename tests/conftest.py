@@ -64,6 +64,17 @@ async def dev_cluster() -> AsyncIterator[DevCluster]:
         yield cluster
 
 
+@pytest_asyncio.fixture(loop_scope="module")
+async def private_cluster() -> AsyncIterator[DevCluster]:
+    """`dev_cluster`'s private cluster under another name, for the tests of a module that hands
+    out `module_cluster` as its `dev_cluster` and that need a cluster of their own (faults,
+    failed or stopped nodes, assertions on everything in a namespace). Such a test does not
+    take `kubectl`, which talks to the module's `dev_cluster`. It runs on the module's loop,
+    as such a module's tests do."""
+    async with running_cluster(kubelet_delay=0.2) as cluster:
+        yield cluster
+
+
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def module_cluster() -> AsyncIterator[DevCluster]:
     """`dev_cluster`'s cluster, one for every test of a module (docs/design.md §8.1). Such a
