@@ -38,12 +38,17 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 # The suite mostly waits on dev clusters, so it runs in worker processes (pytest-xdist), more
-# than the cores; a test file stays on one worker (its module fixtures are built once).
-# PYTEST_WORKERS=0 runs it in this process. The 25 slowest tests close every run, so a run
-# that got slower says where.
+# than the cores; a test file stays on one worker (its module fixtures are built once), and
+# files go out in tests/conftest.py's order, the longest first (xdist's own order, most tests
+# first, left the one-test real-Ray files for the end). PYTEST_WORKERS=0 runs it in this
+# process. Bytecode is written even where PYTHONDONTWRITEBYTECODE is set: every worker
+# collects the whole suite, and rewriting the asserts of ~300 test modules costs each one
+# ~9 s of CPU when nothing is cached (__pycache__ is ignored by git). The 25 slowest tests
+# close every run, so a run that got slower says where.
 PYTEST_WORKERS ?= 4
 unit: $(STAMP)
-	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=25
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadfile \
+		--no-loadscope-reorder --durations=25
 
 fmt: $(STAMP)
 	$(BIN)/ruff format src tests benchmarks

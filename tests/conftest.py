@@ -7,23 +7,87 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
+import pytest_asyncio
 
 from devkube import DevCluster
 from tests.harness import kubectl as kubectl_bin
 from tests.harness import waiting
 from tests.harness.cluster import running_cluster
 
+#: Where every file starts real Ray in process-runtime pods (a minute or more a file): such
+#: files are `slow` as a whole, whatever their tests say.
+REAL_RAY = "tests/e2e/"
+#: Where tests start dev clusters and operators (seconds a test, often a world a test).
+WORLDS = (
+    "tests/operator/",
+    "tests/hardening/",
+    "tests/rayjob/",
+    "tests/ray/",
+    "tests/devcluster/test_process_",
+    "tests/test_install_kustomize.py",
+)
 
+
+def _where(item: pytest.Item) -> str:
+    return str(item.path).replace("\\", "/")
+
+
+def _tier(item: pytest.Item, slow: set[Path]) -> int:
+    """0: a file with a `slow` test (real Ray, the wheel build); 1: worlds; 2: the rest."""
+    if item.path in slow:
+        return 0
+    where = _where(item)
+    return 1 if any(f"/{part}" in where for part in WORLDS) else 2
+
+
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Files holding a test marked `slow` run first: under `make test` each file stays on one
-    worker (`--dist loadfile`), and a long file started last would run on alone at the end."""
+    """The longest files first. `make test` hands whole files to its workers in this order
+    (`--dist loadfile --no-loadscope-reorder`): a file of minutes started last would run on
+    alone at the end (xdist's own order, most tests first, put the one-test real-Ray files
+    last). Within a tier, files with more tests go first (xdist's own guess)."""
+    for item in items:
+        if f"/{REAL_RAY}" in _where(item):
+            item.add_marker(pytest.mark.slow)
     slow = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow)  # stable: the rest keeps its order
+    count: dict[Path, int] = {}
+    for item in items:
+        count[item.path] = count.get(item.path, 0) + 1
+    items.sort(key=lambda item: (_tier(item, slow), -count[item.path]))  # stable
 
 
 @pytest.fixture
 async def dev_cluster() -> AsyncIterator[DevCluster]:
-    """A started dev cluster with the default nodes (2 v6e 4x4 pools, a GB200 domain, 4 CPU)."""
+    """A started dev cluster with the default nodes (2 v6e 4x4 pools, a GB200 domain, 4 CPU),
+    private to the test. A module whose tests need no private one shares `module_cluster`."""
+    async with running_cluster(kubelet_delay=0.2) as cluster:
+        yield cluster
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def private_cluster() -> AsyncIterator[DevCluster]:
+    """`dev_cluster`'s private cluster under another name, for the tests of a module that hands
+    out `module_cluster` as its `dev_cluster` and that need a cluster of their own (faults,
+    failed or stopped nodes, assertions on everything in a namespace). Such a test does not
+    take `kubectl`, which talks to the module's `dev_cluster`. It runs on the module's loop,
+    as such a module's tests do."""
+    async with running_cluster(kubelet_delay=0.2) as cluster:
+        yield cluster
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def module_cluster() -> AsyncIterator[DevCluster]:
+    """`dev_cluster`'s cluster, one for every test of a module (docs/design.md §8.1). Such a
+    module runs on one event loop and hands it out as its `dev_cluster`:
+
+        pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+        @pytest.fixture
+        def dev_cluster(module_cluster: DevCluster) -> DevCluster:
+            return module_cluster
+
+    and its tests keep to names of their own (a namespace each, or distinct names): nothing
+    is cleaned between them. Faults, node changes and grants to shared names stay private."""
     async with running_cluster(kubelet_delay=0.2) as cluster:
         yield cluster
 

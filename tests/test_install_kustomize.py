@@ -9,7 +9,6 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-import yaml
 from click.testing import CliRunner
 
 import kustomize_render
@@ -38,7 +37,7 @@ def kustomize(overlay: str) -> list[dict[str, Any]]:
 def manifests(*args: str) -> list[dict[str, Any]]:
     result = CliRunner().invoke(main, ["manifests", "all", *args])
     assert result.exit_code == 0, result.output
-    return [d for d in yaml.safe_load_all(result.output) if d]
+    return kustomize_render.documents(result.output)
 
 
 @pytest.mark.parametrize(

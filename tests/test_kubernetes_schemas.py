@@ -17,7 +17,6 @@ from typing import Any
 import jsonschema
 import kubernetes_validate
 import pytest
-import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kubernetes_validate import utils as kv
@@ -103,7 +102,7 @@ def built_objects(raycluster: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def documents(path: Path) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+    return kustomize_render.documents(path.read_text())
 
 
 @pytest.mark.parametrize(

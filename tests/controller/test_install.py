@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import yaml
 from click.testing import CliRunner
 
+import kustomize_render
 from raycluster_operator.api.models import RayCluster
 from raycluster_operator.builders import build_autoscaler_rbac
 from raycluster_operator.cli import main
@@ -43,7 +43,7 @@ def test_the_operator_may_write_status_but_not_replace_a_raycluster() -> None:
 def test_manifests_all_prints_an_installable_set() -> None:
     result = CliRunner().invoke(main, ["manifests", "all", "--namespace", "ops"])
     assert result.exit_code == 0, result.output
-    kinds = [d["kind"] for d in yaml.safe_load_all(result.output)]
+    kinds = [d["kind"] for d in kustomize_render.documents(result.output)]
     assert kinds[0] == "CustomResourceDefinition"
     assert {"ClusterRole", "ClusterRoleBinding", "Deployment", "ServiceAccount"} <= set(kinds)
 

@@ -13,6 +13,13 @@ from devkube import DevCluster
 from tests.harness.manifests import crd
 
 CRD = crd("widgets", "Widget")
+#: One cluster for the module's tests (each writes names of its own; docs/design.md §8.1).
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest.fixture
+def dev_cluster(module_cluster: DevCluster) -> DevCluster:
+    return module_cluster
 
 
 async def test_kubectl_sees_the_simulated_nodes_with_their_labels(
@@ -67,6 +74,6 @@ async def test_faults_are_the_servers(dev_cluster: DevCluster) -> None:
     assert dev_cluster.faults is dev_cluster.server.faults
 
 
-def test_unknown_runtime_is_refused() -> None:
+async def test_unknown_runtime_is_refused() -> None:  # async: the module mark
     with pytest.raises(ValueError, match="unknown runtime"):
         DevCluster(runtime="firecracker")

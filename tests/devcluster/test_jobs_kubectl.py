@@ -8,10 +8,19 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 import yaml
 
 from devkube import DevCluster
 from tests.harness.waiting import eventually
+
+#: One cluster for the module's tests (each Job has a name of its own; docs/design.md §8.1).
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest.fixture
+def dev_cluster(module_cluster: DevCluster) -> DevCluster:
+    return module_cluster
 
 
 def job(name: str, command: str, **spec: Any) -> str:

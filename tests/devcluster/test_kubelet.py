@@ -9,6 +9,16 @@ import pytest
 
 from devkube import DevCluster
 
+#: One cluster for the module's tests, each with pods of its own names (docs/design.md §8.1);
+#: a failed node, injected faults, dropped watches and a stopped kubelet take `private_cluster`.
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest.fixture
+def dev_cluster(module_cluster: DevCluster) -> DevCluster:
+    return module_cluster
+
+
 PODS = "/api/v1/namespaces/default/pods"
 
 
@@ -109,12 +119,13 @@ async def test_fail_one_container_with_restart_never_keeps_the_pod_running(
 async def test_fail_pod_with_restarts_restarts_the_container(
     dev_cluster: DevCluster, eventually: Any, policy: str
 ) -> None:
-    await dev_cluster.client.create(PODS, pod("phoenix", restart=policy))
-    await eventually(lambda: running_and_ready(dev_cluster, "phoenix"))
-    await dev_cluster.fail_pod("default", "phoenix")
+    name = f"phoenix-{policy.lower()}"  # the module's cluster holds both policies' pods
+    await dev_cluster.client.create(PODS, pod(name, restart=policy))
+    await eventually(lambda: running_and_ready(dev_cluster, name))
+    await dev_cluster.fail_pod("default", name)
 
     async def restarted() -> None:
-        got = await running_and_ready(dev_cluster, "phoenix")
+        got = await running_and_ready(dev_cluster, name)
         first = got["status"]["containerStatuses"][0]
         assert first["restartCount"] == 1
         assert first["lastState"]["terminated"]["exitCode"] == 1
@@ -122,74 +133,74 @@ async def test_fail_pod_with_restarts_restarts_the_container(
     await eventually(restarted)
 
 
-async def test_fail_node_fails_its_pods(dev_cluster: DevCluster, eventually: Any) -> None:
+async def test_fail_node_fails_its_pods(private_cluster: DevCluster, eventually: Any) -> None:
     target = "cpu-0-n2"
-    await dev_cluster.client.create(
+    await private_cluster.client.create(
         PODS, pod("victim", nodeSelector={"kubernetes.io/hostname": target})
     )
-    await dev_cluster.client.create(
+    await private_cluster.client.create(
         PODS, pod("bystander", nodeSelector={"kubernetes.io/hostname": "cpu-0-n3"})
     )
-    await eventually(lambda: running_and_ready(dev_cluster, "victim"))
-    await eventually(lambda: running_and_ready(dev_cluster, "bystander"))
-    await dev_cluster.fail_node(target)
-    node = await dev_cluster.client.get(f"/api/v1/nodes/{target}")
+    await eventually(lambda: running_and_ready(private_cluster, "victim"))
+    await eventually(lambda: running_and_ready(private_cluster, "bystander"))
+    await private_cluster.fail_node(target)
+    node = await private_cluster.client.get(f"/api/v1/nodes/{target}")
     ready = next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
     assert ready["status"] == "False"
-    unready = (await dev_cluster.client.get(f"{PODS}/victim"))["status"]
+    unready = (await private_cluster.client.get(f"{PODS}/victim"))["status"]
     assert {c["type"]: c["status"] for c in unready["conditions"]}["Ready"] == "False"
 
     async def failed() -> None:
-        status = (await dev_cluster.client.get(f"{PODS}/victim"))["status"]
+        status = (await private_cluster.client.get(f"{PODS}/victim"))["status"]
         assert status["phase"] == "Failed"
         assert status["reason"] == "NodeLost"
 
     await eventually(failed)
-    await running_and_ready(dev_cluster, "bystander")
+    await running_and_ready(private_cluster, "bystander")
     # Nothing new lands on the lost node.
-    await dev_cluster.client.create(
+    await private_cluster.client.create(
         PODS, pod("late", nodeSelector={"kubernetes.io/hostname": target})
     )
 
     async def unschedulable() -> None:
-        status = (await dev_cluster.client.get(f"{PODS}/late"))["status"]
+        status = (await private_cluster.client.get(f"{PODS}/late"))["status"]
         scheduled = [c for c in status.get("conditions") or [] if c["type"] == "PodScheduled"]
         assert scheduled and scheduled[0]["status"] == "False"
         assert scheduled[0]["reason"] == "Unschedulable"
 
     await eventually(unschedulable)
-    await dev_cluster.restore_node(target)
-    await eventually(lambda: running_and_ready(dev_cluster, "late"))
+    await private_cluster.restore_node(target)
+    await eventually(lambda: running_and_ready(private_cluster, "late"))
 
 
 async def test_status_writes_survive_injected_faults(
-    dev_cluster: DevCluster, eventually: Any
+    private_cluster: DevCluster, eventually: Any
 ) -> None:
-    dev_cluster.faults.fail("patch", "pods/status", rate=0.6, code=503)
-    dev_cluster.faults.fail("create", "pods/binding", rate=0.6, code=500)
+    private_cluster.faults.fail("patch", "pods/status", rate=0.6, code=503)
+    private_cluster.faults.fail("create", "pods/binding", rate=0.6, code=500)
     for i in range(4):
-        await dev_cluster.client.create(PODS, pod(f"tough-{i}"))
+        await private_cluster.client.create(PODS, pod(f"tough-{i}"))
 
     async def check() -> None:
         for i in range(4):
-            await running_and_ready(dev_cluster, f"tough-{i}")
+            await running_and_ready(private_cluster, f"tough-{i}")
 
     await eventually(check)
 
 
 async def test_controllers_resume_after_dropped_watches(
-    dev_cluster: DevCluster, eventually: Any
+    private_cluster: DevCluster, eventually: Any
 ) -> None:
-    await dev_cluster.client.create(PODS, pod("before"))
-    await eventually(lambda: running_and_ready(dev_cluster, "before"))
-    assert dev_cluster.faults.drop_watches() > 0
-    await dev_cluster.client.create(PODS, pod("after"))
-    await eventually(lambda: running_and_ready(dev_cluster, "after"))
-    dev_cluster.faults.drop_watches()
-    await dev_cluster.client.delete(f"{PODS}/after")
+    await private_cluster.client.create(PODS, pod("before"))
+    await eventually(lambda: running_and_ready(private_cluster, "before"))
+    assert private_cluster.faults.drop_watches() > 0
+    await private_cluster.client.create(PODS, pod("after"))
+    await eventually(lambda: running_and_ready(private_cluster, "after"))
+    private_cluster.faults.drop_watches()
+    await private_cluster.client.delete(f"{PODS}/after")
 
     async def gone() -> None:
-        names = [p["metadata"]["name"] for p in (await dev_cluster.client.list(PODS))["items"]]
+        names = [p["metadata"]["name"] for p in (await private_cluster.client.list(PODS))["items"]]
         assert names == ["before"]
 
     await eventually(gone)
@@ -246,20 +257,20 @@ async def test_the_ready_annotation_fails_readiness_until_it_goes(
 
 
 async def test_grace_0_removes_a_pod_of_a_stopped_kubelet_at_once(
-    dev_cluster: DevCluster, eventually: Any
+    private_cluster: DevCluster, eventually: Any
 ) -> None:
     """As kube-apiserver: a delete with gracePeriodSeconds=0 removes the object whatever the
     node's state; a graceful one waits for a kubelet that does not come."""
-    await dev_cluster.client.create(PODS, pod("forced", containers=1))
-    await eventually(lambda: running_and_ready(dev_cluster, "forced"))
-    node = (await dev_cluster.client.get(f"{PODS}/forced"))["spec"]["nodeName"]
-    await dev_cluster.client.create(PODS, pod("graceful", containers=1, nodeName=node))
-    await eventually(lambda: running_and_ready(dev_cluster, "graceful"))
+    await private_cluster.client.create(PODS, pod("forced", containers=1))
+    await eventually(lambda: running_and_ready(private_cluster, "forced"))
+    node = (await private_cluster.client.get(f"{PODS}/forced"))["spec"]["nodeName"]
+    await private_cluster.client.create(PODS, pod("graceful", containers=1, nodeName=node))
+    await eventually(lambda: running_and_ready(private_cluster, "graceful"))
     stopped = {"metadata": {"annotations": {"dev.raycluster-operator.io/kubelet": "stopped"}}}
-    await dev_cluster.client.patch(f"/api/v1/nodes/{node}", stopped)
-    await dev_cluster.client.delete(f"{PODS}/graceful")
-    await dev_cluster.client.delete(f"{PODS}/forced", grace_period_seconds=0)
-    pods = {p["metadata"]["name"]: p for p in (await dev_cluster.client.list(PODS))["items"]}
+    await private_cluster.client.patch(f"/api/v1/nodes/{node}", stopped)
+    await private_cluster.client.delete(f"{PODS}/graceful")
+    await private_cluster.client.delete(f"{PODS}/forced", grace_period_seconds=0)
+    pods = {p["metadata"]["name"]: p for p in (await private_cluster.client.list(PODS))["items"]}
     assert "forced" not in pods
     assert pods["graceful"]["metadata"]["deletionTimestamp"]
 

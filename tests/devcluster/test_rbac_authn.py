@@ -12,6 +12,15 @@ from devkube import DevCluster
 from devkube.machinery.client import ApiClient, ApiError
 from tests.harness.kubectl import Run, as_service_account, ok, refused, runner, user_of
 
+#: One cluster for the module's tests (accounts and namespaces of their own names; §8.1).
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest.fixture
+def dev_cluster(module_cluster: DevCluster) -> DevCluster:
+    return module_cluster
+
+
 # kubectl's words for a 401 (the parenthesis depends on the request that got it).
 UNAUTHORIZED = "error: You must be logged in to the server ("
 

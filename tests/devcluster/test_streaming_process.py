@@ -16,15 +16,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
 from test_process_cluster import SERVER, python_pod, status_of
 
 from devkube import DevCluster
 from devkube.process import process_runtime_available
+from tests.harness import waiting
 from tests.harness.cluster import running_cluster
 from tests.harness.kubectl import kubectl_binary
 
 AVAILABLE, WHY = process_runtime_available()
-pytestmark = pytest.mark.skipif(not AVAILABLE, reason=WHY)
+#: One process-runtime cluster for the module's tests, each with pods of its own names, and
+#: one `web` pod and Service for those that only exec, copy or forward into it (§8.1).
+pytestmark = [
+    pytest.mark.skipif(not AVAILABLE, reason=WHY),
+    pytest.mark.asyncio(loop_scope="module"),
+]
 
 PODS = "/api/v1/namespaces/default/pods"
 
@@ -32,11 +39,16 @@ PODS = "/api/v1/namespaces/default/pods"
 SERVICES = "/api/v1/namespaces/default/services"
 
 
-@pytest.fixture
-async def dev_cluster() -> AsyncIterator[DevCluster]:
-    """Overrides the shared fixture, so `kubectl` talks to this cluster."""
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def process_cluster() -> AsyncIterator[DevCluster]:
     async with running_cluster(runtime="process") as cluster:
         yield cluster
+
+
+@pytest.fixture
+def dev_cluster(process_cluster: DevCluster) -> DevCluster:
+    """Overrides the shared fixture, so `kubectl` talks to this cluster."""
+    return process_cluster
 
 
 async def running(cluster: DevCluster, eventually: Any, name: str) -> None:
@@ -48,9 +60,10 @@ async def running(cluster: DevCluster, eventually: Any, name: str) -> None:
     await eventually(check, within=60)
 
 
-@pytest.fixture
-async def web(dev_cluster: DevCluster, eventually: Any) -> DevCluster:
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def web(process_cluster: DevCluster) -> DevCluster:
     """A pod serving HTTP on its IP:8080 behind a Service `web`, working in /tmp/work."""
+    dev_cluster = process_cluster
     pod = python_pod(
         "web",
         SERVER,
@@ -75,7 +88,7 @@ async def web(dev_cluster: DevCluster, eventually: Any) -> DevCluster:
             "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]},
         },
     )
-    await running(dev_cluster, eventually, "web")
+    await running(dev_cluster, waiting.eventually, "web")
     return dev_cluster
 
 

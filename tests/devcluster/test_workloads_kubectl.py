@@ -7,8 +7,11 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
+import pytest
+import pytest_asyncio
 import yaml
 
 from devkube import DevCluster
@@ -28,8 +31,38 @@ spec:
       - {name: main, image: "nginx:1.27", command: [sleep, infinity]}
 """
 
-RS_PATH = "/apis/apps/v1/namespaces/default/replicasets"
-PODS_PATH = "/api/v1/namespaces/default/pods"
+#: One cluster for the module's tests, each in a namespace of its own, where its kubectl points
+#: (docs/design.md §8.1): they all name their Deployment `web`, and list every ReplicaSet and
+#: pod of their namespace.
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest.fixture
+def dev_cluster(module_cluster: DevCluster) -> DevCluster:
+    return module_cluster
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def ns(dev_cluster: DevCluster, request: pytest.FixtureRequest) -> str:
+    """A namespace named for the test."""
+    name = request.node.name.removeprefix("test_").replace("_", "-")[:63].strip("-")
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+    await dev_cluster.client.create("/api/v1/namespaces", namespace)
+    return name
+
+
+@pytest.fixture
+def kubeconfig_path(dev_cluster: DevCluster, ns: str, tmp_path: Path) -> Path:
+    config = dev_cluster.kubeconfig_dict(namespace=ns)
+    return dev_cluster.write_kubeconfig(tmp_path / "kubeconfig", config)
+
+
+def rs_path(ns: str) -> str:
+    return f"/apis/apps/v1/namespaces/{ns}/replicasets"
+
+
+def pods_path(ns: str) -> str:
+    return f"/api/v1/namespaces/{ns}/pods"
 
 
 async def items(cluster: DevCluster, path: str) -> list[dict[str, Any]]:
@@ -43,7 +76,9 @@ def active(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 @contextlib.asynccontextmanager
 async def sampling(
-    cluster: DevCluster, check: Callable[[list[dict[str, Any]], list[dict[str, Any]]], None]
+    cluster: DevCluster,
+    ns: str,
+    check: Callable[[list[dict[str, Any]], list[dict[str, Any]]], None],
 ) -> AsyncIterator[list[int]]:
     """Run `check(replicasets, pods)` on snapshots until the block ends; count samples."""
     samples = [0]
@@ -51,7 +86,7 @@ async def sampling(
 
     async def loop() -> None:
         while True:
-            sets, pods = await items(cluster, RS_PATH), await items(cluster, PODS_PATH)
+            sets, pods = await items(cluster, rs_path(ns)), await items(cluster, pods_path(ns))
             try:
                 check(sets, pods)
             except AssertionError as error:
@@ -72,7 +107,7 @@ async def sampling(
 
 
 async def test_apply_rollout_status_get_and_ownership(
-    dev_cluster: DevCluster, kubectl: Any
+    dev_cluster: DevCluster, kubectl: Any, ns: str
 ) -> None:
     assert (await kubectl("apply", "-f", "-", input=DEPLOYMENT)).returncode == 0
     done = await kubectl("rollout", "status", "deploy/web", "--timeout=60s")
@@ -133,15 +168,17 @@ async def test_apply_rollout_status_get_and_ownership(
     assert (await kubectl("delete", "deploy", "web", "--wait=true")).returncode == 0
 
     async def all_gone() -> None:
-        assert await items(dev_cluster, RS_PATH) == []
-        assert await items(dev_cluster, PODS_PATH) == []
+        assert await items(dev_cluster, rs_path(ns)) == []
+        assert await items(dev_cluster, pods_path(ns)) == []
 
     from tests.harness.waiting import eventually
 
     await eventually(all_gone)
 
 
-async def test_scale_up_and_down_with_kubectl_scale(dev_cluster: DevCluster, kubectl: Any) -> None:
+async def test_scale_up_and_down_with_kubectl_scale(
+    dev_cluster: DevCluster, kubectl: Any, ns: str
+) -> None:
     from tests.harness.waiting import eventually
 
     await kubectl("apply", "-f", "-", input=DEPLOYMENT)
@@ -151,32 +188,32 @@ async def test_scale_up_and_down_with_kubectl_scale(dev_cluster: DevCluster, kub
     assert (await kubectl("rollout", "status", "deploy/web", "--timeout=60s")).returncode == 0
 
     async def count(n: int) -> None:
-        assert len(active(await items(dev_cluster, PODS_PATH))) == n
+        assert len(active(await items(dev_cluster, pods_path(ns)))) == n
         table = (await kubectl("get", "deploy", "web", "--no-headers")).stdout.split()
         assert table[1:4] == [f"{n}/{n}", str(n), str(n)]
 
     await eventually(lambda: count(5))
-    assert len(await items(dev_cluster, RS_PATH)) == 1  # scaling is not a rollout
+    assert len(await items(dev_cluster, rs_path(ns))) == 1  # scaling is not a rollout
     await kubectl("scale", "deploy/web", "--replicas=1")
     await eventually(lambda: count(1))
     scale = json.loads(
         (
-            await kubectl("get", "--raw", "/apis/apps/v1/namespaces/default/deployments/web/scale")
+            await kubectl("get", "--raw", f"/apis/apps/v1/namespaces/{ns}/deployments/web/scale")
         ).stdout
     )
     assert scale["spec"]["replicas"] == 1 and scale["status"]["replicas"] == 1
     # status.selector is the label selector string an autoscaler lists pods with.
     assert scale["status"]["selector"] == "app=web"
-    (rs,) = await items(dev_cluster, RS_PATH)
+    (rs,) = await items(dev_cluster, rs_path(ns))
     rs_scale = json.loads(
-        (await kubectl("get", "--raw", f"{RS_PATH}/{rs['metadata']['name']}/scale")).stdout
+        (await kubectl("get", "--raw", f"{rs_path(ns)}/{rs['metadata']['name']}/scale")).stdout
     )
     pod_hash = rs["metadata"]["labels"]["pod-template-hash"]
     assert rs_scale["status"]["selector"] == f"app=web,pod-template-hash={pod_hash}"
 
 
 async def test_scale_status_selector_prints_set_based_requirements_sorted_by_key(
-    dev_cluster: DevCluster, kubectl: Any
+    dev_cluster: DevCluster, kubectl: Any, ns: str
 ) -> None:
     manifest = yaml.safe_load(DEPLOYMENT)
     selector = {
@@ -198,18 +235,18 @@ async def test_scale_status_selector_prints_set_based_requirements_sorted_by_key
     assert applied.returncode == 0, applied.stderr
     scale = json.loads(
         (
-            await kubectl("get", "--raw", "/apis/apps/v1/namespaces/default/deployments/web/scale")
+            await kubectl("get", "--raw", f"/apis/apps/v1/namespaces/{ns}/deployments/web/scale")
         ).stdout
     )
     assert scale["status"]["selector"] == "app=web,canary,env in (dev,prod),tier=front,!zz"
 
 
 async def test_rolling_update_keeps_within_surge_and_unavailability(
-    dev_cluster: DevCluster, kubectl: Any
+    dev_cluster: DevCluster, kubectl: Any, ns: str
 ) -> None:
     await kubectl("apply", "-f", "-", input=DEPLOYMENT)
     assert (await kubectl("rollout", "status", "deploy/web", "--timeout=60s")).returncode == 0
-    first = (await items(dev_cluster, RS_PATH))[0]["metadata"]["name"]
+    first = (await items(dev_cluster, rs_path(ns)))[0]["metadata"]["name"]
 
     def within_limits(sets: list[dict[str, Any]], pods: list[dict[str, Any]]) -> None:
         # maxSurge 1: never more than 4 pods wanted; maxUnavailable 0: never fewer than 3.
@@ -218,31 +255,31 @@ async def test_rolling_update_keeps_within_surge_and_unavailability(
         available = sum(int((rs.get("status") or {}).get("availableReplicas") or 0) for rs in sets)
         assert available >= 3 or not sets, f"only {available} available"
 
-    async with sampling(dev_cluster, within_limits) as samples:
+    async with sampling(dev_cluster, ns, within_limits) as samples:
         await kubectl("set", "image", "deploy/web", "main=nginx:1.28")
         done = await kubectl("rollout", "status", "deploy/web", "--timeout=60s")
         assert done.returncode == 0, done.stderr
     assert samples[0] > 5
 
-    sets = {rs["metadata"]["name"]: rs for rs in await items(dev_cluster, RS_PATH)}
+    sets = {rs["metadata"]["name"]: rs for rs in await items(dev_cluster, rs_path(ns))}
     assert len(sets) == 2 and sets[first]["spec"]["replicas"] == 0
     (new,) = (rs for name, rs in sets.items() if name != first)
     assert new["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "2"
     images = {
-        p["spec"]["containers"][0]["image"] for p in active(await items(dev_cluster, PODS_PATH))
+        p["spec"]["containers"][0]["image"] for p in active(await items(dev_cluster, pods_path(ns)))
     }
     assert images == {"nginx:1.28"}
 
     # Rolling back reuses the first ReplicaSet, as the newest revision.
     assert (await kubectl("rollout", "undo", "deploy/web")).returncode == 0
     assert (await kubectl("rollout", "status", "deploy/web", "--timeout=60s")).returncode == 0
-    again = {rs["metadata"]["name"]: rs for rs in await items(dev_cluster, RS_PATH)}
+    again = {rs["metadata"]["name"]: rs for rs in await items(dev_cluster, rs_path(ns))}
     assert again[first]["spec"]["replicas"] == 3
     assert again[first]["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "3"
 
 
 async def test_recreate_never_runs_old_and_new_pods_together(
-    dev_cluster: DevCluster, kubectl: Any
+    dev_cluster: DevCluster, kubectl: Any, ns: str
 ) -> None:
     manifest = yaml.safe_load(DEPLOYMENT)
     manifest["spec"]["strategy"] = {"type": "Recreate"}
@@ -253,16 +290,16 @@ async def test_recreate_never_runs_old_and_new_pods_together(
         images = {p["spec"]["containers"][0]["image"] for p in pods}  # terminating ones too
         assert len(images) <= 1, f"old and new pods together: {images}"
 
-    async with sampling(dev_cluster, one_template):
+    async with sampling(dev_cluster, ns, one_template):
         await kubectl("set", "image", "deploy/web", "main=nginx:1.28")
         done = await kubectl("rollout", "status", "deploy/web", "--timeout=60s")
         assert done.returncode == 0, done.stderr
-    pods = active(await items(dev_cluster, PODS_PATH))
+    pods = active(await items(dev_cluster, pods_path(ns)))
     assert len(pods) == 3 and {p["spec"]["containers"][0]["image"] for p in pods} == {"nginx:1.28"}
 
 
 async def test_a_replicaset_adopts_a_matching_orphan_and_scales(
-    dev_cluster: DevCluster, kubectl: Any
+    dev_cluster: DevCluster, kubectl: Any, ns: str
 ) -> None:
     from tests.harness.waiting import eventually
 
@@ -289,7 +326,7 @@ async def test_a_replicaset_adopts_a_matching_orphan_and_scales(
     await kubectl("apply", "-f", "-", input=yaml.safe_dump(replicaset))
 
     async def owned(n: int) -> list[dict[str, Any]]:
-        pods = active(await items(dev_cluster, PODS_PATH))
+        pods = active(await items(dev_cluster, pods_path(ns)))
         assert len(pods) == n
         assert all(p["metadata"]["ownerReferences"][0]["name"] == "cache" for p in pods)
         return pods
@@ -302,7 +339,7 @@ async def test_a_replicaset_adopts_a_matching_orphan_and_scales(
     assert table[1:4] == ["0", "0", "0"]
 
 
-async def test_get_lease_shows_its_holder(dev_cluster: DevCluster, kubectl: Any) -> None:
+async def test_get_lease_shows_its_holder(dev_cluster: DevCluster, kubectl: Any, ns: str) -> None:
     lease = {
         "apiVersion": "coordination.k8s.io/v1",
         "kind": "Lease",
@@ -316,7 +353,7 @@ async def test_get_lease_shows_its_holder(dev_cluster: DevCluster, kubectl: Any)
 
 
 async def test_a_rollout_that_cannot_progress_exceeds_its_deadline(
-    dev_cluster: DevCluster, kubectl: Any
+    dev_cluster: DevCluster, kubectl: Any, ns: str
 ) -> None:
     from tests.harness.waiting import eventually
 
@@ -350,7 +387,7 @@ async def test_a_rollout_that_cannot_progress_exceeds_its_deadline(
 
 
 async def test_a_replicaset_name_taken_by_another_bumps_the_collision_count(
-    dev_cluster: DevCluster, kubectl: Any
+    dev_cluster: DevCluster, kubectl: Any, ns: str
 ) -> None:
     from devkube.controllers.workloads import template_hash
 
@@ -379,6 +416,6 @@ async def test_a_replicaset_name_taken_by_another_bumps_the_collision_count(
 
     shown = yaml.safe_load((await kubectl("get", "deploy", "web", "-o", "yaml")).stdout)
     assert shown["status"]["collisionCount"] == 1
-    sets = {rs["metadata"]["name"]: rs for rs in await items(dev_cluster, RS_PATH)}
+    sets = {rs["metadata"]["name"]: rs for rs in await items(dev_cluster, rs_path(ns))}
     assert set(sets) == {taken, f"web-{template_hash(stored['spec']['template'], 1)}"}
     assert "ownerReferences" not in sets[taken]["metadata"]  # the squatter is left alone

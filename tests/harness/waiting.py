@@ -12,11 +12,16 @@ async def eventually(
 ) -> Any:
     """Retry ``check`` (sync or async; AssertionError means "not yet") and return its value.
 
-    The timeout only turns a hang into a failure; it is not a performance limit.
+    The timeout only turns a hang into a failure; it is not a performance limit. Between tries
+    it waits ``interval``, or twice as long as the try took if that is longer: a check that
+    runs kubectl (a process, a TLS handshake, a decode: 0.1-0.3 s of CPU) would otherwise poll
+    back to back and keep a core busy for as long as it waits, which under `make test`'s
+    workers slows everything else, the awaited operator included.
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + within
     while True:
+        began = loop.time()
         try:
             result = check()
             if isinstance(result, Awaitable):
@@ -25,7 +30,7 @@ async def eventually(
         except AssertionError:
             if loop.time() > deadline:
                 raise
-        await asyncio.sleep(interval)
+        await asyncio.sleep(max(interval, 2 * (loop.time() - began)))
 
 
 def holds(cond: bool) -> None:

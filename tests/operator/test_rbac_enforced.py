@@ -167,7 +167,10 @@ async def test_a_grant_taken_away_fails_the_operator_until_it_is_back(
     world: World, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     kubectl = await admin(world, tmp_path)
-    await world.start_operator()  # installs deploy/'s RBAC and runs as its ServiceAccount
+    # It installs deploy/'s RBAC and runs as its ServiceAccount. A Forbidden write is terminal:
+    # the cluster waits for its next change or the periodic resync, and the grant coming back
+    # changes neither, so the resync is what brings it back (2 s here, not the world's 30 s).
+    await world.start_operator(resync_period=2.0)
     role = yaml.safe_load(await ok(kubectl, "get", "clusterrole", NS, "-o", "yaml"))
     full = json.dumps(role)
     role["rules"] = [r for r in role["rules"] if r["resources"] != ["services"]]
