@@ -19,6 +19,7 @@ from devkube.server import structural
 from raycluster_operator.api.crd import EXTENSION, crd_manifest
 from raycluster_operator.api.models import INT32_MAX
 from raycluster_operator.cli import main
+from tests.operator.kuberay_crd import KUBERAY_V17_FIELDS
 
 DEPLOY = Path(__file__).parents[2] / "deploy"
 VERSION = crd_manifest()["spec"]["versions"][0]
@@ -178,23 +179,7 @@ def test_defaults_required_and_enums_match_kuberay() -> None:
         "disabled",
         "token",
     ]
-    assert set(spec["properties"]) == {
-        "authOptions",
-        "autoscalerOptions",
-        "enableInTreeAutoscaling",
-        "gcsFaultToleranceOptions",
-        "headGroupSpec",
-        "headServiceAnnotations",
-        "historyServerOptions",
-        "managedBy",
-        "networkPolicy",
-        "rayVersion",
-        "suspend",
-        "tlsOptions",
-        "upgradeStrategy",
-        "workerGroupSpecs",
-        *EXTENSIONS_IN_SPEC,
-    }
+    assert set(spec["properties"]) == {*KUBERAY_V17_FIELDS["spec"], *EXTENSIONS_IN_SPEC}
 
 
 def test_kuberay_v17s_additions_have_its_shape() -> None:

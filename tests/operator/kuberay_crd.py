@@ -129,3 +129,63 @@ def kuberay_crd() -> dict[str, Any]:
     ]
     crd["metadata"]["annotations"] = {"controller-gen.kubebuilder.io/version": "v0.16.5"}
     return crd
+
+
+#: KubeRay v1.7's RayCluster spec fields, three levels that matter (from its CRD file).
+KUBERAY_V17_FIELDS = {
+    "spec": {
+        "authOptions",
+        "autoscalerOptions",
+        "enableInTreeAutoscaling",
+        "gcsFaultToleranceOptions",
+        "headGroupSpec",
+        "headServiceAnnotations",
+        "historyServerOptions",
+        "managedBy",
+        "networkPolicy",
+        "rayVersion",
+        "suspend",
+        "tlsOptions",
+        "upgradeStrategy",
+        "workerGroupSpecs",
+    },
+    "workerGroupSpecs": {
+        "groupName",
+        "idleTimeoutSeconds",
+        "labels",
+        "maxReplicas",
+        "minReplicas",
+        "numOfHosts",
+        "priority",
+        "rayStartParams",
+        "replicas",
+        "resources",
+        "scaleStrategy",
+        "suspend",
+        "template",
+    },
+    "headGroupSpec": {
+        "enableIngress",
+        "headService",
+        "ingressOptions",
+        "labels",
+        "rayStartParams",
+        "resources",
+        "serviceType",
+        "template",
+    },
+    "autoscalerOptions": {
+        "args",
+        "command",
+        "env",
+        "envFrom",
+        "idleTimeoutSeconds",
+        "image",
+        "imagePullPolicy",
+        "resources",
+        "securityContext",
+        "upscalingMode",
+        "version",
+        "volumeMounts",
+    },
+}

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kuberay_crd import KUBERAY_STATUS_FIELDS, kuberay_crd
+from kuberay_crd import KUBERAY_STATUS_FIELDS, KUBERAY_V17_FIELDS, kuberay_crd
 
 from tests.harness.examples import example, load_example
 from tests.harness.kubectl import KubectlEnv
@@ -317,66 +317,6 @@ def test_kuberays_defaults_leave_every_pod_current() -> None:
     spec["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["ports"][0]["protocol"] = "UDP"
     after = hashes(kuberay_crd())
     assert after[0] == before[0] and after[1] != before[1]
-
-
-#: KubeRay v1.7's RayCluster spec fields, three levels that matter (from its CRD file).
-KUBERAY_V17_FIELDS = {
-    "spec": {
-        "authOptions",
-        "autoscalerOptions",
-        "enableInTreeAutoscaling",
-        "gcsFaultToleranceOptions",
-        "headGroupSpec",
-        "headServiceAnnotations",
-        "historyServerOptions",
-        "managedBy",
-        "networkPolicy",
-        "rayVersion",
-        "suspend",
-        "tlsOptions",
-        "upgradeStrategy",
-        "workerGroupSpecs",
-    },
-    "workerGroupSpecs": {
-        "groupName",
-        "idleTimeoutSeconds",
-        "labels",
-        "maxReplicas",
-        "minReplicas",
-        "numOfHosts",
-        "priority",
-        "rayStartParams",
-        "replicas",
-        "resources",
-        "scaleStrategy",
-        "suspend",
-        "template",
-    },
-    "headGroupSpec": {
-        "enableIngress",
-        "headService",
-        "ingressOptions",
-        "labels",
-        "rayStartParams",
-        "resources",
-        "serviceType",
-        "template",
-    },
-    "autoscalerOptions": {
-        "args",
-        "command",
-        "env",
-        "envFrom",
-        "idleTimeoutSeconds",
-        "image",
-        "imagePullPolicy",
-        "resources",
-        "securityContext",
-        "upscalingMode",
-        "version",
-        "volumeMounts",
-    },
-}
 
 
 def test_our_schema_has_every_field_of_kuberay_v17() -> None:
