@@ -14,6 +14,12 @@ runs as ``raycluster-operator run`` in its own process, as it is deployed. Measu
 
 Budgets (README): RSS < 300 MB, resync < 15 s, 0 writes at steady state and on restart.
 
+``--sizes 100,200,400,800`` runs each size back to back (a fresh dev cluster each) and ends
+with the growth table: converge time and its ratio to the first size's, reconcile p50/p99,
+CPU seconds per pod while converging for the dev server (this process: the dev cluster runs
+in it, beside the benchmark's one pod watch) and for the operator (its process), RSS per
+cluster and steady-state writes. A future regression in either side shows as a ratio.
+
 ``--baseline-src DIR`` also starts, at steady state, a second operator from another source tree
 (``DIR/src``: say, ``git archive`` of an earlier commit) beside the first, waits until it has
 reconciled every cluster and resynced once, and prints both RSS figures from the same moment:
@@ -31,6 +37,7 @@ import re
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
@@ -158,9 +165,35 @@ async def baseline_rss(
         await baseline.wait()
 
 
+def cpu_seconds(pid: int | str = "self") -> float:
+    """User + system CPU of a process so far, from /proc (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Figures:
+    clusters: int
+    pods: int
+    converged: float
+    p50: float
+    p99: float
+    steady_writes: float
+    rss: float
+    server_cpu: float
+    operator_cpu: float
+    ok: bool
+
+
 async def main(
     clusters: int, resync: float, verbose: bool = False, baseline: Path | None = None
 ) -> int:
+    return 0 if (await measure(clusters, resync, verbose, baseline)).ok else 1
+
+
+async def measure(
+    clusters: int, resync: float, verbose: bool = False, baseline: Path | None = None
+) -> Figures:
     pods = clusters * (SLICES * HOSTS + 1)
     cpu_nodes = max(1, math.ceil(clusters / HEADS_PER_CPU_NODE))
     nodes = [f"tpu:v6e:4x4:{clusters * SLICES}", f"cpu:{cpu_nodes}"]
@@ -183,6 +216,7 @@ async def main(
                     await cluster.apply(raycluster(f"c{index:04d}", SLICES))
 
             start = time.perf_counter()
+            server_cpu, operator_cpu = cpu_seconds(), cpu_seconds(operator.pid)
             await asyncio.gather(*(apply(i) for i in range(clusters)))
             applied = time.perf_counter() - start
             polls = 0
@@ -193,6 +227,8 @@ async def main(
                 polls += 1
                 await asyncio.sleep(1.0)
             converged = time.perf_counter() - start
+            server_cpu = cpu_seconds() - server_cpu
+            operator_cpu = cpu_seconds(operator.pid) - operator_cpu
             print(f"  applied {clusters} RayClusters in        {applied:7.1f} s")
             print(f"  converged from empty ({pods} pods Ready): {converged:7.1f} s")
 
@@ -250,12 +286,46 @@ async def main(
         and resynced < RESYNC_BUDGET_S
     )
     print("  PASS" if ok else "  OVER BUDGET")
-    return 0 if ok else 1
+    return Figures(
+        clusters,
+        pods,
+        converged,
+        p50,
+        p99,
+        steady_writes,
+        rss,
+        server_cpu / pods,
+        operator_cpu / pods,
+        ok,
+    )
+
+
+async def growth(sizes: list[int], resync: float, verbose: bool) -> int:
+    """Each size back to back, then the table with the ratios to the first size."""
+    rows = [await measure(n, resync, verbose) for n in sizes]
+    first = rows[0]
+    print()
+    print(
+        "| clusters (pods) | converge | x first | work x | p50 / p99 ms "
+        "| CPU ms/pod server / operator | RSS KB/cluster | steady writes |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(
+            f"| {r.clusters} ({r.pods}) | {r.converged:.1f} s | {r.converged / first.converged:.2f}"
+            f" | {r.pods / first.pods:.1f} | {r.p50:.1f} / {r.p99:.1f}"
+            f" | {r.server_cpu * 1000:.2f} / {r.operator_cpu * 1000:.2f}"
+            f" | {r.rss * 1000 / r.clusters:.0f} | {r.steady_writes:.0f} |"
+        )
+    return 0 if all(r.ok for r in rows) else 1
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clusters", type=int, default=1000)
+    parser.add_argument(
+        "--sizes", help="comma-separated cluster counts, run back to back: the growth table"
+    )
     parser.add_argument("--resync-period", type=float, default=10.0)
     parser.add_argument("-v", "--verbose", action="store_true", help="progress while converging")
     parser.add_argument(
@@ -263,4 +333,7 @@ if __name__ == "__main__":
     )
     args = parser.parse_args()
     logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)
+    if args.sizes:
+        sizes = [int(n) for n in args.sizes.split(",")]
+        sys.exit(asyncio.run(growth(sizes, args.resync_period, args.verbose)))
     sys.exit(asyncio.run(main(args.clusters, args.resync_period, args.verbose, args.baseline_src)))
