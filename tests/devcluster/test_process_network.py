@@ -5,6 +5,7 @@ behind after a stop or a crash."""
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import os
 import subprocess
 from collections.abc import AsyncIterator
@@ -78,7 +79,8 @@ async def test_pods_have_their_own_ports_loopback_and_no_way_out(
         return ips
 
     ips = await eventually(both_ready, within=60)
-    assert all(ip.startswith("198.18.") for ip in ips.values()), ips
+    pod_range = ipaddress.ip_network("198.18.0.0/15")  # network.py's SUBNETS
+    assert all(ipaddress.ip_address(ip) in pod_range for ip in ips.values()), ips
     # Each pod's own 127.0.0.1:52365 and the other pod's 8080 by its IP.
     fetch = "import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1]).read().decode())"
     mine = await kubectl("exec", "twin-a", "--", "python3", "-c", fetch, "http://127.0.0.1:52365/")

@@ -151,10 +151,12 @@ class ClusterNetwork:
         if not ok:
             return None, why
         sweep_stale()
-        taken = _subnets_in_use()
-        for subnet in SUBNETS:
-            if subnet not in taken:
-                return cls(ipaddress.IPv4Network(subnet)), ""
+        # Overlap, not equality: a range inside (or around) another's, such as a /16 another
+        # dev cluster's older code took, would route part of either cluster's pods to the other.
+        taken = [ipaddress.IPv4Network(net) for net in _subnets_in_use()]
+        for subnet in map(ipaddress.IPv4Network, SUBNETS):
+            if not any(subnet.overlaps(net) for net in taken):
+                return cls(subnet), ""
         return (
             None,
             f"all {len(SUBNETS)} pod ranges of 198.18.0.0/15 are in use by other dev clusters",
