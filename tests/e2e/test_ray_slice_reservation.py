@@ -23,6 +23,7 @@ from typing import Any
 from raycluster_operator.kube import RAYCLUSTERS
 from tests.harness.examples import load_example, readme_block
 from tests.harness.ray_world import (
+    NO_DASHBOARD,
     REAL_RAY_MODULE,
     RESULT_MARK,
     RayWorld,
@@ -46,9 +47,12 @@ README_DRIVER = (
 
 def example(**changes: Any) -> dict[str, Any]:
     """The example's RayCluster; ``changes`` set fields of its TPU group, ``name`` and
-    ``idle_timeout`` the cluster's."""
+    ``idle_timeout`` the cluster's. Its head runs Ray's dashboard without its modules
+    (`NO_DASHBOARD`): the first test runs make run's example as written; this one reads Ray's
+    placement groups and nodes, never the dashboard."""
     (cluster,) = load_example(EXAMPLE)
     cluster = copy.deepcopy(cluster)
+    cluster["spec"]["headGroupSpec"]["rayStartParams"].update(NO_DASHBOARD)
     if "name" in changes:
         cluster["metadata"]["name"] = changes.pop("name")
     if "idle_timeout" in changes:

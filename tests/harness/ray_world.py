@@ -49,10 +49,21 @@ LIGHT = {**SMALL, "include-log-monitor": "false"}
 #: ... and a head whose test neither submits jobs nor reads the dashboard runs Ray's dashboard
 #: process with its usage-stats module only (`--include-dashboard=false`), not its nine module
 #: processes. The README's tests (quickstart, RayJob) keep the dashboard they use.
-LIGHT_HEAD = {**LIGHT, "include-dashboard": "false"}
+NO_DASHBOARD = {"include-dashboard": "false"}
+LIGHT_HEAD = {**LIGHT, **NO_DASHBOARD}
 #: The machine's environment in every pod of a real-Ray world, as a node image would set it:
-#: no usage-stats reporting.
-LIGHT_ENV = {"RAY_USAGE_STATS_ENABLED": "0"}
+#: no usage-stats reporting, no metrics recorded by Ray's core (raylet, GCS, workers), and the
+#: dashboard agent's node report (psutil over every worker, first sent at start) once a minute
+#: instead of every 5 s. No test reads Ray's metrics; on the JaxTrainer's many workers these
+#: were most of the agents' CPU. Token authentication stays off even where the machine has a
+#: ~/.ray/auth_token (a local `ray.init()` of Ray 2.60 writes one, and every `ray start --head`
+#: would then demand it from drivers that do not send it).
+LIGHT_ENV = {
+    "RAY_AUTH_MODE": "disabled",
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_enable_metrics_collection": "0",
+    "REPORTER_UPDATE_INTERVAL_MS": "60000",
+}
 RESULT_MARK = "E2E-RESULT "
 #: `ray start` on a shared 2-core machine (make test's 4 workers) takes seconds to minutes, so a
 #: wait on it has no fixed limit: it fails once nothing of the cluster moved for this long (no
