@@ -296,7 +296,9 @@ class RayWorld(DevWorld):
 
 
 async def start_world(nodes: list[str] | None = None, **cluster_options: Any) -> RayWorld:
-    """``cluster_options`` are DevCluster's (``addons=...``)."""
+    """``cluster_options`` are DevCluster's (``addons=...``). Every pod gets `LIGHT_ENV` over
+    the machine's environment (the runtime's base environment, set before any pod starts), so
+    clusters applied as written (make run's example) get it too."""
     world = await RayWorld.start(nodes or NODES, runtime="process", **cluster_options)
     settings = world.runtime.settings
     world.runtime.settings = dataclasses.replace(
