@@ -43,17 +43,26 @@ def _tier(item: pytest.Item, slow: set[Path]) -> int:
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The longest files first. `make test` hands whole files to its workers in this order
-    (`--dist loadfile --no-loadscope-reorder`): a file of minutes started last would run on
-    alone at the end (xdist's own order, most tests first, put the one-test real-Ray files
-    last). Within a tier, files with more tests go first (xdist's own guess)."""
+        (`--dist loadfile --no-loadscope-reorder`): a file of minutes started last would run on
+        alone at the end (xdist's own order, most tests first, put the one-test real-Ray files
+        last). Within a tier, the files that declare the most seconds go first, then those with more
+    tests (xdist's own guess)."""
     for item in items:
         if f"/{REAL_RAY}" in _where(item):
             item.add_marker(pytest.mark.slow)
     slow = {item.path for item in items if item.get_closest_marker("slow")}
     count: dict[Path, int] = {}
+    seconds: dict[Path, float] = {}
     for item in items:
         count[item.path] = count.get(item.path, 0) + 1
-    items.sort(key=lambda item: (_tier(item, slow), -count[item.path]))  # stable
+        seconds[item.path] = max(seconds.get(item.path, 0.0), _declared_seconds(item))
+    items.sort(key=lambda item: (_tier(item, slow), -seconds[item.path], -count[item.path]))
+
+
+def _declared_seconds(item: pytest.Item) -> float:
+    """What a file says it takes (`pytest.mark.slow(seconds=...)`, from a quiet make test):
+    test counts say little of real-Ray files, whose one test can outlast a file of twenty."""
+    return max((float(m.kwargs.get("seconds", 0)) for m in item.iter_markers("slow")), default=0)
 
 
 @pytest.fixture

@@ -10,6 +10,8 @@ is removed whole.
 
 from __future__ import annotations
 
+import pytest
+
 from raycluster_operator.kube import RAYCLUSTERS
 from tests.harness.ray_world import (
     REAL_RAY_MODULE,
@@ -21,7 +23,7 @@ from tests.harness.ray_world import (
     raycluster,
 )
 
-pytestmark = REAL_RAY_MODULE
+pytestmark = [*REAL_RAY_MODULE, pytest.mark.slow(seconds=55)]
 
 NAME = "scaled"
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from devkube import addons_for
 from tests.harness.ray_world import (
     REAL_RAY_MODULE,
@@ -21,7 +23,7 @@ from tests.harness.ray_world import (
     raycluster,
 )
 
-pytestmark = REAL_RAY_MODULE
+pytestmark = [*REAL_RAY_MODULE, pytest.mark.slow(seconds=35)]
 
 NAME = "nvl"
 

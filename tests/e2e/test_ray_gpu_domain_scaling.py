@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from raycluster_operator.kube import RAYCLUSTERS
 from tests.harness.ray_world import (
     REAL_RAY_MODULE,
@@ -25,7 +27,7 @@ from tests.harness.ray_world import (
     raycluster,
 )
 
-pytestmark = REAL_RAY_MODULE
+pytestmark = [*REAL_RAY_MODULE, pytest.mark.slow(seconds=100)]
 
 NAME = "nvlscale"
 

@@ -28,6 +28,7 @@ from tests.harness.ray_world import RESULT_MARK, RayWorld, module_world, rayclus
 pytestmark = [
     pytest.mark.asyncio(loop_scope="module"),
     pytest.mark.timeout(3000),
+    pytest.mark.slow(seconds=165),
     pytest.mark.skipif(
         not all(importlib.util.find_spec(m) for m in ("jax", "pandas", "pyarrow")),
         reason="JaxTrainer needs the `train` extra (ray[train] and CPU jax): "

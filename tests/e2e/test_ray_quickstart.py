@@ -17,12 +17,13 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from tests.harness.examples import EXAMPLES, readme_block
 from tests.harness.ray_world import REAL_RAY_MODULE, RayWorld, eventually, module_world, raycluster
 
-pytestmark = REAL_RAY_MODULE
+pytestmark = [*REAL_RAY_MODULE, pytest.mark.slow(seconds=115)]
 
 FIRST, SECOND = "local-tpu", "second"
 EXAMPLE = EXAMPLES / "tpu-v5p-2x2x2-local.yaml"

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.harness.ray_world import (
     REAL_RAY_MODULE,
     RESULT_MARK,
@@ -21,7 +23,7 @@ from tests.harness.ray_world import (
     raycluster,
 )
 
-pytestmark = REAL_RAY_MODULE
+pytestmark = [*REAL_RAY_MODULE, pytest.mark.slow(seconds=75)]
 
 NAME = "slice"
 TPU_NAME = "tpu-0"  # <group>-<replica index>: the slice's name for Ray and JAX

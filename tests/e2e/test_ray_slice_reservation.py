@@ -20,6 +20,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
+
 from raycluster_operator.kube import RAYCLUSTERS
 from tests.harness.examples import load_example, readme_block
 from tests.harness.ray_world import (
@@ -32,7 +34,7 @@ from tests.harness.ray_world import (
     module_world,
 )
 
-pytestmark = REAL_RAY_MODULE
+pytestmark = [*REAL_RAY_MODULE, pytest.mark.slow(seconds=210)]
 
 EXAMPLE = "tpu-v5p-2x2x2-local"
 NAME = "reserve"

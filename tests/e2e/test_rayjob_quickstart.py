@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from raycluster_operator.api.rayjob_crd import rayjob_crd_manifest
@@ -24,6 +25,8 @@ from tests.harness.ray_world import RayWorld
 README = Path(__file__).resolve().parents[2] / "README.md"
 EXAMPLE = README.parent / "examples" / "rayjob-tpu-v5p-2x2x2-local.yaml"
 BIN = Path(sys.executable).parent
+
+pytestmark = pytest.mark.slow(seconds=40)
 
 
 def readme_commands() -> str:
