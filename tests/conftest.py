@@ -10,8 +10,8 @@ import pytest
 import pytest_asyncio
 
 from devkube import DevCluster
+from tests.harness import cpu_report, waiting
 from tests.harness import kubectl as kubectl_bin
-from tests.harness import waiting
 from tests.harness.cluster import running_cluster
 
 #: Where every file starts real Ray in process-runtime pods (a minute or more a file): such
@@ -26,6 +26,11 @@ WORLDS = (
     "tests/devcluster/test_process_",
     "tests/test_install_kustomize.py",
 )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """`PYTEST_CPU_REPORT=<path>`: CPU and wall per test file (tests/harness/cpu_report.py)."""
+    cpu_report.register(config)
 
 
 def _where(item: pytest.Item) -> str:
