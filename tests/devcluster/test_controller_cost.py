@@ -1,0 +1,218 @@
+"""The dev cluster's controllers' cost per change, counted (not timed).
+
+Issue #26: convergence of N RayClusters must cost O(N), so one pod's change must cost the
+controllers the same whatever else is stored. Each test builds a world of `clusters` RayCluster
+look-alikes (a head and two 4-host slices, two per-slice budgets), feeds one pod change through
+the shared informer as its watch would, and counts what the next pass touches: the same at 10
+clusters as at 100. The controllers are driven without a server (`Informer.apply`); a fake
+client records what they would write.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from devkube.controllers.disruption import DisruptionController
+from devkube.controllers.resourceclaims import ResourceClaimController
+from devkube.machinery.client import ApiClient, WatchEvent
+from devkube.machinery.informer import Informer
+
+
+class Recorder:
+    """Stands in for the API client: every write is recorded and answered with its body."""
+
+    def __init__(self) -> None:
+        self.writes: list[tuple[str, str]] = []
+        #: Where a replaced object comes back as its watch would show it.
+        self.echo: Informer | None = None
+
+    async def replace(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.writes.append(("replace", path))
+        if self.echo is not None:  # a status write: the stored object with the new status
+            meta = body["metadata"]
+            stored = self.echo.cache[(meta["namespace"], meta["name"])]
+            self.echo.apply(WatchEvent("MODIFIED", {**stored, "status": body["status"]}))
+        return body
+
+    async def patch(self, path: str, body: dict[str, Any], **_: Any) -> dict[str, Any]:
+        self.writes.append(("patch", path))
+        return body
+
+    async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.writes.append(("create", path))
+        return body
+
+    async def delete(self, path: str, **_: Any) -> None:
+        self.writes.append(("delete", path))
+
+    async def get(self, path: str) -> dict[str, Any]:
+        self.writes.append(("get", path))
+        return {"metadata": {"name": path.rsplit("/", 1)[-1]}}
+
+
+def client(recorder: Recorder) -> ApiClient:
+    fake: Any = recorder
+    return fake
+
+
+def pod(cluster: int, name: str, replica: str | None, node: str, ready: bool) -> dict[str, Any]:
+    labels = {"ray.io/cluster": f"c{cluster}", "ray.io/node-type": "worker" if replica else "head"}
+    if replica:
+        labels["ray.io/worker-group-replica-name"] = replica
+    return {
+        "metadata": {
+            "name": f"c{cluster}-{name}",
+            "namespace": "default",
+            "uid": f"uid-c{cluster}-{name}",
+            "labels": labels,
+        },
+        "spec": {"nodeName": node, "containers": [{"name": "ray"}]},
+        "status": {
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    }
+
+
+def world(clusters: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(pods, budgets) of `clusters` RayClusters: a head and 2 slices x 4 hosts, a budget each
+    slice with minAvailable 4 (as the operator makes them), every pod Ready."""
+    pods: list[dict[str, Any]] = []
+    budgets: list[dict[str, Any]] = []
+    for c in range(clusters):
+        pods.append(pod(c, "head", None, f"cpu-{c}", True))
+        for s in range(2):
+            replica = f"c{c}-tpu-{s}"
+            for h in range(4):
+                pods.append(pod(c, f"tpu-{s}-{h}", replica, f"tpu-{c}-{s}-{h}", True))
+            budgets.append(
+                {
+                    "metadata": {"name": replica, "namespace": "default", "generation": 1},
+                    "spec": {
+                        "minAvailable": 4,
+                        "selector": {
+                            "matchLabels": {
+                                "ray.io/cluster": f"c{c}",
+                                "ray.io/worker-group-replica-name": replica,
+                            }
+                        },
+                    },
+                }
+            )
+    return pods, budgets
+
+
+def listed(items: list[dict[str, Any]]) -> WatchEvent:
+    return WatchEvent("SYNC", {"items": items})
+
+
+class Scans(dict[Any, Any]):
+    """A watch cache that counts the passes over all of it (a controller must not make one
+    per change)."""
+
+    def __init__(self, cache: dict[Any, Any]) -> None:
+        super().__init__(cache)
+        self.scans = 0
+
+    def values(self) -> Any:
+        self.scans += 1
+        return super().values()
+
+    def items(self) -> Any:
+        self.scans += 1
+        return super().items()
+
+    def __iter__(self) -> Any:
+        self.scans += 1
+        return super().__iter__()
+
+
+def scans(informer: Informer) -> int:
+    cache: Any = informer.cache
+    return int(cache.scans)
+
+
+def watched(informer: Informer, items: list[dict[str, Any]]) -> None:
+    """The informer's first list, its cache then counting scans from zero."""
+    informer.apply(listed(items))
+    informer.cache = Scans(informer.cache)
+
+
+def not_ready(p: dict[str, Any]) -> dict[str, Any]:
+    return {**p, "status": {**p["status"], "conditions": [{"type": "Ready", "status": "False"}]}}
+
+
+async def disruption_cost(clusters: int) -> tuple[int, int, list[tuple[str, str]]]:
+    """(budgets synced, pods filed) by the pass after one worker pod went unready."""
+    recorder = Recorder()
+    pods = Informer(client(recorder), "/api/v1/pods")
+    controller = DisruptionController(client(recorder), pods=pods)
+    all_pods, budgets = world(clusters)
+    pods.apply(listed(all_pods))
+    controller.budgets.apply(listed(budgets))
+    recorder.echo = controller.budgets
+    await controller.sync()  # the first pass syncs every budget
+    assert controller.synced == len(budgets)
+    await controller.sync()  # and its own writes come back: each budget once more, unchanged
+    assert controller.synced == 2 * len(budgets)
+    synced, filed = controller.synced, controller._pods.touched
+    recorder.writes.clear()
+    pods.cache = Scans(pods.cache)
+    pods.apply(WatchEvent("MODIFIED", not_ready(all_pods[1])))  # cluster 0, slice 0, host 0
+    await controller.sync()
+    assert scans(pods) == 0  # no pass over every pod
+    return controller.synced - synced, controller._pods.touched - filed, recorder.writes
+
+
+@pytest.mark.parametrize("clusters", [10, 100])
+async def test_a_pod_change_syncs_only_the_budgets_that_may_select_it(clusters: int) -> None:
+    synced, filed, writes = await disruption_cost(clusters)
+    # The two budgets of the pod's cluster (filed under its ray.io/cluster label), not 2 x N.
+    assert synced == 2
+    assert filed == 1
+    # Only its slice's budget changed: one host short of minAvailable 4.
+    assert writes == [
+        ("replace", "/apis/policy/v1/namespaces/default/poddisruptionbudgets/c0-tpu-0/status")
+    ]
+
+
+async def test_a_quiet_pass_syncs_no_budget() -> None:
+    recorder = Recorder()
+    pods = Informer(client(recorder), "/api/v1/pods")
+    controller = DisruptionController(client(recorder), pods=pods)
+    all_pods, budgets = world(20)
+    pods.apply(listed(all_pods))
+    controller.budgets.apply(listed(budgets))
+    recorder.echo = controller.budgets
+    await controller.sync()
+    await controller.sync()
+    synced = controller.synced
+    await controller.sync()  # the periodic pass, nothing changed: no budget reads time
+    assert controller.synced == synced
+
+
+async def claims_cost(clusters: int) -> int:
+    """Pods the resourceclaim controller's index filed for one pod change (none want claims)."""
+    recorder = Recorder()
+    pods = Informer(client(recorder), "/api/v1/pods")
+    claims = Informer(client(recorder), "/apis/resource.k8s.io/v1/resourceclaims")
+    templates = Informer(client(recorder), "/apis/resource.k8s.io/v1/resourceclaimtemplates")
+    controller = ResourceClaimController(
+        client(recorder), pods=pods, claims=claims, templates=templates
+    )
+    all_pods, _ = world(clusters)
+    for informer, items in ((claims, []), (templates, []), (pods, all_pods)):
+        watched(informer, items)
+    before = controller._wanting.touched + controller._by_uid.touched
+    pods.apply(WatchEvent("MODIFIED", not_ready(all_pods[1])))
+    await controller.sync()
+    assert recorder.writes == []
+    assert scans(pods) == 0  # no pass over every pod
+    return controller._wanting.touched + controller._by_uid.touched - before
+
+
+@pytest.mark.parametrize("clusters", [10, 100])
+async def test_resourceclaims_pass_costs_the_change_not_the_pods(clusters: int) -> None:
+    assert await claims_cost(clusters) == 2  # the changed pod, filed once in each index
