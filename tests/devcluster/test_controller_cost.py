@@ -14,9 +14,17 @@ from typing import Any
 
 import pytest
 
+from devkube.addons.maintenance import (
+    MAINTENANCE_LABEL,
+    OPT_IN_ANNOTATION,
+    STOP_KUBELET,
+    HostMaintenance,
+)
 from devkube.controllers.disruption import DisruptionController
+from devkube.controllers.podgc import PodGarbageCollector
 from devkube.controllers.resourceclaims import ResourceClaimController
-from devkube.machinery.client import ApiClient, WatchEvent
+from devkube.controllers.tainteviction import TaintEvictionController
+from devkube.machinery.client import ApiClient, ApiError, WatchEvent
 from devkube.machinery.informer import Informer
 
 
@@ -48,8 +56,9 @@ class Recorder:
         self.writes.append(("delete", path))
 
     async def get(self, path: str) -> dict[str, Any]:
+        """Every object read is gone (the pod gc's live look at a node missing from its cache)."""
         self.writes.append(("get", path))
-        return {"metadata": {"name": path.rsplit("/", 1)[-1]}}
+        raise ApiError(404, {"reason": "NotFound"})
 
 
 def client(recorder: Recorder) -> ApiClient:
@@ -216,3 +225,101 @@ async def claims_cost(clusters: int) -> int:
 @pytest.mark.parametrize("clusters", [10, 100])
 async def test_resourceclaims_pass_costs_the_change_not_the_pods(clusters: int) -> None:
     assert await claims_cost(clusters) == 2  # the changed pod, filed once in each index
+
+
+def nodes_of(all_pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    names = sorted({p["spec"]["nodeName"] for p in all_pods})
+    return [{"metadata": {"name": n, "uid": f"uid-{n}"}, "spec": {}} for n in names]
+
+
+async def podgc_cost(clusters: int) -> tuple[int, list[tuple[str, str]]]:
+    """(pod scans, writes) of the pass after one node is deleted, with every other node fine."""
+    recorder = Recorder()
+    pods = Informer(client(recorder), "/api/v1/pods")
+    nodes = Informer(client(recorder), "/api/v1/nodes")
+    collector = PodGarbageCollector(client(recorder), nodes=nodes, pods=pods)
+    all_pods, _ = world(clusters)
+    all_nodes = nodes_of(all_pods)
+    watched(nodes, all_nodes)
+    watched(pods, all_pods)
+    await collector.collect()  # after the first lists: every node with pods, once
+    gone = next(n for n in all_nodes if n["metadata"]["name"] == "tpu-0-0-0")
+    nodes.apply(WatchEvent("DELETED", gone))
+    recorder.writes.clear()
+    await collector.collect()
+    return scans(pods) + scans(nodes), recorder.writes
+
+
+@pytest.mark.parametrize("clusters", [10, 100])
+async def test_podgc_looks_at_the_deleted_nodes_pods_only(clusters: int) -> None:
+    scanned, writes = await podgc_cost(clusters)
+    assert scanned == 0
+    # The pod of the deleted node: confirmed gone (GET), marked Failed, force-deleted.
+    pod_path = "/api/v1/namespaces/default/pods/c0-tpu-0-0"
+    assert writes == [
+        ("get", "/api/v1/nodes/tpu-0-0-0"),
+        ("patch", f"{pod_path}/status"),
+        ("delete", pod_path),
+    ]
+
+
+async def test_podgc_pass_with_nothing_in_question_reads_nothing() -> None:
+    recorder = Recorder()
+    pods = Informer(client(recorder), "/api/v1/pods")
+    nodes = Informer(client(recorder), "/api/v1/nodes")
+    collector = PodGarbageCollector(client(recorder), nodes=nodes, pods=pods)
+    all_pods, _ = world(30)
+    watched(nodes, nodes_of(all_pods))
+    watched(pods, all_pods)
+    await collector.collect()
+    before = collector._on_node.touched
+    pods.apply(WatchEvent("MODIFIED", not_ready(all_pods[1])))  # on a node that exists
+    await collector.collect()
+    assert scans(pods) + scans(nodes) == 0
+    assert collector._on_node.touched - before == 1
+    assert recorder.writes == []
+
+
+@pytest.mark.parametrize("clusters", [10, 100])
+async def test_taint_eviction_looks_at_the_tainted_nodes_pods_only(clusters: int) -> None:
+    recorder = Recorder()
+    pods = Informer(client(recorder), "/api/v1/pods")
+    nodes = Informer(client(recorder), "/api/v1/nodes")
+    controller = TaintEvictionController(client(recorder), nodes=nodes, pods=pods)
+    all_pods, _ = world(clusters)
+    all_nodes = nodes_of(all_pods)
+    watched(nodes, all_nodes)
+    watched(pods, all_pods)
+    await controller.sweep()  # no taints: nothing to read
+    assert scans(pods) + scans(nodes) == 0
+    node = next(n for n in all_nodes if n["metadata"]["name"] == "tpu-0-0-0")
+    taint = {"key": "example.com/broken", "effect": "NoExecute"}
+    nodes.apply(WatchEvent("MODIFIED", {**node, "spec": {"taints": [taint]}}))
+    await controller.sweep()
+    assert scans(pods) + scans(nodes) == 0
+    # Its one pod is evicted: DisruptionTarget, an Event, the delete.
+    pod_path = "/api/v1/namespaces/default/pods/c0-tpu-0-0"
+    assert recorder.writes == [
+        ("patch", f"{pod_path}/status"),
+        ("create", "/api/v1/namespaces/default/events"),
+        ("delete", pod_path),
+    ]
+
+
+async def test_host_maintenance_looks_at_opted_in_nodes_only() -> None:
+    recorder = Recorder()
+    nodes = Informer(client(recorder), "/api/v1/nodes")
+    maintenance = HostMaintenance(client(recorder), nodes=nodes, clock=lambda: 1000.0)
+    all_nodes = nodes_of(world(50)[0])
+    opted = {
+        **all_nodes[0],
+        "metadata": {
+            **all_nodes[0]["metadata"],
+            "labels": {MAINTENANCE_LABEL: "999"},
+            "annotations": {OPT_IN_ANNOTATION: STOP_KUBELET},
+        },
+    }
+    watched(nodes, [opted, *all_nodes[1:]])
+    await maintenance.run()
+    assert scans(nodes) == 0
+    assert recorder.writes == [("patch", f"/api/v1/nodes/{all_nodes[0]['metadata']['name']}")]

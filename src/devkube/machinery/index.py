@@ -35,7 +35,7 @@ class Index:
     def bucket(self, key: Hashable) -> Mapping[Key, Mapping[str, Any]]:
         return self._buckets.get(key) or {}
 
-    def keys(self) -> Iterable[Hashable]:
+    def filed_keys(self) -> Iterable[Hashable]:
         return self._buckets.keys()
 
     def filed_under(self, key: Key) -> tuple[Hashable, ...]:
