@@ -20,10 +20,11 @@ when no node is found, every node is checked again the plain way for the reasons
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -453,6 +454,38 @@ def _self_affinity_key(pod: Obj) -> tuple[Obj, str] | None:
     return None
 
 
+class Pending:
+    """The pods a pass has yet to place, in order, with their positions by label, so a gang's
+    first pod counts its siblings in its own label's bucket: slicing and filtering every
+    pending pod for each pod placed cost O(pending^2) a pass (issue #26)."""
+
+    def __init__(self, pods: Sequence[Obj]) -> None:
+        self.pods = list(pods)
+        self._by_label: dict[tuple[str, str], list[int]] = {}
+        for i, pod in enumerate(self.pods):
+            for label in _labels(pod).items():
+                self._by_label.setdefault(label, []).append(i)
+
+    def after(self, index: int) -> PendingAfter:
+        """The pods after position `index` (those not tried yet in this pass)."""
+        return PendingAfter(self, index)
+
+
+@dataclass(frozen=True)
+class PendingAfter:
+    pending: Pending
+    index: int
+
+    def __iter__(self) -> Iterator[Obj]:
+        return iter(self.pending.pods[self.index + 1 :])
+
+    def labelled(self, label: tuple[str, str]) -> list[Obj]:
+        """The pods after `index` that carry `label`."""
+        positions = self.pending._by_label.get(label, [])
+        start = bisect.bisect_right(positions, self.index)
+        return [self.pending.pods[i] for i in positions[start:]]
+
+
 def place(
     pod: Obj,
     nodes: Sequence[Obj],
@@ -478,7 +511,7 @@ class Snapshot:
     def place(
         self,
         pod: Obj,
-        pending: Sequence[Obj] = (),
+        pending: Sequence[Obj] | PendingAfter = (),
         claims_fit: Callable[[str], str | None] | None = None,
     ) -> Placement:
         """`claims_fit(node)`: None when the pod's resource claims can be allocated there,
@@ -494,7 +527,7 @@ class Snapshot:
 def _place(
     world: _World,
     pod: Obj,
-    pending: Sequence[Obj],
+    pending: Sequence[Obj] | PendingAfter,
     claims_fit: Callable[[str], str | None] | None = None,
 ) -> Placement:
     requests = pod_requests(pod)
@@ -523,7 +556,9 @@ def _place(
     return Placement(_prefer_whole_gang(pod, feasible, world, pending))
 
 
-def _prefer_whole_gang(pod: Obj, feasible: list[str], world: _World, pending: Sequence[Obj]) -> str:
+def _prefer_whole_gang(
+    pod: Obj, feasible: list[str], world: _World, pending: Sequence[Obj] | PendingAfter
+) -> str:
     found = _self_affinity_key(pod)
     if found is None:
         return feasible[0]
@@ -532,11 +567,14 @@ def _prefer_whole_gang(pod: Obj, feasible: list[str], world: _World, pending: Se
         return feasible[0]  # the gang has started; affinity already pins the domain
     me = (_meta(pod).get("namespace"), _meta(pod).get("name"))
     label = _selector_key(term)
-    if label is not None:  # a cheap look at the label first: thousands may be pending
-        pending = [o for o in pending if _labels(o).get(label[0]) == label[1]]
+    siblings: Iterable[Obj] = pending
+    if label is not None and isinstance(pending, PendingAfter):
+        siblings = pending.labelled(label)  # thousands may be pending: only its label's
+    elif label is not None:
+        siblings = [o for o in pending if _labels(o).get(label[0]) == label[1]]
     gang = 1 + sum(
         1
-        for other in pending
+        for other in siblings
         if (_meta(other).get("namespace"), _meta(other).get("name")) != me
         and _term_matches_pod(term, pod, other)
     )
