@@ -130,3 +130,33 @@ def test_a_gang_counts_its_siblings_not_every_pending_pod(monkeypatch: pytest.Mo
     # Per pod placed, the same number of looks at 5 clusters as at 40 (not O(pending)).
     few, many = gang_sibling_looks(5, monkeypatch), gang_sibling_looks(40, monkeypatch)
     assert few * 8 == many
+
+
+def fit_checks(clusters: int, monkeypatch: pytest.MonkeyPatch) -> int:
+    """Resource fit checks of one pass placing every slice host of `clusters` clusters."""
+    nodes = build_nodes(parse_spec([f"tpu:v6e:4x4:{2 * clusters}"]))
+    pods = [slice_host(c, s, h) for c in range(clusters) for s in range(2) for h in range(4)]
+    checks: list[str] = []
+    plain = placement._World.fits
+
+    def counted(self: Any, requests: Any, node: Any) -> str | None:
+        checks.append(node["metadata"]["name"])
+        return plain(self, requests, node)
+
+    monkeypatch.setattr(placement._World, "fits", counted)
+    snapshot, queue = Snapshot(nodes, []), Pending(pods)
+    for i, pod in enumerate(pods):
+        found = snapshot.place(pod, queue.after(i))
+        assert found.node is not None
+        snapshot.assume(pod, found.node)
+    return len(checks)
+
+
+def test_a_gangs_first_pod_does_not_look_at_every_free_node(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The first host of each slice used to check every free TPU node (O(nodes) per slice,
+    # 280 -> 13,440 checks from 5 to 40 clusters); the pass's per-domain index checks each
+    # node once per pass and each slice's pool after: 8 times the work, 8 times the checks.
+    few, many = fit_checks(5, monkeypatch), fit_checks(40, monkeypatch)
+    assert few * 8 == many
