@@ -21,10 +21,12 @@ from devkube.addons.maintenance import (
     HostMaintenance,
 )
 from devkube.controllers.disruption import DisruptionController
+from devkube.controllers.gc import GarbageCollector
 from devkube.controllers.podgc import PodGarbageCollector
 from devkube.controllers.resourceclaims import ResourceClaimController
 from devkube.controllers.tainteviction import TaintEvictionController
 from devkube.machinery.client import ApiClient, ApiError, WatchEvent
+from devkube.machinery.discovery import Discovery, ResourceInfo
 from devkube.machinery.informer import Informer
 
 
@@ -323,3 +325,51 @@ async def test_host_maintenance_looks_at_opted_in_nodes_only() -> None:
     await maintenance.run()
     assert scans(nodes) == 0
     assert recorder.writes == [("patch", f"/api/v1/nodes/{all_nodes[0]['metadata']['name']}")]
+
+
+PODS_INFO = ResourceInfo("v1", "pods", "Pod", True, frozenset({"list", "watch", "delete"}))
+CLUSTERS_INFO = ResourceInfo(
+    "ray.io/v1", "rayclusters", "RayCluster", True, frozenset({"list", "watch", "delete"})
+)
+
+
+def owned(p: dict[str, Any], owner: dict[str, Any]) -> dict[str, Any]:
+    ref = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "name": owner["metadata"]["name"],
+        "uid": owner["metadata"]["uid"],
+        "controller": True,
+    }
+    return {**p, "metadata": {**p["metadata"], "ownerReferences": [ref]}}
+
+
+async def gc_cost(clusters: int) -> tuple[int, list[tuple[str, str]]]:
+    """(objects looked at, writes) by the pass after one RayCluster is deleted."""
+    recorder = Recorder()
+    collector = GarbageCollector(client(recorder), Discovery(client(recorder)))
+    owners = [
+        {"metadata": {"name": f"c{c}", "namespace": "default", "uid": f"uid-c{c}"}}
+        for c in range(clusters)
+    ]
+    all_pods, _ = world(clusters)
+    dependents = [
+        owned(p, owners[int(p["metadata"]["labels"]["ray.io/cluster"][1:])]) for p in all_pods
+    ]
+    collector._index(CLUSTERS_INFO, listed(owners))
+    collector._index(PODS_INFO, listed(dependents))
+    await collector.collect()  # after the first lists: everything, once
+    looked = collector.looked_at
+    collector._index(CLUSTERS_INFO, WatchEvent("DELETED", owners[0]))
+    recorder.writes.clear()
+    collector._discovery.lookup = lambda *_: CLUSTERS_INFO  # type: ignore[method-assign]
+    await collector.collect()
+    return collector.looked_at - looked, recorder.writes
+
+
+@pytest.mark.parametrize("clusters", [10, 100])
+async def test_gc_looks_at_the_dependents_of_what_went_only(clusters: int) -> None:
+    looked, writes = await gc_cost(clusters)
+    assert looked == 9  # the deleted RayCluster's head and 8 hosts, whatever else is stored
+    # Each confirmed gone (GET) and deleted.
+    assert sorted(w for w, _ in writes) == ["delete"] * 9 + ["get"] * 9
