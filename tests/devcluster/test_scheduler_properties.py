@@ -130,3 +130,51 @@ def test_the_indexed_search_finds_exactly_the_nodes_a_check_of_every_node_accept
         assert world.feasible(pod, requests, rules) == plain
         if plain:
             world.add(pod, plain[0])
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b", "c"]),
+            st.integers(min_value=0, max_value=2),
+            st.sampled_from(["google.com/tpu", "nvidia.com/gpu", "cpu"]),
+            st.integers(min_value=1, max_value=4),
+        ),
+        max_size=30,
+    ),
+    st.lists(st.integers(min_value=0, max_value=len(NODES) - 1), max_size=6),
+)
+def test_a_gangs_first_pod_lands_where_the_plain_search_puts_it(
+    specs: list[Any], squatted: list[int]
+) -> None:
+    """The per-domain index (`_first_of_gang`) picks the node `_prefer_whole_gang` picks from
+    every feasible node, pass after pass, with pods pending behind and nodes taken before."""
+    from devkube.scheduler import placement
+
+    squatters = [
+        {
+            "metadata": {"name": f"sq{i}", "namespace": "other", "uid": f"sq{i}"},
+            "spec": {
+                "nodeName": NODES[n]["metadata"]["name"],
+                "containers": [{"name": "c", "resources": {"limits": {"cpu": "1"}}}],
+            },
+        }
+        for i, n in enumerate(squatted)
+    ]
+    pods = [slice_pod(i, *spec) for i, spec in enumerate(specs)]
+    indexed, plain = Snapshot(NODES, squatters), Snapshot(NODES, squatters)
+    queue = placement.Pending(pods)
+    real = placement._first_of_gang
+    for i, pod in enumerate(pods):
+        placement._first_of_gang = real
+        fast = indexed.place(pod, queue.after(i))
+        placement._first_of_gang = lambda *_: None
+        try:
+            slow = plain.place(pod, pods[i + 1 :])
+        finally:
+            placement._first_of_gang = real
+        assert fast.node == slow.node
+        if fast.node is not None:
+            indexed.assume(pod, fast.node)
+            plain.assume(pod, fast.node)

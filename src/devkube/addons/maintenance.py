@@ -22,6 +22,7 @@ from typing import Any
 from devkube.kubelet.agent import KUBELET_ANNOTATION, STOPPED
 from devkube.machinery.client import ApiClient, ApiError, resource_path
 from devkube.machinery.control_loop import ControlLoop
+from devkube.machinery.index import Index
 from devkube.machinery.informer import Informer
 
 log = logging.getLogger(__name__)
@@ -29,6 +30,11 @@ log = logging.getLogger(__name__)
 MAINTENANCE_LABEL = "cloud.google.com/scheduled-maintenance-time"
 OPT_IN_ANNOTATION = "dev.raycluster-operator.io/maintenance"
 STOP_KUBELET = "stop-kubelet"
+
+
+def _opted_in(node: Mapping[str, Any]) -> bool:
+    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    return annotations.get(OPT_IN_ANNOTATION) == STOP_KUBELET
 
 
 def due(node: Mapping[str, Any], now: float) -> bool:
@@ -61,6 +67,8 @@ class HostMaintenance:
         self._loop = ControlLoop(
             "devcluster host maintenance", self.run, period=every, failure="maintenance failed"
         )
+        # Only the nodes that opted in are looked at (4 times a second, at 8,000 nodes).
+        self._opted = Index(nodes, lambda n: ("opted",) if _opted_in(n) else ())
         nodes.subscribe(self._loop.changed)
 
     async def start(self) -> None:
@@ -71,7 +79,7 @@ class HostMaintenance:
 
     async def run(self) -> None:
         now = self._clock()
-        for node in list(self.nodes.cache.values()):
+        for node in list(self._opted.bucket("opted").values()):
             if not due(node, now):
                 continue
             name = str((node.get("metadata") or {}).get("name"))

@@ -17,19 +17,27 @@ For each budget it counts the pods its selector matches in its namespace and wri
 Status is replaced with the budget's resourceVersion, so a pass never undoes an eviction it did
 not see (a Conflict is retried at the next pass). A pass runs on every pod or budget change and
 at least every `every` seconds (disruptedPods expire by time).
+
+A pass costs O(the change), not O(all pods x all budgets) (issue #26: two budgets per
+RayCluster, thousands of pods): pods are indexed by namespace and label as their events come,
+and a pass syncs only the budgets marked dirty: a budget that changed, the budgets whose
+selector may match a pod that changed (looked up by the pod's labels, old and new), those whose
+last write failed, and, on every pass, those that read time or other objects (disruptedPods
+records to expire; percentage or maxUnavailable budgets, which read their controllers' scale).
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from devkube.machinery.client import ApiClient, ApiError, resource_path
+from devkube.machinery.client import ApiClient, ApiError, WatchEvent, resource_path
 from devkube.machinery.control_loop import ControlLoop
-from devkube.machinery.informer import Informer
+from devkube.machinery.index import Index
+from devkube.machinery.informer import Informer, Key, key_of
 from devkube.machinery.selectors import label_selector_matches
 from kubefacts.timestamps import now_rfc3339, parse_time
 
@@ -84,8 +92,38 @@ class DisruptionController:
         self._loop = ControlLoop(
             "devcluster disruption", self.sync, period=every, failure="disruption pass failed"
         )
-        pods.subscribe(self._loop.changed)
-        self.budgets.subscribe(self._loop.changed)
+        # Before the index: a pod's event reads where the index filed it until now.
+        pods.subscribe(self._pod_changed)
+        self._pods = Index(pods, _pod_keys)
+        # Budgets by the one key a matching pod must be filed under (_budget_key).
+        self._budgets = Index(self.budgets, lambda pdb: (_budget_key(pdb),))
+        self.budgets.subscribe(self._budget_changed)
+        # Budgets to sync at the next pass, by informer key; None: every budget.
+        self._dirty: set[Key] | None = None
+        # Budgets synced at every pass (_reads_time_or_scale).
+        self._timed: set[Key] = set()
+        #: Budgets synced so far (tests count them).
+        self.synced = 0
+
+    def _budget_changed(self, event: WatchEvent) -> None:
+        if event.type == "SYNC":
+            self._dirty = None
+        elif event.type in ("ADDED", "MODIFIED") and self._dirty is not None:
+            self._dirty.add(key_of(event.object))
+        self._loop.changed(event)
+
+    def _pod_changed(self, event: WatchEvent) -> None:
+        """Mark the budgets that may select the pod as it was or as it is now."""
+        if event.type == "SYNC":
+            self._dirty = None
+        elif self._dirty is not None:
+            meta = _meta(event.object)
+            ns = str(meta.get("namespace") or "")
+            keys: set[Hashable] = {(ns, "", ""), *_pod_keys(event.object)}
+            keys.update(self._pods.filed_under(key_of(event.object)))
+            for key in keys:
+                self._dirty.update(self._budgets.bucket(key))
+        self._loop.changed(event)
 
     async def start(self) -> None:
         self.budgets.start()
@@ -98,13 +136,38 @@ class DisruptionController:
     async def sync(self) -> None:
         if not self.budgets.synced.is_set():
             return
-        index = _PodIndex(list(self.pods.cache.values()))
-        for pdb in list(self.budgets.cache.values()):
+        dirty, self._dirty = self._dirty, set()
+        if dirty is None:
+            dirty = set(self.budgets.cache)
+        dirty |= self._timed
+        for key in dirty:
+            pdb = self.budgets.cache.get(key)
+            if pdb is None:
+                continue
+            self.synced += 1
             try:
-                await self._sync_one(pdb, index.selected(pdb))
+                await self._sync_one(pdb, self._selected(pdb))
             except ApiError as error:
+                if self._dirty is not None:  # a Conflict or a failure: again next pass
+                    self._dirty.add(key)
                 if error.status not in (404, 409):
                     log.warning("disruption: %s: %s", _meta(pdb).get("name"), error)
+            if _reads_time_or_scale(self.budgets.cache.get(key) or pdb):
+                self._timed.add(key)
+            else:
+                self._timed.discard(key)
+
+    def _selected(self, pdb: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+        """The pods the budget's selector matches, looked at through one index bucket."""
+        selector = (pdb.get("spec") or {}).get("selector")
+        if selector is None:
+            return []  # a null selector matches nothing
+        candidates = self._pods.bucket(_budget_key(pdb)).values()
+        return [
+            pod
+            for pod in candidates
+            if label_selector_matches(selector, _meta(pod).get("labels") or {})
+        ]
 
     async def _sync_one(self, pdb: Mapping[str, Any], pods: list[Mapping[str, Any]]) -> None:
         now = datetime.now(UTC)
@@ -211,37 +274,34 @@ class DisruptionController:
         await self._client.replace(f"{path}/status", body)
 
 
-class _PodIndex:
-    """The pods of one pass by namespace and by label, so a budget's selector is checked only
-    against the pods that carry its first matchLabels pair (thousands of per-slice budgets
-    over thousands of pods stay cheap)."""
+def _pod_keys(pod: Mapping[str, Any]) -> tuple[tuple[str, str, str], ...]:
+    """Where a pod is filed: its namespace, and each of its labels in its namespace."""
+    meta = _meta(pod)
+    ns = str(meta.get("namespace") or "")
+    labels = meta.get("labels") or {}
+    return ((ns, "", ""), *((ns, str(k), str(v)) for k, v in labels.items()))
 
-    def __init__(self, pods: list[Mapping[str, Any]]) -> None:
-        self.by_namespace: dict[str, list[Mapping[str, Any]]] = {}
-        self.by_label: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
-        for pod in pods:
-            meta = _meta(pod)
-            ns = str(meta.get("namespace") or "")
-            self.by_namespace.setdefault(ns, []).append(pod)
-            for key, value in (meta.get("labels") or {}).items():
-                self.by_label.setdefault((ns, str(key), str(value)), []).append(pod)
 
-    def selected(self, pdb: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-        selector = (pdb.get("spec") or {}).get("selector")
-        if selector is None:
-            return []  # a null selector matches nothing
-        ns = str(_meta(pdb).get("namespace") or "")
-        match = selector.get("matchLabels") or {}
-        if match:
-            key, value = sorted(match.items())[0]
-            candidates = self.by_label.get((ns, str(key), str(value)), [])
-        else:
-            candidates = self.by_namespace.get(ns, [])
-        return [
-            pod
-            for pod in candidates
-            if label_selector_matches(selector, _meta(pod).get("labels") or {})
-        ]
+def _budget_key(pdb: Mapping[str, Any]) -> tuple[str, str, str]:
+    """The pod key every pod the budget selects is filed under: its selector's first
+    matchLabels pair, else its namespace alone."""
+    ns = str(_meta(pdb).get("namespace") or "")
+    match = ((pdb.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+    if not match:
+        return (ns, "", "")
+    key, value = sorted(match.items())[0]
+    return (ns, str(key), str(value))
+
+
+def _reads_time_or_scale(pdb: Mapping[str, Any]) -> bool:
+    """Its status may change with no pod or budget event: disruptedPods records expire, and a
+    percentage or maxUnavailable budget reads its pods' controllers' scale."""
+    spec = pdb.get("spec") or {}
+    return (
+        bool((pdb.get("status") or {}).get("disruptedPods"))
+        or spec.get("maxUnavailable") is not None
+        or isinstance(spec.get("minAvailable"), str)
+    )
 
 
 def _still_disrupted(

@@ -8,12 +8,18 @@
   from its dependents, then loses the finalizer.
 An owner missing from the watched caches is confirmed gone by a live GET before anything is
 deleted, so a lagging watch can never make the collector delete a live object's dependents.
+
+A pass costs O(the change), not O(every watched object) (issue #26): objects and their
+dependents are indexed by uid as their events come, and a pass looks only at the objects that
+changed, the owners of those (a foreground deletion waits for its dependents), the dependents
+of those deleted (their owner is gone), and the owners still being deleted with a finalizer.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -83,6 +89,53 @@ class GarbageCollector:
         self._seen: dict[str, tuple[str, str, str]] = {}  # uid -> what the collector reads
         self._discovered_at = 0.0
         self.passes = 0
+        # Every watched object by uid, its dependents by owner uid, and the uids to look at.
+        self._objects: dict[str, _Object] = {}
+        self._dependents: dict[str, set[str]] = {}
+        self._dirty: set[str] = set()
+        self._indexed: set[int] = set()  # the informers (by id) whose objects are indexed
+        #: Objects looked at by passes so far (tests count them).
+        self.looked_at = 0
+
+    def _index(self, info: ResourceInfo, event: WatchEvent) -> None:
+        """Keep the uid index of one informer's objects (its events, in order)."""
+        if event.type == "SYNC":
+            for uid in [u for u, o in self._objects.items() if o.info == info]:
+                self._forget(uid)
+            for body in event.object.get("items") or []:
+                self._remember(_Object(info, body))
+        elif event.type == "DELETED":
+            self._forget(str((event.object.get("metadata") or {}).get("uid", "")))
+        elif event.type in ("ADDED", "MODIFIED"):
+            self._remember(_Object(info, event.object))
+
+    def _remember(self, o: _Object) -> None:
+        old = self._objects.get(o.uid)
+        if old is not None:
+            self._unlink(old)
+        self._objects[o.uid] = o
+        for ref in o.refs:
+            owner = str(ref.get("uid"))
+            self._dependents.setdefault(owner, set()).add(o.uid)
+            self._dirty.add(owner)
+        self._dirty.add(o.uid)
+
+    def _forget(self, uid: str) -> None:
+        o = self._objects.pop(uid, None)
+        if o is None:
+            return
+        self._unlink(o)
+        self._dirty |= self._dependents.get(uid, set())  # their owner is gone
+        self._dirty.update(str(ref.get("uid")) for ref in o.refs)
+
+    def _unlink(self, o: _Object) -> None:
+        for ref in o.refs:
+            owner = str(ref.get("uid"))
+            dependents = self._dependents.get(owner)
+            if dependents is not None:
+                dependents.discard(o.uid)
+                if not dependents:
+                    del self._dependents[owner]
 
     def _changed(self, event: WatchEvent) -> None:
         # Only what the collector reads makes a pass worth it: a status write or a Lease
@@ -124,7 +177,10 @@ class GarbageCollector:
             if r.plural not in SKIPPED and {"list", "watch", "delete"} <= r.verbs
         }
         for key in [k for k in self._informers if k not in wanted]:
-            gone = self._informers.pop(key)[1]
+            info, gone = self._informers.pop(key)
+            self._indexed.discard(id(gone))
+            for uid in [u for u, o in self._objects.items() if o.info == info]:
+                self._forget(uid)
             if gone not in self._shared.values():
                 await gone.stop()
         started = []
@@ -133,6 +189,10 @@ class GarbageCollector:
                 informer = self._shared.get(info.path())
                 if informer is None:
                     informer = Informer(self._client, info.path(), self._changed)
+                if id(informer) not in self._indexed:
+                    self._indexed.add(id(informer))
+                    self._index(info, WatchEvent("SYNC", {"items": list(informer.cache.values())}))
+                    informer.subscribe(functools.partial(self._index, info))
                 informer.start()
                 self._informers[key] = (info, informer)
                 started.append(informer)
@@ -149,30 +209,27 @@ class GarbageCollector:
             await self._sync_informers()
         await self.collect()
 
-    def _objects(self) -> list[_Object]:
-        return [
-            _Object(info, body)
-            for info, informer in self._informers.values()
-            for body in list(informer.cache.values())
-        ]
-
     async def collect(self) -> None:
-        """One pass over everything watched."""
+        """One pass over the objects in question (the class docstring)."""
         self.passes += 1
-        objects = self._objects()
-        by_uid = {o.uid: o for o in objects}
-        dependents: dict[str, list[_Object]] = {}
-        for o in objects:
-            for ref in o.refs:
-                dependents.setdefault(str(ref.get("uid")), []).append(o)
+        dirty, self._dirty = self._dirty, set()
         work = []
-        for o in objects:
+        for uid in dirty:
+            o = self._objects.get(uid)
+            if o is None:
+                continue
+            self.looked_at += 1
             finalizers = o.meta.get("finalizers") or []
+            children = [
+                self._objects[d] for d in self._dependents.get(uid, ()) if d in self._objects
+            ]
             if o.meta.get("deletionTimestamp") and ORPHAN in finalizers:
-                work.append(self._orphan(o, dependents.get(o.uid, [])))
+                work.append(self._orphan(o, children))
+                self._dirty.add(uid)  # looked at again until its finalizer is gone
             elif o.meta.get("deletionTimestamp") and FOREGROUND in finalizers:
-                work.append(self._foreground(o, dependents.get(o.uid, [])))
-            missing = [r for r in o.refs if str(r.get("uid")) not in by_uid]
+                work.append(self._foreground(o, children))
+                self._dirty.add(uid)
+            missing = [r for r in o.refs if str(r.get("uid")) not in self._objects]
             if missing and not o.meta.get("deletionTimestamp"):
                 work.append(self._dangling(o, missing))
         await asyncio.gather(*work)

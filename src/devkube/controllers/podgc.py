@@ -9,6 +9,11 @@
   `node.kubernetes.io/out-of-service` taint (an admin's word that the node is down for good)
   is force-deleted the same way, so its replacement need not wait for a kubelet that will
   not come back.
+
+A pass costs O(the nodes in question), not O(all pods) (issue #26): pods are indexed by node
+as their events come; a pass looks at the nodes a pod was seen bound to while missing from the
+node cache, the nodes deleted since the last pass, and the out-of-service nodes (indexed too).
+After a re-list of either watch, every node with pods is looked at once.
 """
 
 from __future__ import annotations
@@ -19,8 +24,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from devkube.kubelet.heartbeat import ready_condition_of
-from devkube.machinery.client import ApiClient, ApiError, resource_path
+from devkube.machinery.client import ApiClient, ApiError, WatchEvent, resource_path
 from devkube.machinery.control_loop import ControlLoop
+from devkube.machinery.index import Index
 from devkube.machinery.informer import Informer
 from devkube.scheduler.placement import TERMINAL_PHASES
 from kubefacts.timestamps import now_rfc3339
@@ -54,7 +60,27 @@ class PodGarbageCollector:
             period=every,
             failure="pod garbage collection failed",
         )
-        nodes.subscribe(self._loop.changed)
+        self._on_node = Index(pods, _node_of)
+        self._out_of_service = Index(nodes, lambda n: ("oos",) if _out_of_service(n) else ())
+        # Nodes whose pods may be orphans; None: every node with pods.
+        self._suspects: set[str] | None = None
+        pods.subscribe(self._pod_changed)
+        nodes.subscribe(self._node_changed)
+
+    def _pod_changed(self, event: WatchEvent) -> None:
+        if event.type == "SYNC":
+            self._suspects = None
+        elif event.type != "DELETED" and self._suspects is not None:
+            node = (event.object.get("spec") or {}).get("nodeName")
+            if node and ("", node) not in self.nodes.cache:
+                self._suspects.add(str(node))
+
+    def _node_changed(self, event: WatchEvent) -> None:
+        if event.type == "SYNC":
+            self._suspects = None
+        elif event.type == "DELETED" and self._suspects is not None:
+            self._suspects.add(str(_meta(event.object).get("name")))
+        self._loop.changed(event)
 
     async def start(self) -> None:
         self._loop.start()
@@ -63,20 +89,27 @@ class PodGarbageCollector:
         await self._loop.stop()
 
     async def collect(self) -> None:
-        nodes = {name: node for (_, name), node in list(self.nodes.cache.items())}
-        out_of_service = {name for name, node in nodes.items() if _out_of_service(node)}
+        suspects, self._suspects = self._suspects, set()
+        if suspects is None:
+            suspects = {str(node) for node in self._on_node.filed_keys()}
         orphans: dict[str, list[Mapping[str, Any]]] = {}
-        stranded = []
-        for pod in list(self.pods.cache.values()):
-            node = (pod.get("spec") or {}).get("nodeName")
-            if node and node not in nodes:
-                orphans.setdefault(str(node), []).append(pod)
-            elif node in out_of_service and _meta(pod).get("deletionTimestamp"):
-                stranded.append(self._delete(pod, str(node), "node is out of service"))
+        for node in suspects:
+            if ("", node) not in self.nodes.cache:
+                pods = list(self._on_node.bucket(node).values())
+                if pods:
+                    orphans[node] = pods
+        stranded = [
+            self._delete(pod, name, "node is out of service")
+            for _, name in list(self._out_of_service.bucket("oos"))
+            for pod in list(self._on_node.bucket(name).values())
+            if _meta(pod).get("deletionTimestamp")
+        ]
         for node, pods in orphans.items():
             if await self._node_exists(node):
                 continue
             await asyncio.gather(*(self._delete(pod, node) for pod in pods))
+            if self._suspects is not None:
+                self._suspects.add(node)  # looked at again until its pods are gone
         await asyncio.gather(*stranded)
 
     async def _node_exists(self, name: str) -> bool:
@@ -114,6 +147,11 @@ class PodGarbageCollector:
         except ApiError as error:
             if error.status not in (404, 409):
                 log.warning("pod gc: %s: %s", path, error)
+
+
+def _node_of(pod: Mapping[str, Any]) -> tuple[str, ...]:
+    node = (pod.get("spec") or {}).get("nodeName")
+    return (str(node),) if node else ()
 
 
 def _out_of_service(node: Mapping[str, Any]) -> bool:

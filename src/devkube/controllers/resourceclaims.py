@@ -24,6 +24,7 @@ from typing import Any
 
 from devkube.machinery.client import ApiClient, ApiError, resource_path
 from devkube.machinery.control_loop import ControlLoop
+from devkube.machinery.index import Index
 from devkube.machinery.informer import Informer
 from devkube.scheduler.dra import POD_CLAIM_NAME_ANNOTATION
 from devkube.scheduler.placement import TERMINAL_PHASES
@@ -95,6 +96,10 @@ class ResourceClaimController:
             period=every,
             failure="resourceclaim pass failed",
         )
+        # A pass reads the pods that want claims and looks pods up by uid, never the whole
+        # pods cache: without claims a pass costs nothing however many pods there are.
+        self._wanting = Index(pods, lambda pod: ("wants",) if _wants_claims(pod) else ())
+        self._by_uid = Index(pods, lambda pod: (str(_meta(pod).get("uid")),))
         for informer in (pods, claims, templates):
             informer.subscribe(self._loop.changed)
 
@@ -105,7 +110,6 @@ class ResourceClaimController:
         await self._loop.stop()
 
     async def sync(self) -> None:
-        pods = list(self.pods.cache.values())
         claims = list(self.claims.cache.values())
         generated: dict[tuple[str, str], str] = {}
         for claim in claims:
@@ -113,15 +117,18 @@ class ResourceClaimController:
             entry = (_meta(claim).get("annotations") or {}).get(POD_CLAIM_NAME_ANNOTATION)
             if owner and entry:
                 generated[(owner, str(entry))] = str(_meta(claim).get("name"))
-        writes = [self._resolve(pod, generated) for pod in pods if _wants_claims(pod)]
-        live = {
-            str(_meta(p).get("uid")): p
-            for p in pods
-            if (p.get("status") or {}).get("phase") not in TERMINAL_PHASES
-        }
-        known = {str(_meta(p).get("uid")) for p in pods}
-        writes += [self._release(claim, live, known) for claim in claims]
+        wanting = list(self._wanting.bucket("wants").values())
+        writes = [self._resolve(pod, generated) for pod in wanting]
+        writes += [self._release(claim) for claim in claims]
         await asyncio.gather(*writes)
+
+    def _pod(self, uid: str) -> Mapping[str, Any] | None:
+        return next(iter(self._by_uid.bucket(uid).values()), None)
+
+    def _live(self, uid: str) -> bool:
+        """The pod exists and has not finished."""
+        pod = self._pod(uid)
+        return pod is not None and (pod.get("status") or {}).get("phase") not in TERMINAL_PHASES
 
     async def _resolve(self, pod: Mapping[str, Any], generated: dict[tuple[str, str], str]) -> None:
         meta = _meta(pod)
@@ -167,19 +174,17 @@ class ResourceClaimController:
             if error.status not in (404, 409):
                 log.warning("resourceClaimStatuses of %s: %s", path, error)
 
-    async def _release(
-        self, claim: Mapping[str, Any], live: Mapping[str, Any], known: set[str]
-    ) -> None:
+    async def _release(self, claim: Mapping[str, Any]) -> None:
         meta = _meta(claim)
         path = resource_path(
             RESOURCE, "resourceclaims", str(meta.get("namespace")), str(meta["name"])
         )
         status = claim.get("status") or {}
         reserved = list(status.get("reservedFor") or [])
-        kept = [r for r in reserved if r.get("resource") != "pods" or str(r.get("uid")) in live]
+        kept = [r for r in reserved if r.get("resource") != "pods" or self._live(str(r.get("uid")))]
         owner = _owner_uid(claim)
         try:
-            finished = owner is not None and owner in known and owner not in live
+            finished = owner is not None and self._pod(owner) is not None and not self._live(owner)
             if finished and not meta.get("deletionTimestamp"):
                 await self._client.delete(path, uid=str(meta.get("uid")))
                 return

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from devkube.machinery.client import ApiClient, WatchEvent
@@ -15,7 +15,7 @@ log = logging.getLogger(__name__)
 Key = tuple[str, str]  # (namespace or "", name)
 
 
-def key_of(obj: dict[str, Any]) -> Key:
+def key_of(obj: Mapping[str, Any]) -> Key:
     meta = obj.get("metadata") or {}
     return str(meta.get("namespace") or ""), str(meta.get("name") or "")
 
@@ -61,15 +61,20 @@ class Informer:
 
     async def _run(self) -> None:
         async for event in self._client.list_and_watch(self.path, self._params):
-            if event.type == "SYNC":
-                self.cache = {key_of(item): item for item in event.object.get("items") or []}
-                self.synced.set()
-            elif event.type == "DELETED":
-                self.cache.pop(key_of(event.object), None)
-            elif event.type in ("ADDED", "MODIFIED"):
-                self.cache[key_of(event.object)] = event.object
-            for listener in self._listeners:
-                try:
-                    listener(event)
-                except Exception:  # a consumer bug must not stop the watch
-                    log.exception("informer %s handler failed", self.path)
+            self.apply(event)
+
+    def apply(self, event: WatchEvent) -> None:
+        """Apply one event to the cache, then tell every listener (the watch does this; a
+        test may too, to drive a controller without a server)."""
+        if event.type == "SYNC":
+            self.cache = {key_of(item): item for item in event.object.get("items") or []}
+            self.synced.set()
+        elif event.type == "DELETED":
+            self.cache.pop(key_of(event.object), None)
+        elif event.type in ("ADDED", "MODIFIED"):
+            self.cache[key_of(event.object)] = event.object
+        for listener in self._listeners:
+            try:
+                listener(event)
+            except Exception:  # a consumer bug must not stop the watch
+                log.exception("informer %s handler failed", self.path)

@@ -19,7 +19,7 @@ from devkube.machinery.client import ApiClient, ApiError, resource_path
 from devkube.machinery.control_loop import ControlLoop
 from devkube.machinery.informer import Informer
 from devkube.scheduler.dra import CANNOT_ALLOCATE, DraWorld
-from devkube.scheduler.placement import TERMINAL_PHASES, Memo, Placement, Snapshot
+from devkube.scheduler.placement import TERMINAL_PHASES, Memo, Pending, Placement, Snapshot
 from kubefacts.timestamps import now_rfc3339
 
 log = logging.getLogger(__name__)
@@ -172,6 +172,7 @@ class Scheduler:
         snapshot = Snapshot(list(nodes.values()), bound, self._memo)
         world = self._dra_world() if any(_has_claims(p) for p in pending) else None
         decisions: list[tuple[dict[str, Any], Placement, Claims]] = []
+        queue = Pending(pending)
         for i, pod in enumerate(pending):
             claims: Claims = ([], {})
             fit = None
@@ -183,7 +184,7 @@ class Scheduler:
                     continue
                 claims = (found, {})
                 fit = _claims_fit(world, found, nodes)
-            placement = snapshot.place(pod, pending[i + 1 :], fit)
+            placement = snapshot.place(pod, queue.after(i), fit)
             if placement.node is not None:
                 if world is not None and claims[0]:
                     allocated = world.allocate(claims[0], nodes[placement.node]) or {}

@@ -20,10 +20,11 @@ when no node is found, every node is checked again the plain way for the reasons
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -265,6 +266,74 @@ def _selector_key(term: Obj) -> tuple[str, str] | None:
     return None
 
 
+class _Domains:
+    """For one pod shape, requests and topology key in one pass: the nodes that pass the
+    node-only checks and fit the requests, by domain (the key's value), kept current as pods
+    are assumed, with the domains in the orders `_prefer_whole_gang` picks them in. A gang's
+    first pod then costs a few bisects, not a look at every free node (issue #26: O(nodes)
+    per gang, O(N^2) over a convergence)."""
+
+    def __init__(self, world: _World, pod: Obj, requests: Mapping[str, int], key: str) -> None:
+        self.requests = requests
+        self.fit: dict[str, set[str]] = {}
+        self.domain_of: dict[str, str] = {}
+        self.names: list[str] = []  # every fit node with the key, in name order
+        for name in world.passing(pod, requests)[0]:
+            value = world.topology_value(name, key)
+            if value is None or world.fits(requests, world.nodes[name]) is not None:
+                continue
+            self.fit.setdefault(value, set()).add(name)
+            self.domain_of[name] = value
+            self.names.append(name)
+        self.size = {v: len(world.domain(key, frozenset({v}))) for v in self.fit}
+        self.by_rule = sorted(self._rule(v) for v in self.fit)
+        self.by_room = sorted(self._room(v) for v in self.fit)
+
+    def _rule(self, value: str) -> tuple[bool, int, str]:
+        """(touched, feasible nodes, value): a gang's pick, smallest first."""
+        count = len(self.fit[value])
+        return (count < self.size[value], count, value)
+
+    def _room(self, value: str) -> tuple[int, str, str]:
+        """(-feasible nodes, first feasible node, value): a lone pod's pick, roomiest first."""
+        return (-len(self.fit[value]), min(self.fit[value]), value)
+
+    def drop(self, name: str) -> None:
+        """The node no longer fits the requests (a pod was assumed there)."""
+        value = self.domain_of.pop(name, None)
+        if value is None:
+            return
+        _remove(self.by_rule, self._rule(value))
+        _remove(self.by_room, self._room(value))
+        _remove(self.names, name)
+        self.fit[value].discard(name)
+        if self.fit[value]:
+            bisect.insort(self.by_rule, self._rule(value))
+            bisect.insort(self.by_room, self._room(value))
+        else:
+            del self.fit[value]
+
+    def choose(self, gang: int, excluded: set[str]) -> str | None:
+        """`_prefer_whole_gang`'s node among the fit nodes of the domains not `excluded`;
+        None when there is none."""
+        if gang == 1:
+            return next((first for _, first, v in self.by_room if v not in excluded), None)
+        for touched in (False, True):
+            i = bisect.bisect_left(self.by_rule, (touched, gang, ""))
+            while i < len(self.by_rule) and self.by_rule[i][0] == touched:
+                value = self.by_rule[i][2]
+                if value not in excluded:
+                    return min(self.fit[value])
+                i += 1
+        return next((n for n in self.names if self.domain_of[n] not in excluded), None)
+
+
+def _remove(ordered: list[Any], item: Any) -> None:
+    i = bisect.bisect_left(ordered, item)
+    if i < len(ordered) and ordered[i] == item:
+        del ordered[i]
+
+
 class _World:
     """Nodes and the live pods bound to them, indexed for the checks below."""
 
@@ -286,6 +355,7 @@ class _World:
         self.by_label: dict[tuple[str, str], list[_Bound]] = {}
         self._domains: dict[str, dict[str, list[str]]] = {}
         self._passing: dict[str, tuple[list[str], set[str]]] = {}
+        self._gang_domains: dict[tuple[str, tuple[tuple[str, int], ...], str], _Domains] = {}
         for pod in bound:
             self.add(pod, str((pod.get("spec") or {}).get("nodeName") or ""))
 
@@ -308,6 +378,17 @@ class _World:
             for resource, amount in used.items():
                 if amount >= have.get(resource, 0):
                     self.exhausted.setdefault(resource, set()).add(node)
+            for domains in self._gang_domains.values():
+                if node in domains.domain_of and self.fits(domains.requests, self.nodes[node]):
+                    domains.drop(node)
+
+    def gang_domains(self, pod: Obj, requests: Mapping[str, int], key: str) -> _Domains:
+        """The `_Domains` of the pod's shape and requests by `key`, made once per pass."""
+        index = (_shape(pod, requests), tuple(requests.items()), key)
+        found = self._gang_domains.get(index)
+        if found is None:
+            found = self._gang_domains[index] = _Domains(self, pod, requests, key)
+        return found
 
     def matching(self, term: Obj, owner: Obj) -> Iterable[_Bound]:
         """The bound pods the term (declared by `owner`) matches."""
@@ -453,6 +534,38 @@ def _self_affinity_key(pod: Obj) -> tuple[Obj, str] | None:
     return None
 
 
+class Pending:
+    """The pods a pass has yet to place, in order, with their positions by label, so a gang's
+    first pod counts its siblings in its own label's bucket: slicing and filtering every
+    pending pod for each pod placed cost O(pending^2) a pass (issue #26)."""
+
+    def __init__(self, pods: Sequence[Obj]) -> None:
+        self.pods = list(pods)
+        self._by_label: dict[tuple[str, str], list[int]] = {}
+        for i, pod in enumerate(self.pods):
+            for label in _labels(pod).items():
+                self._by_label.setdefault(label, []).append(i)
+
+    def after(self, index: int) -> PendingAfter:
+        """The pods after position `index` (those not tried yet in this pass)."""
+        return PendingAfter(self, index)
+
+
+@dataclass(frozen=True)
+class PendingAfter:
+    pending: Pending
+    index: int
+
+    def __iter__(self) -> Iterator[Obj]:
+        return iter(self.pending.pods[self.index + 1 :])
+
+    def labelled(self, label: tuple[str, str]) -> list[Obj]:
+        """The pods after `index` that carry `label`."""
+        positions = self.pending._by_label.get(label, [])
+        start = bisect.bisect_right(positions, self.index)
+        return [self.pending.pods[i] for i in positions[start:]]
+
+
 def place(
     pod: Obj,
     nodes: Sequence[Obj],
@@ -478,7 +591,7 @@ class Snapshot:
     def place(
         self,
         pod: Obj,
-        pending: Sequence[Obj] = (),
+        pending: Sequence[Obj] | PendingAfter = (),
         claims_fit: Callable[[str], str | None] | None = None,
     ) -> Placement:
         """`claims_fit(node)`: None when the pod's resource claims can be allocated there,
@@ -494,11 +607,15 @@ class Snapshot:
 def _place(
     world: _World,
     pod: Obj,
-    pending: Sequence[Obj],
+    pending: Sequence[Obj] | PendingAfter,
     claims_fit: Callable[[str], str | None] | None = None,
 ) -> Placement:
     requests = pod_requests(pod)
     rules = world.affinity_rules(pod)
+    if claims_fit is None:
+        chosen = _first_of_gang(world, pod, requests, rules, pending)
+        if chosen is not None:
+            return Placement(chosen)
     feasible = world.feasible(pod, requests, rules)
     claims_reasons: dict[str, str] = {}
     if claims_fit is not None:
@@ -523,23 +640,16 @@ def _place(
     return Placement(_prefer_whole_gang(pod, feasible, world, pending))
 
 
-def _prefer_whole_gang(pod: Obj, feasible: list[str], world: _World, pending: Sequence[Obj]) -> str:
+def _prefer_whole_gang(
+    pod: Obj, feasible: list[str], world: _World, pending: Sequence[Obj] | PendingAfter
+) -> str:
     found = _self_affinity_key(pod)
     if found is None:
         return feasible[0]
     term, key = found
     if any(True for _ in world.matching(term, pod)):
         return feasible[0]  # the gang has started; affinity already pins the domain
-    me = (_meta(pod).get("namespace"), _meta(pod).get("name"))
-    label = _selector_key(term)
-    if label is not None:  # a cheap look at the label first: thousands may be pending
-        pending = [o for o in pending if _labels(o).get(label[0]) == label[1]]
-    gang = 1 + sum(
-        1
-        for other in pending
-        if (_meta(other).get("namespace"), _meta(other).get("name")) != me
-        and _term_matches_pod(term, pod, other)
-    )
+    gang = _gang_size(pod, term, pending)
     per_domain: Counter[str] = Counter()
     for name in feasible:
         value = world.topology_value(name, key)
@@ -566,3 +676,45 @@ def _prefer_whole_gang(pod: Obj, feasible: list[str], world: _World, pending: Se
         return feasible[0]
     _, _, chosen = min(roomy)
     return next(n for n in feasible if world.topology_value(n, key) == chosen)
+
+
+def _gang_size(pod: Obj, term: Obj, pending: Sequence[Obj] | PendingAfter) -> int:
+    """The pod and the pending pods its self-affinity term matches."""
+    me = (_meta(pod).get("namespace"), _meta(pod).get("name"))
+    label = _selector_key(term)
+    siblings: Iterable[Obj] = pending
+    if label is not None and isinstance(pending, PendingAfter):
+        siblings = pending.labelled(label)  # thousands may be pending: only its label's
+    elif label is not None:
+        siblings = [o for o in pending if _labels(o).get(label[0]) == label[1]]
+    return 1 + sum(
+        1
+        for other in siblings
+        if (_meta(other).get("namespace"), _meta(other).get("name")) != me
+        and _term_matches_pod(term, pod, other)
+    )
+
+
+def _first_of_gang(
+    world: _World,
+    pod: Obj,
+    requests: Mapping[str, int],
+    rules: _AffinityRules,
+    pending: Sequence[Obj] | PendingAfter,
+) -> str | None:
+    """`_prefer_whole_gang`'s answer for the first pod of a gang, from the pass's per-domain
+    index instead of every feasible node; None when the pod is not such a pod (then the
+    plain search decides). Exact when its only required affinity is its own gang's (any
+    domain with the key) and every (anti-)affinity exclusion is by that same key: then the
+    feasible nodes are the fit nodes with the key outside the excluded domains."""
+    found = _self_affinity_key(pod)
+    if found is None:
+        return None
+    term, key = found
+    if rules.required != ((key, None),):
+        return None  # not the first of its gang, or other affinity terms
+    excluded = rules.forbidden | rules.repelled
+    if any(k != key for k, _ in excluded):
+        return None
+    domains = world.gang_domains(pod, requests, key)
+    return domains.choose(_gang_size(pod, term, pending), {v for _, v in excluded})
