@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
 
 import pytest
 
 from devkube.server import ApiServer
+from kubefacts.timestamps import micro_time
 from raycluster_operator.controller.leader import LeaderElector, LeaseTiming
 from raycluster_operator.kube import KubeClient
 
@@ -68,6 +70,27 @@ async def test_only_one_candidate_leads_and_a_successor_takes_over_on_release(
     tb.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await tb
+
+
+async def test_a_release_after_a_renewal_whose_answer_was_lost_still_releases(
+    clients: tuple[ApiServer, KubeClient, KubeClient],
+) -> None:
+    """A stop cancels the renewal loop; a renewal the server applied but whose answer the
+    elector never read leaves it a stale Lease (a Conflict on release)."""
+    _, ca, cb = clients
+    a = elector(ca, "a")
+    assert await a.try_acquire_or_renew()
+    lease = await cb.get_lease("default", "op")
+    lease["spec"]["renewTime"] = micro_time(datetime.now(UTC))
+    await cb.replace_lease(lease)  # the renewal as the server applied it
+    await a.release()
+    released = await cb.get_lease("default", "op")
+    assert released["spec"]["holderIdentity"] == ""
+    assert released["spec"]["leaseDurationSeconds"] == 1
+    await a.release()  # once released, nothing more to do
+    assert (await cb.get_lease("default", "op"))["metadata"]["resourceVersion"] == released[
+        "metadata"
+    ]["resourceVersion"]
 
 
 async def test_a_crashed_leader_is_replaced_after_the_lease_expires(

@@ -114,16 +114,29 @@ class LeaderElector:
             self._observed_at = self._clock()
 
     async def release(self) -> None:
-        """Hand the Lease back (holder cleared, 1 s duration) if we still hold it."""
-        if self._lease is None:
-            return
-        spec: dict[str, object] = dict(Lease(self._lease).spec)
-        if spec.get("holderIdentity") != self.identity:
-            return
-        spec.update(holderIdentity="", leaseDurationSeconds=1, renewTime=self._wall())
-        with contextlib.suppress(KubeError):
-            await self.client.replace_lease({**self._lease, "spec": spec})
-        self._lease = None
+        """Hand the Lease back (holder cleared, 1 s duration) if we still hold it. A stop
+        cancels the renewal loop, maybe after the server applied a renewal whose answer we never
+        read: on that Conflict the Lease is read again, so a successor need not wait for it to
+        expire."""
+        lease, self._lease = self._lease, None
+        for _ in range(3):
+            if lease is None:
+                return
+            spec: dict[str, object] = dict(Lease(lease).spec)
+            if spec.get("holderIdentity") != self.identity:
+                return
+            spec.update(holderIdentity="", leaseDurationSeconds=1, renewTime=self._wall())
+            try:
+                await self.client.replace_lease({**lease, "spec": spec})
+                return
+            except Conflict:
+                pass
+            except KubeError:
+                return
+            try:
+                lease = await self.client.get_lease(self.namespace, self.name)
+            except KubeError:
+                return
 
     async def run(self, lead: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Campaign, lead while renewals succeed, campaign again after losing; release on
