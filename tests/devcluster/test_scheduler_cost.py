@@ -160,3 +160,26 @@ def test_a_gangs_first_pod_does_not_look_at_every_free_node(
     # node once per pass and each slice's pool after: 8 times the work, 8 times the checks.
     few, many = fit_checks(5, monkeypatch), fit_checks(40, monkeypatch)
     assert few * 8 == many
+
+
+def test_pods_that_fit_nowhere_cost_one_look_at_every_node_until_one_is_placed() -> None:
+    """Unreachable nodes under load leave hundreds of pods unschedulable at once: each one's
+    reasons are those of the first of its kind while nothing has been placed."""
+    nodes = build_nodes(parse_spec(["tpu:v6e:4x4:4", "cpu:2"]))
+    memo = CountingMemo()
+    snapshot = Snapshot(nodes, [], memo)
+    huge = [head(i) for i in range(40)]
+    for pod in huge:
+        pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1000"
+    found = [snapshot.place(pod) for pod in huge]
+    assert {f.node for f in found} == {None}
+    assert len({f.message for f in found}) == 1
+    assert "Insufficient cpu" in str(found[0].message)
+    # The node-only questions of the shape once (passing), and the reasons once: not 40 times.
+    assert len(memo.asked) == 2 * len(nodes)
+    placed = snapshot.place(head(99))
+    assert placed.node is not None
+    snapshot.assume(head(99), placed.node)
+    assert snapshot.place(huge[0]).node is None
+    # A pod placed: the reasons are looked at again (the shape's node-only verdicts stand).
+    assert len(memo.asked) == 3 * len(nodes)

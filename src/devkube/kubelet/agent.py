@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
 import ipaddress
 import logging
 from collections.abc import AsyncIterator, Mapping
@@ -73,21 +74,34 @@ def node_internal_ip(node: Mapping[str, Any]) -> str:
 
 
 class _IpPool:
-    """The free pod IPs of one node's podCIDR, lowest first."""
+    """The free pod IPs of one node's podCIDR, lowest first. Addresses are handed out in order
+    and returned ones are taken first, so a node's pool costs nothing until its pods come and
+    each take or give is O(log n) (issue #26: a list of every address of every node's range,
+    built on its first pod, was 11.5% of the dev server while 400 clusters converged)."""
 
     def __init__(self, cidr: str) -> None:
         network = ipaddress.ip_network(cidr or "10.255.0.0/24", strict=False)
-        self._free = [str(ip) for ip in list(network.hosts())[1:]]  # .1 is the node's gateway
-        self._free.reverse()
+        self._address = type(network.network_address)
+        hosts = iter(network.hosts())
+        next(hosts, None)  # the first host (.1) is the node's gateway
+        second = next(hosts, None)
+        last = int(network.broadcast_address)
+        if network.version == 4 and network.prefixlen < 31:
+            last -= 1  # the broadcast address
+        # The next address never handed out, and the last of the range (none: next > last).
+        self._next, self._last = (int(second), last) if second is not None else (1, 0)
+        self._returned: list[int] = []
 
     def take(self) -> str:
-        if not self._free:
+        if self._returned:
+            return str(self._address(heapq.heappop(self._returned)))
+        if self._next > self._last:
             raise RuntimeError("pod IP range exhausted")
-        return self._free.pop()
+        self._next += 1
+        return str(self._address(self._next - 1))
 
     def give(self, ip: str) -> None:
-        self._free.append(ip)
-        self._free.sort(key=lambda a: ipaddress.ip_address(a), reverse=True)
+        heapq.heappush(self._returned, int(ipaddress.ip_address(ip)))
 
 
 class Kubelet:

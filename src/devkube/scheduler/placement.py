@@ -171,6 +171,10 @@ def _required_terms(pod: Obj, kind: str) -> Sequence[Obj]:
     return terms
 
 
+#: What decides that a pod fits no node, when it has no resource claims (`_place`).
+_FailureKey = tuple[str, tuple[tuple[str, int], ...], "_AffinityRules"]
+
+
 @dataclass(frozen=True)
 class _Bound:
     pod: Obj
@@ -356,6 +360,10 @@ class _World:
         self._domains: dict[str, dict[str, list[str]]] = {}
         self._passing: dict[str, tuple[list[str], set[str]]] = {}
         self._gang_domains: dict[tuple[str, tuple[tuple[str, int], ...], str], _Domains] = {}
+        # Why a pod found no node, by what decided it (shape, requests, affinity), until a pod
+        # is placed: hundreds of pods that fit nowhere cost one look at every node, not one
+        # each (issue #26: unreachable nodes under load made a pass pods x nodes).
+        self.failures: dict[_FailureKey, Placement] = {}
         for pod in bound:
             self.add(pod, str((pod.get("spec") or {}).get("nodeName") or ""))
 
@@ -364,6 +372,7 @@ class _World:
             return
         entry = _Bound(pod, node)
         self.bound.append(entry)
+        self.failures.clear()
         for label in _labels(pod).items():
             self.by_label.setdefault(label, []).append(entry)
         for term in _required_terms(pod, "podAntiAffinity"):
@@ -612,10 +621,15 @@ def _place(
 ) -> Placement:
     requests = pod_requests(pod)
     rules = world.affinity_rules(pod)
+    failure: _FailureKey | None = None
     if claims_fit is None:
         chosen = _first_of_gang(world, pod, requests, rules, pending)
         if chosen is not None:
             return Placement(chosen)
+        failure = (_shape(pod, requests), tuple(requests.items()), rules)
+        known = world.failures.get(failure)
+        if known is not None:
+            return known
     feasible = world.feasible(pod, requests, rules)
     claims_reasons: dict[str, str] = {}
     if claims_fit is not None:
@@ -636,7 +650,10 @@ def _place(
             if reason is not None:
                 reasons[reason] += 1
         detail = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
-        return Placement(None, f"0/{len(world.nodes)} nodes are available: {detail}.")
+        placement = Placement(None, f"0/{len(world.nodes)} nodes are available: {detail}.")
+        if failure is not None:
+            world.failures[failure] = placement
+        return placement
     return Placement(_prefer_whole_gang(pod, feasible, world, pending))
 
 
