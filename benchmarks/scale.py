@@ -5,7 +5,8 @@ Run: ``.venv/bin/python benchmarks/scale.py [--clusters 1000]``   (simulated run
 With the default 1,000 clusters that is 9,000 pods on 8,000 simulated TPU nodes. The operator
 runs as ``raycluster-operator run`` in its own process, as it is deployed. Measured:
 
-1. *converge*: from empty, all clusters applied at once, until every pod is Running and Ready;
+1. *converge*: from empty, all clusters applied at once, until every pod is Running and Ready
+   and every RayCluster's status says so (state ready, every slice ready);
 2. *steady state*: over several resyncs, the API writes (must be 0) and reconcile latency
    p50/p99 (from the operator's own histogram);
 3. *RSS*: the operator process's resident memory at steady state;
@@ -138,6 +139,18 @@ def ready_pods(pods: Informer, verbose: bool = False) -> tuple[int, int]:
     return len(live), ready
 
 
+def reported_ready(clusters: Informer) -> int:
+    """RayClusters whose status says every slice is ready: the operator has caught up with its
+    pods (at 1,000 clusters it still wrote budgets and statuses seconds after the last pod was
+    Ready, and those writes fell into the steady-state window)."""
+    return sum(
+        1
+        for c in clusters.cache.values()
+        if (c.get("status") or {}).get("state") == "ready"
+        and (c.get("status") or {}).get("readyWorkerSlices") == SLICES
+    )
+
+
 async def baseline_rss(
     kubeconfig: Path,
     operator: asyncio.subprocess.Process,
@@ -208,6 +221,8 @@ async def measure(
         operator = await start_operator(kubeconfig, port, resync, log=oplog)
         watched = Informer(cluster.client, "/api/v1/pods")
         watched.start()
+        reported = Informer(cluster.client, "/apis/ray.io/v1/rayclusters")
+        reported.start()
         try:
             gate = asyncio.Semaphore(32)
 
@@ -222,7 +237,7 @@ async def measure(
             polls = 0
             while True:
                 live, ready = ready_pods(watched, verbose and polls % 5 == 0)
-                if live >= pods and ready >= pods:
+                if live >= pods and ready >= pods and reported_ready(reported) >= clusters:
                     break
                 polls += 1
                 await asyncio.sleep(1.0)
@@ -257,6 +272,7 @@ async def measure(
                 await baseline_rss(kubeconfig, operator, clusters, resync, baseline)
         finally:
             await watched.stop()
+            await reported.stop()
             operator.terminate()
             await operator.wait()
 
