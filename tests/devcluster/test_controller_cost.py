@@ -373,3 +373,21 @@ async def test_gc_looks_at_the_dependents_of_what_went_only(clusters: int) -> No
     assert looked == 9  # the deleted RayCluster's head and 8 hosts, whatever else is stored
     # Each confirmed gone (GET) and deleted.
     assert sorted(w for w, _ in writes) == ["delete"] * 9 + ["get"] * 9
+
+
+async def test_a_dependent_whose_owner_is_not_known_yet_is_asked_again_until_it_is() -> None:
+    """Passes look only at what changed; a dependent whose owner's kind is not discovered yet
+    (a CRD still coming) stays in question, as every pass asked before, or it would leak."""
+    recorder = Recorder()
+    collector = GarbageCollector(client(recorder), Discovery(client(recorder)))
+    owner = {"metadata": {"name": "c0", "namespace": "default", "uid": "uid-c0"}}
+    orphan = owned(world(1)[0][0], owner)
+    collector._discovery.lookup = lambda *_: None  # type: ignore[method-assign]
+    collector._index(PODS_INFO, listed([orphan]))
+    await collector.collect()
+    await collector.collect()
+    assert recorder.writes == []  # never guessed gone
+    collector._discovery.lookup = lambda *_: CLUSTERS_INFO  # type: ignore[method-assign]
+    await collector.collect()  # no event came: still in question, now decided
+    path = f"/api/v1/namespaces/default/pods/{orphan['metadata']['name']}"
+    assert ("delete", path) in recorder.writes

@@ -232,20 +232,30 @@ class GarbageCollector:
             missing = [r for r in o.refs if str(r.get("uid")) not in self._objects]
             if missing and not o.meta.get("deletionTimestamp"):
                 work.append(self._dangling(o, missing))
-        await asyncio.gather(*work)
+        try:
+            await asyncio.gather(*work)
+        except BaseException:
+            self._dirty |= dirty  # a failed pass is not a look: all of it again next time
+            raise
 
-    async def _owner_gone(self, dependent: _Object, ref: Mapping[str, Any]) -> bool:
+    async def _owner_gone(self, dependent: _Object, ref: Mapping[str, Any]) -> bool | None:
+        """None: not known yet (a kind not discovered, an error): never guess it is gone."""
         info = self._discovery.lookup(str(ref.get("apiVersion")), str(ref.get("kind")))
         if info is None:
-            return False  # a kind we cannot look up: never guess it is gone
+            return None
         try:
             owner = await self._client.get(info.path(dependent.meta.get("namespace"), ref["name"]))
         except ApiError as error:
-            return error.status == 404
+            return True if error.status == 404 else None
         return str((owner.get("metadata") or {}).get("uid")) != str(ref.get("uid"))
 
     async def _dangling(self, o: _Object, missing: list[Mapping[str, Any]]) -> None:
-        gone = [r for r in missing if await self._owner_gone(o, r)]
+        verdicts = [await self._owner_gone(o, r) for r in missing]
+        if None in verdicts:
+            # Passes look only at what changed: one undecided is asked again at the next
+            # pass, as every pass asked before, or its dependent would leak for ever.
+            self._dirty.add(o.uid)
+        gone = [r for r, verdict in zip(missing, verdicts, strict=True) if verdict]
         if not gone:
             return
         gone_uids = {str(r.get("uid")) for r in gone}
@@ -261,6 +271,7 @@ class GarbageCollector:
                 await self._client.delete(o.path(), propagation_policy="Background", uid=o.uid)
         except ApiError as error:
             if error.status not in (404, 409):
+                self._dirty.add(o.uid)  # again next pass
                 log.warning("gc: %s: %s", o.path(), error)
 
     async def _orphan(self, owner: _Object, children: list[_Object]) -> None:
