@@ -391,3 +391,30 @@ async def test_a_dependent_whose_owner_is_not_known_yet_is_asked_again_until_it_
     await collector.collect()  # no event came: still in question, now decided
     path = f"/api/v1/namespaces/default/pods/{orphan['metadata']['name']}"
     assert ("delete", path) in recorder.writes
+
+
+async def test_podgc_asks_again_about_a_node_the_server_did_not_answer_for() -> None:
+    """A pass looks only at the nodes in question; one whose live look failed stays so."""
+    recorder = Recorder()
+    pods = Informer(client(recorder), "/api/v1/pods")
+    nodes = Informer(client(recorder), "/api/v1/nodes")
+    collector = PodGarbageCollector(client(recorder), nodes=nodes, pods=pods)
+    all_pods, _ = world(3)
+    all_nodes = nodes_of(all_pods)
+    watched(nodes, all_nodes)
+    watched(pods, all_pods)
+    await collector.collect()
+    gone = next(n for n in all_nodes if n["metadata"]["name"] == "tpu-0-0-0")
+    nodes.apply(WatchEvent("DELETED", gone))
+    answer = recorder.get
+
+    async def unavailable(path: str) -> dict[str, Any]:
+        recorder.writes.append(("get", path))
+        raise ApiError(503, {"reason": "ServiceUnavailable"})
+
+    recorder.get = unavailable  # type: ignore[method-assign]
+    await collector.collect()
+    assert recorder.writes == [("get", "/api/v1/nodes/tpu-0-0-0")]  # never guessed gone
+    recorder.get = answer  # type: ignore[method-assign]
+    await collector.collect()  # no event came: still in question, now decided
+    assert ("delete", "/api/v1/namespaces/default/pods/c0-tpu-0-0") in recorder.writes

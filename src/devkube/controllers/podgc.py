@@ -104,19 +104,33 @@ class PodGarbageCollector:
             for pod in list(self._on_node.bucket(name).values())
             if _meta(pod).get("deletionTimestamp")
         ]
+        try:
+            await self._collect_orphans(orphans)
+        except BaseException:
+            for coroutine in stranded:
+                coroutine.close()
+            if self._suspects is not None:  # a failed pass is not a look: again next time
+                self._suspects |= set(orphans)
+            raise
+        await asyncio.gather(*stranded)
+
+    async def _collect_orphans(self, orphans: Mapping[str, list[Mapping[str, Any]]]) -> None:
         for node, pods in orphans.items():
-            if await self._node_exists(node):
+            exists = await self._node_exists(node)
+            if exists is None and self._suspects is not None:
+                self._suspects.add(node)  # not known (an error): asked again next pass
+            if exists is not False:
                 continue
             await asyncio.gather(*(self._delete(pod, node) for pod in pods))
             if self._suspects is not None:
                 self._suspects.add(node)  # looked at again until its pods are gone
-        await asyncio.gather(*stranded)
 
-    async def _node_exists(self, name: str) -> bool:
+    async def _node_exists(self, name: str) -> bool | None:
+        """None when the server did not say (an error): never guess a node is gone."""
         try:
             await self._client.get(resource_path("v1", "nodes", name=name))
         except ApiError as error:
-            return error.status != 404
+            return False if error.status == 404 else None
         return True
 
     async def _delete(
