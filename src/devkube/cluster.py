@@ -34,6 +34,7 @@ from devkube.controllers.replicasets import ReplicaSetController
 from devkube.controllers.resourceclaims import ResourceClaimController
 from devkube.controllers.resourcequota import ResourceQuotaController
 from devkube.controllers.tainteviction import TaintEvictionController
+from devkube.controlplane.kube import KubeControlPlane
 from devkube.kubelet.agent import Kubelet
 from devkube.kubelet.runtime import Runtime, RuntimeContext, simulated_runtime
 from devkube.kubelet.streams import stream_backend
@@ -59,6 +60,19 @@ def _process_runtime(context: RuntimeContext) -> Runtime:
     from devkube.process.runtime import process_runtime
 
     return process_runtime(context)
+
+
+#: Who serves the API (`--control-plane NAME`): our embedded server and its controllers, or
+#: Kubernetes' own binaries built from the Go module proxy (docs/design.md §8.2), with our
+#: kubelets joined to them as nodes.
+CONTROL_PLANES = ("embedded", "kubernetes")
+
+
+class EmbeddedOnly(RuntimeError):
+    """What was asked exists only on the embedded control plane (fault injection, the store)."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"{what}: only the embedded control plane has this")
 
 
 # Runtime factories by name (`--runtime NAME`); a process runtime is added here.
@@ -107,6 +121,7 @@ class DevCluster:
         node_status_every: float = 60.0,
         pod_gc_every: float = 2.0,
         addons: Sequence[Addon] = (),
+        control_plane: str = "embedded",
     ) -> None:
         """`node_grace`: seconds without a heartbeat before a node goes Ready=Unknown (kube's
         --node-monitor-grace-period, 40 s there); kubelets renew their Lease every quarter of
@@ -119,6 +134,11 @@ class DevCluster:
         NotReady and their pods with them."""
         if isinstance(runtime, str) and runtime not in RUNTIMES:
             raise ValueError(f"unknown runtime {runtime!r} (known: {', '.join(RUNTIMES)})")
+        if control_plane not in CONTROL_PLANES:
+            raise ValueError(
+                f"unknown control plane {control_plane!r} (known: {', '.join(CONTROL_PLANES)})"
+            )
+        self.control_plane = control_plane
         self._kubelet_delay = kubelet_delay
         self.node_manifests = build_nodes(parse_spec(nodes))
         if _binds_pod_ips(runtime):
@@ -126,7 +146,22 @@ class DevCluster:
             from devkube.process.runtime import loopback_nodes
 
             self.node_manifests = loopback_nodes(self.node_manifests)
-        self.server = ApiServer(host=host, port=port, token=token, faults=faults)
+        self._server: ApiServer | None = None
+        self._kube: KubeControlPlane | None = None
+        if control_plane == "embedded":
+            self._server = ApiServer(host=host, port=port, token=token, faults=faults)
+        else:
+            if faults is not None or token is not None:
+                raise ValueError(
+                    "faults and a fixed token are the embedded server's; Kubernetes' control "
+                    "plane has neither"
+                )
+            self._kube = KubeControlPlane(
+                node_names=[str(n["metadata"]["name"]) for n in self.node_manifests],
+                node_grace=node_grace,
+                host=host,
+                port=port,
+            )
         self._runtime_choice = runtime
         self._termination_cap = termination_cap
         self._eviction_delay = eviction_delay
@@ -186,17 +221,24 @@ class DevCluster:
             return
         self._network = network
         self.node_manifests = network.nodes(self.node_manifests)
-        self.server.extra_sans = (*self.server.extra_sans, network.gateway)
-        self.server.also_listen = (network.gateway,)
+        if self._server is not None:
+            self._server.extra_sans = (*self._server.extra_sans, network.gateway)
+            self._server.also_listen = (network.gateway,)
+        elif self._kube is not None:
+            self._kube.extra_sans = (*self._kube.extra_sans, network.gateway)
+            self._kube.also_listen = network.gateway
 
     async def start(self) -> None:
         self._plan_network()
-        await self.server.start()
+        await self.api.start()
         self._client = ApiClient(self.url, self.token, self.ca_pem)
         self._discovery = Discovery(self._client)
         await self._discovery.refresh()
         await self._ensure_namespace("default")
         await asyncio.gather(*(self._create_node(n) for n in self.node_manifests))
+        if self._kube is not None:
+            await self._start_node_side()
+            return
         # One pods and one nodes watch shared by the controllers, as in one controller manager.
         pods = Informer(self._client, "/api/v1/pods")
         nodes = Informer(self._client, "/api/v1/nodes")
@@ -221,6 +263,45 @@ class DevCluster:
             await addon.start(self)
         log.info("dev cluster up at %s with %d nodes", self.url, len(self.node_manifests))
 
+    async def _start_node_side(self) -> None:
+        """On Kubernetes' control plane only the node side is ours: the kubelets (one per
+        simulated node, over the shared pods and nodes watches), host maintenance and the
+        add-ons; kube-controller-manager and kube-scheduler do the rest."""
+        assert self._client is not None
+        pods = Informer(self._client, "/api/v1/pods")
+        nodes = Informer(self._client, "/api/v1/nodes")
+        self._shared = [pods, nodes]
+        self._kubelet = Kubelet(
+            self._client,
+            self._runtime(),
+            termination_cap=self._termination_cap,
+            eviction_delay=self._eviction_delay,
+            pods=pods,
+            nodes=nodes,
+            lease_duration=self._node_grace,
+            status_every=self._node_status_every,
+        )
+        self._maintenance = HostMaintenance(self._client, nodes=nodes)
+        await self._kubelet.start()
+        await self._maintenance.start()
+        for addon in self.addons:
+            self._addons_started.append(addon)
+            await addon.start(self)
+        log.info(
+            "dev cluster's %d nodes joined Kubernetes' control plane at %s",
+            len(self.node_manifests),
+            self.url,
+        )
+
+    def _runtime(self) -> Runtime:
+        runtime = self._runtime_choice
+        if isinstance(runtime, str):
+            context = RuntimeContext(
+                self._kubelet_delay, self.url, self.token, self.ca_pem, self._network
+            )
+            return RUNTIMES[runtime](context)
+        return runtime
+
     def _make_controllers(
         self,
         pods: Informer,
@@ -239,12 +320,7 @@ class DevCluster:
         self._resourceclaims = ResourceClaimController(
             self._client, pods=pods, claims=claims, templates=templates
         )
-        runtime = self._runtime_choice
-        if isinstance(runtime, str):
-            context = RuntimeContext(
-                self._kubelet_delay, self.url, self.token, self.ca_pem, self._network
-            )
-            runtime = RUNTIMES[runtime](context)
+        runtime = self._runtime()
         self._kubelet = Kubelet(
             self._client,
             runtime,
@@ -281,8 +357,9 @@ class DevCluster:
             quotas=Informer(self._client, "/api/v1/resourcequotas"),
         )
         self._jobs = JobController(self._client, pods=pods)
-        self.server.log_source = self._kubelet.log_source
-        self.server.stream_backend = stream_backend(runtime)
+        if self._server is not None:
+            self._server.log_source = self._kubelet.log_source
+            self._server.stream_backend = stream_backend(runtime)
         controllers: list[Any] = [
             self._resourceclaims,
             self._scheduler,
@@ -323,7 +400,7 @@ class DevCluster:
             await informer.stop()
         if self._client is not None:
             await self._client.close()
-        await self.server.stop()
+        await self.api.stop()
         if self._network is not None:
             await asyncio.to_thread(self._network.teardown)
             self._network = None
@@ -342,16 +419,38 @@ class DevCluster:
     # --- connection details --------------------------------------------------------------
 
     @property
+    def api(self) -> ApiServer | KubeControlPlane:
+        """Whichever control plane serves the API: the embedded server or Kubernetes'."""
+        served = self._server or self._kube
+        assert served is not None
+        return served
+
+    @property
+    def server(self) -> ApiServer:
+        """The embedded API server (its faults, its store): only on the embedded control
+        plane; a test that needs it says so by skipping on Kubernetes'."""
+        if self._server is None:
+            raise EmbeddedOnly("the embedded API server's internals")
+        return self._server
+
+    @property
+    def kube(self) -> KubeControlPlane:
+        """Kubernetes' control plane (its binaries' logs): only with control_plane="kubernetes"."""
+        if self._kube is None:
+            raise RuntimeError("this dev cluster runs the embedded control plane")
+        return self._kube
+
+    @property
     def url(self) -> str:
-        return self.server.url
+        return self.api.url
 
     @property
     def token(self) -> str:
-        return self.server.token
+        return self.api.token
 
     @property
     def ca_pem(self) -> bytes:
-        return self.server.ca_pem
+        return self.api.ca_pem
 
     @property
     def faults(self) -> Faults:
@@ -385,7 +484,7 @@ class DevCluster:
     ) -> dict[str, Any]:
         """The admin's kubeconfig (user kubernetes-admin, group system:masters), or, with
         `token`, one that authenticates with that token (a ServiceAccount's)."""
-        return self.server.kubeconfig_dict(token=token, namespace=namespace)
+        return self.api.kubeconfig_dict(token=token, namespace=namespace)
 
     async def service_account_token(
         self,

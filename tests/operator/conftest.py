@@ -7,19 +7,23 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
+from tests.harness import control_planes
 from tests.harness.operator_world import SharedWorld, World, running_world
 
 
 @pytest.fixture
-async def world() -> AsyncIterator[World]:
-    async with running_world() as w:
+async def world(control_plane: str) -> AsyncIterator[World]:
+    control_planes.require(control_plane)
+    async with running_world(control_plane=control_plane) as w:
         yield w
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def module_world() -> AsyncIterator[SharedWorld]:
-    """The world ``shared_world`` hands to each test of a module, its operator running."""
-    async with running_world(world_class=SharedWorld) as w:
+async def module_world(control_plane: str) -> AsyncIterator[SharedWorld]:
+    """The world ``shared_world`` hands to each test of a module, its operator running (on
+    the module's control plane: tests/harness/control_planes.py)."""
+    control_planes.require(control_plane)
+    async with running_world(world_class=SharedWorld, control_plane=control_plane) as w:
         await w.start_operator()
         assert isinstance(w, SharedWorld)
         yield w

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import random
 import secrets
@@ -11,6 +10,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from aiohttp import web
+
+from devkube.machinery.kubeconfig import kubeconfig_dict
 
 from . import openapi, rbacpolicy
 from .admission import create_on_update, rbac_escalation, service_accounts
@@ -225,20 +226,6 @@ class ApiServer:
         self, context: str = "dev", *, token: str | None = None, namespace: str = "default"
     ) -> dict[str, Any]:
         """A kubeconfig for this server: the admin's, or with `token` (a ServiceAccount's)."""
-        ca = base64.b64encode(self.ca_pem).decode()
-        return {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [
-                {"name": context, "cluster": {"server": self.url, "certificate-authority-data": ca}}
-            ],
-            "users": [{"name": context, "user": {"token": token or self.token}}],
-            "contexts": [
-                {
-                    "name": context,
-                    "context": {"cluster": context, "user": context, "namespace": namespace},
-                }
-            ],
-            "current-context": context,
-            "preferences": {},
-        }
+        return kubeconfig_dict(
+            self.url, self.ca_pem, token or self.token, context=context, namespace=namespace
+        )

@@ -69,6 +69,16 @@ DEFAULT_KUBECONFIG = Path(".devcluster") / "kubeconfig"
     "'process' where the machine allows it, else 'simulated'.",
 )
 @click.option(
+    "--control-plane",
+    "control_plane",
+    type=click.Choice(["embedded", "kubernetes"]),
+    default="embedded",
+    show_default=True,
+    help="Who serves the API: the embedded dev server, or Kubernetes' own kube-apiserver, "
+    "kube-controller-manager, kube-scheduler and etcd (built once from the Go module proxy "
+    "into a cache; the first build takes minutes), with this command's nodes joined to it.",
+)
+@click.option(
     "--kubelet-delay", type=float, default=0.2, show_default=True, help="Seconds to start a pod."
 )
 @click.option("--watch", is_flag=True, help="Print a live table of pods to stdout.")
@@ -89,6 +99,7 @@ def dev(
     no_operator: bool,
     deployed: bool,
     runtime: str,
+    control_plane: str,
     kubelet_delay: float,
     watch: bool,
     unready_slice_timeout: float,
@@ -139,6 +150,7 @@ def dev(
                 operator=not no_operator,
                 deployed=deployed,
                 runtime=runtime,
+                control_plane=control_plane,
                 kubelet_delay=kubelet_delay,
                 watch=watch,
                 planning=PlanOptions(

@@ -81,6 +81,7 @@ async def serve(
     watch: bool,
     deployed: bool = False,
     planning: PlanOptions = DEFAULT_PLANNING,
+    control_plane: str = "embedded",
 ) -> int:
     """Runs the dev cluster until a signal; the exit code (1: it failed, said in the log)."""
     from devkube import DevCluster, addons_for
@@ -95,6 +96,7 @@ async def serve(
             nodes=list(nodes),
             runtime=runtime,
             kubelet_delay=kubelet_delay,
+            control_plane=control_plane,
             # NVIDIA's DRA driver (simulated) when the nodes hold GB200/GB300 NVLink domains.
             addons=addons_for(list(nodes)),
         ) as cluster:
