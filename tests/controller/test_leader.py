@@ -11,7 +11,7 @@ import pytest
 
 from devkube.server import ApiServer
 from kubefacts.timestamps import micro_time
-from raycluster_operator.controller.leader import LeaderElector, LeaseTiming
+from raycluster_operator.controller.runtime.leader import LeaderElector, LeaseTiming
 from raycluster_operator.kube import KubeClient
 
 FAST = LeaseTiming(lease_duration=1.0, renew_deadline=0.6, retry_period=0.1)
