@@ -19,11 +19,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from raycluster_operator.api import labels
-from raycluster_operator.controller.events import EventRecorder
-from raycluster_operator.controller.metrics import Metrics
-from raycluster_operator.controller.reconciler import Reconciler, Result
-from raycluster_operator.controller.sources import Sources
-from raycluster_operator.controller.writer import Writer
+from raycluster_operator.controller.raycluster.metrics import ClusterMetrics
+from raycluster_operator.controller.raycluster.reconciler import Reconciler
+from raycluster_operator.controller.raycluster.sources import Sources
+from raycluster_operator.controller.runtime.events import EventRecorder
+from raycluster_operator.controller.runtime.metrics import Metrics
+from raycluster_operator.controller.runtime.reconcile import Result
+from raycluster_operator.controller.runtime.writer import Writer
 from raycluster_operator.kube import (
     EVENTS,
     PODS,
@@ -208,7 +210,9 @@ class World:
     def __init__(self, options: PlanOptions | None = None) -> None:
         self.kube = FakeKube()
         self.sources = Sources(self.kube)  # type: ignore[arg-type]
-        self.metrics = Metrics()
+        #: The operator's registry, and the RayCluster metrics on it.
+        self.registry = Metrics()
+        self.metrics = ClusterMetrics(self.registry.registry)
         self.reconciler = Reconciler(
             self.kube,  # type: ignore[arg-type]
             self.sources.caches,

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from devkube.server import ApiServer
-from raycluster_operator.controller.events import EventRecorder
+from raycluster_operator.controller.runtime.events import EventRecorder
 from raycluster_operator.kube import EVENTS, KubeClient
 
 CLUSTER = {

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from raycluster_operator.controller.expectations import Expectations
+from raycluster_operator.controller.raycluster.expectations import Expectations
 
 
 class FakeClock:

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from raycluster_operator.controller.informer import Informer
+from raycluster_operator.controller.runtime.informer import Informer
 from raycluster_operator.kube import PODS, Gone, ListResult, ServerError
 
 
@@ -98,7 +98,7 @@ async def test_errors_back_off_and_reconnect_without_relisting() -> None:
 
 
 async def test_deleted_event_removes_from_cache_and_index() -> None:
-    from raycluster_operator.controller.store import by_label
+    from raycluster_operator.controller.runtime.store import by_label
 
     labelled = pod("a", "11")
     labelled["metadata"]["labels"] = {"ray.io/cluster": "c"}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 
@@ -11,7 +12,7 @@ import pytest
 
 from devkube.server import ApiServer
 from kubefacts.timestamps import micro_time
-from raycluster_operator.controller.leader import LeaderElector, LeaseTiming
+from raycluster_operator.controller.runtime.leader import LeaderElector, LeaseTiming
 from raycluster_operator.kube import KubeClient
 
 FAST = LeaseTiming(lease_duration=1.0, renew_deadline=0.6, retry_period=0.1)
@@ -129,3 +130,31 @@ async def test_a_leader_that_cannot_renew_stops_leading(
     ta.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await ta
+
+
+async def test_a_crash_of_the_leading_task_says_what_crashed_and_campaigns_again(
+    clients: tuple[ApiServer, KubeClient, KubeClient], caplog: pytest.LogCaptureFixture
+) -> None:
+    _, ca, _ = clients
+    a = elector(ca, "a")
+    terms: list[int] = []
+    second = asyncio.Event()
+
+    async def lead() -> None:
+        terms.append(len(terms))
+        if len(terms) == 1:
+            raise RuntimeError("the workers' queue broke")
+        second.set()
+        await asyncio.Event().wait()
+
+    with caplog.at_level(logging.INFO, logger="raycluster_operator"):
+        ta = asyncio.create_task(a.run(lead))
+        await second.wait()  # led again after the crash
+        ta.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await ta
+    messages = [r.getMessage() for r in caplog.records]
+    assert not any("lost the lease" in m for m in messages), messages
+    (crash,) = [r for r in caplog.records if "crashed" in r.getMessage()]
+    assert "the workers' queue broke" in crash.getMessage()
+    assert crash.exc_info is not None and isinstance(crash.exc_info[1], RuntimeError)

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from raycluster_operator.controller.mergepatch import merge_patch
+from raycluster_operator.controller.raycluster.mergepatch import merge_patch
 
 
 def test_equal_documents_need_no_patch() -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from raycluster_operator.controller.present import Present
-from raycluster_operator.controller.store import Store, StoreView
+from raycluster_operator.controller.raycluster.present import Present
+from raycluster_operator.controller.runtime.store import Store, StoreView
 
 
 class CountingStore(Store):

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from raycluster_operator.controller.ratelimit import TokenBucket
+from raycluster_operator.controller.runtime.ratelimit import TokenBucket
 
 
 class FakeClock:

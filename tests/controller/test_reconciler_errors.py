@@ -7,9 +7,12 @@ import asyncio
 import pytest
 from fake_kube import KEY, World, cpu_group, raycluster
 
-from raycluster_operator.controller.controller import Controller, ControllerOptions
-from raycluster_operator.controller.events import EventRecorder
-from raycluster_operator.controller.reconciler import ReconcileError, TerminalError
+from raycluster_operator.controller.raycluster.reconciler import Reconciler
+from raycluster_operator.controller.raycluster.registration import ControllerOptions, RayClusters
+from raycluster_operator.controller.runtime.controller import Controller
+from raycluster_operator.controller.runtime.events import EventRecorder
+from raycluster_operator.controller.runtime.metrics import ControllerMetrics
+from raycluster_operator.controller.runtime.reconcile import ReconcileError, TerminalError
 from raycluster_operator.kube import RAYCLUSTERS, Forbidden, Invalid, ServerError
 from raycluster_operator.planning import PlanOptions
 from tests.harness.waiting import eventually
@@ -60,17 +63,19 @@ async def test_one_retryable_failure_among_terminal_ones_makes_the_pass_retryabl
     assert not isinstance(caught.value, TerminalError)
 
 
-async def _controller_attempts(w: World, error: Exception) -> tuple[Controller, int]:
+async def _controller_attempts(w: World, error: Exception) -> tuple[Controller[Reconciler], int]:
     """Run a controller term over the world until its first pass, with hot retries."""
     w.kube.fail("create", "pods", error)  # type: ignore[arg-type]
-    controller = Controller(
+    options = ControllerOptions(retry_base_delay=0.001, retry_max_delay=0.001, resync_period=3600)
+    kind = RayClusters(
         w.kube,  # type: ignore[arg-type]
         w.sources,
-        ControllerOptions(retry_base_delay=0.001, retry_max_delay=0.001, resync_period=3600),
+        options,
         PlanOptions(),
         metrics=w.metrics,
         recorder=EventRecorder(w.kube),  # type: ignore[arg-type]
     )
+    controller = Controller(kind, options.loop(), metrics=ControllerMetrics(w.registry.registry))
     term = asyncio.create_task(controller.lead(stopping=lambda: True))
     try:
         await eventually(lambda: _assert(controller.reconciles >= 1))
@@ -87,7 +92,7 @@ async def test_the_controller_does_not_retry_a_terminal_failure() -> None:
     controller, requeues = await _controller_attempts(w, Invalid("bad", code=422))
     assert requeues == 0
     assert controller.reconciles == 1
-    assert w.metrics.reconciles.labels("terminal")._value.get() == 1
+    assert controller.metrics.reconciles.labels("terminal")._value.get() == 1
 
 
 async def test_the_controller_retries_a_server_error_with_backoff() -> None:

@@ -119,4 +119,4 @@ async def test_a_cluster_gone_from_the_cache_is_forgotten_without_requests() -> 
     w.sync()
     result = await w.reconcile(KEY)
     assert result.requeue_after is None and len(w.kube.calls) == calls
-    assert b'cluster="c"' not in w.metrics.render()
+    assert b'cluster="c"' not in w.registry.render()

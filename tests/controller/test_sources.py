@@ -8,7 +8,7 @@ import pytest
 from fake_kube import FakeKube
 
 from raycluster_operator.controller.manager import ManagerOptions
-from raycluster_operator.controller.sources import Change, SourceOptions, Sources
+from raycluster_operator.controller.raycluster.sources import Change, SourceOptions, Sources
 
 
 def sources(*namespaces: str) -> tuple[Sources, list[Change]]:

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from raycluster_operator.controller.store import Store, by_label, by_owner
+from raycluster_operator.controller.runtime.store import Store, by_label, by_owner
 
 
 def pod(name: str, cluster: str | None, rv: str = "1", ns: str = "ns") -> dict:

@@ -18,14 +18,14 @@ from planning.cluster import cluster_obj
 from planning.test_cluster_convergence import Scenario, scenarios
 from planning.world import BASE, World, stamp, suffixes
 from raycluster_operator.api.objects import Obj
-from raycluster_operator.controller.events import reference
-from raycluster_operator.controller.transforms import (
+from raycluster_operator.controller.raycluster.transforms import (
     slim_named,
     slim_node,
     slim_pod,
     slim_service,
     without_managed_fields,
 )
+from raycluster_operator.controller.runtime.events import reference
 from raycluster_operator.planning.host_loss import node_loss
 from raycluster_operator.planning.pass_plan import (
     ClusterState,

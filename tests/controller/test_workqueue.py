@@ -4,7 +4,7 @@ import asyncio
 
 import pytest
 
-from raycluster_operator.controller.workqueue import ShutDown, WorkQueue
+from raycluster_operator.controller.runtime.workqueue import ShutDown, WorkQueue
 
 
 async def test_a_key_added_many_times_is_processed_once() -> None:
@@ -65,7 +65,7 @@ async def test_shutdown_wakes_waiting_workers() -> None:
 
 
 async def test_many_failing_keys_share_an_overall_retry_budget() -> None:
-    from raycluster_operator.controller.ratelimit import TokenBucket
+    from raycluster_operator.controller.runtime.ratelimit import TokenBucket
 
     now = [0.0]
     q = WorkQueue(base_delay=0.001, retry_bucket=TokenBucket(10, 2, clock=lambda: now[0]))

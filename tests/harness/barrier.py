@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from raycluster_operator.controller.sources import BY_CLUSTER
+from raycluster_operator.controller.raycluster.sources import BY_CLUSTER
 from raycluster_operator.kube import PODS, RAYCLUSTERS, KubeClient, NotFound
 
 from .operator import RunningOperator

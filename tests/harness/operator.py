@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from raycluster_operator.controller.leader import LeaseTiming
 from raycluster_operator.controller.manager import Manager, ManagerOptions
+from raycluster_operator.controller.runtime.leader import LeaseTiming
 from raycluster_operator.kube import KubeClient
 
 from .waiting import eventually

@@ -21,7 +21,7 @@ def reconciles(op: Any) -> float:
     """Passes the operator finished, whatever their outcome (the barrier of this test)."""
     return sum(
         sample.value
-        for metric in op.manager.metrics.reconciles.collect()
+        for metric in op.manager.controller.metrics.reconciles.collect()
         for sample in metric.samples
         if sample.name.endswith("_total")
     )

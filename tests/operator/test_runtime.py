@@ -6,7 +6,7 @@ import asyncio
 
 import aiohttp
 
-from raycluster_operator.controller.leader import LeaseTiming
+from raycluster_operator.controller.runtime.leader import LeaseTiming
 from tests.harness.operator_world import (
     World,
     eventually,

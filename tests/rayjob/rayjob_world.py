@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 import yaml
 from jobs_api_standin import JobsApiStandIn
 
-from raycluster_operator.controller.rayjobs import RayJobController
+from raycluster_operator.controller.rayjob.reconciler import RayJobReconciler
 from raycluster_operator.kube import BATCH_JOBS, PODS, RAYCLUSTERS, RAYJOBS, NotFound
 from tests.harness import manifests as m
 from tests.harness.kubectl import Run, runner
@@ -45,7 +45,7 @@ class RayJobWorld(DevWorld):
     async def operator_on_standin(self) -> RunningOperator:
         """An operator whose RayJob controller asks the stand-in Jobs API."""
         op = await self.start_operator()
-        controller: RayJobController = op.manager.rayjobs
+        controller: RayJobReconciler = op.manager.rayjobs
         controller.resolve = lambda rayjob, cluster: self.jobs_api.url
         return op
 

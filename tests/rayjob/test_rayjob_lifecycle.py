@@ -126,10 +126,10 @@ async def test_cluster_selector_runs_on_an_existing_cluster(
     assert await world.cluster_exists(ns, "shared")
     # Its own cluster is never deleted: not even when the RayJob goes.
     assert (await world.kubectl(tmp_path)("delete", "rayjob", "guest", "-n", ns)).returncode == 0
-    before = world.operators[0].manager.rayjobs.reconciles
+    before = world.operators[0].manager.controllers["rayjob"].reconciles
 
     async def progressed() -> None:
-        assert world.operators[0].manager.rayjobs.reconciles > before
+        assert world.operators[0].manager.controllers["rayjob"].reconciles > before
 
     await eventually(progressed, 30)
     assert await world.cluster_exists(ns, "shared")
@@ -170,11 +170,11 @@ async def test_deletion_policy(world: RayJobWorld, tmp_path: Path, policy: str) 
         reasons = {e.get("reason") for who, e in about if who.get("name") == "done"}
         assert "JobEnded" in reasons, reasons  # it completed before it deleted itself
     else:
-        before = world.operators[0].manager.rayjobs.reconciles
+        before = world.operators[0].manager.controllers["rayjob"].reconciles
         await world.kube.patch(RAYJOBS, ns, "done", {"metadata": {"annotations": {"poke": "1"}}})
 
         async def progressed() -> None:
-            assert world.operators[0].manager.rayjobs.reconciles > before
+            assert world.operators[0].manager.controllers["rayjob"].reconciles > before
 
         await eventually(progressed, 30)
         assert await world.cluster_exists(ns, cluster)

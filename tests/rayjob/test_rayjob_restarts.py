@@ -15,7 +15,7 @@ import pytest_asyncio
 from rayjob_world import NODES, RayJobWorld, assert_healed, rayjob
 
 from raycluster_operator.builders.rayjob import submitter_job_id
-from raycluster_operator.controller.rayjobs import RayJobController
+from raycluster_operator.controller.rayjob.reconciler import RayJobReconciler
 from raycluster_operator.kube import PODS, RAYCLUSTERS, RAYJOBS
 from raycluster_operator.planning.rayjob import Plan
 from tests.harness.operator import RunningOperator
@@ -35,7 +35,7 @@ async def world() -> AsyncIterator[RayJobWorld]:
 def stop_before_status(op: RunningOperator, target: str) -> asyncio.Event:
     """The operator's next pass that moves the RayJob to ``target`` executes its writes and
     then hangs before writing status (the test crashes it there); the event says it is there."""
-    controller: RayJobController = op.manager.rayjobs
+    controller: RayJobReconciler = op.manager.rayjobs
     original = controller._write_status
     there = asyncio.Event()
 

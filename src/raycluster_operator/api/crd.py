@@ -11,7 +11,8 @@ Our own additions are few and marked: their description starts with ``EXTENSION`
 ``spec.idleSuspend`` and ``spec.idleTerminationOptions`` (Ray's autoscaler v2 idle policy) and,
 in status, the slice counts (``desiredWorkerSlices``, ``readyWorkerSlices``, ``workerGroups``).
 Under KubeRay's own CRD the API server prunes them; the operator then compares the status it
-wants after the same pruning and reports a pruned spec extension (``controller/crdfit.py``).
+wants after the same pruning and reports a pruned spec extension
+(``controller/raycluster/crdfit.py``).
 """
 
 from __future__ import annotations

@@ -12,12 +12,12 @@ from typing import Any, TypeVar
 
 import click
 
-from raycluster_operator.controller.controller import ControllerOptions
-from raycluster_operator.controller.logs import configure_logging
 from raycluster_operator.controller.manager import Manager, ManagerOptions
-from raycluster_operator.controller.ratelimit import TokenBucket
-from raycluster_operator.controller.serving import ServingOptions, default_identity
-from raycluster_operator.controller.sources import SourceOptions
+from raycluster_operator.controller.raycluster.registration import ControllerOptions
+from raycluster_operator.controller.raycluster.sources import SourceOptions
+from raycluster_operator.controller.runtime.logs import configure_logging
+from raycluster_operator.controller.runtime.ratelimit import TokenBucket
+from raycluster_operator.controller.runtime.serving import ServingOptions, default_identity
 from raycluster_operator.kube import KubeClient
 from raycluster_operator.planning import PlanOptions
 from raycluster_operator.planning.backoff import DEFAULT_POLICY

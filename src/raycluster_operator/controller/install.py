@@ -70,7 +70,7 @@ def rayjob_rules() -> list[Obj]:
 
 def crd_reader_rules() -> list[Obj]:
     """Read and watch the one installed RayCluster CRD (KubeRay's or ours) to compare status
-    after its pruning (controller/crdfit.py; crdwatch.py gets it and watches it by name).
+    after its pruning (controller/raycluster/crdfit.py; crdwatch.py gets it and watches it by name).
     Cluster-scoped, so a namespaced install (no cluster-level grant at all) goes without:
     the operator then learns the pruning from its own writes."""
     rule = _rule(["apiextensions.k8s.io"], ["customresourcedefinitions"], ["get", "watch"])

@@ -1,7 +1,10 @@
-"""The manager: sources, the controller and serving, composed and run together.
+"""The manager: sources, one generic controller per kind, and serving, composed and run
+together.
 
+Every kind is a ``Registration`` on the runtime's ``Controller`` (docs/design.md §7): adding
+one is a package beside ``raycluster/`` and ``rayjob/`` and one ``_register`` line here.
 Every replica keeps warm caches (every watched namespace); only the leader runs the
-controller's workers. ``run()`` serves metrics and probes, starts the informers, waits for the
+controllers' workers. ``run()`` serves metrics and probes, starts the informers, waits for the
 caches to sync (or for a stop: an unreachable API server must not make SIGTERM wait for the
 kubelet's SIGKILL), then leads whenever serving says so. ``stop()`` drains in-flight
 reconciles briefly, releases the Lease and closes the servers.
@@ -16,20 +19,27 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import Any, TypeVar
 
-from raycluster_operator.controller.controller import Controller, ControllerOptions
-from raycluster_operator.controller.events import EventRecorder
-from raycluster_operator.controller.informer import Informer
-from raycluster_operator.controller.metrics import Metrics
-from raycluster_operator.controller.probes import HttpServer
-from raycluster_operator.controller.rayjobs import RayJobController, RayJobOptions
-from raycluster_operator.controller.serving import Serving, ServingOptions
-from raycluster_operator.controller.sources import SourceOptions, Sources
+from raycluster_operator.controller.raycluster.metrics import ClusterMetrics
+from raycluster_operator.controller.raycluster.reconciler import Reconciler
+from raycluster_operator.controller.raycluster.registration import ControllerOptions, RayClusters
+from raycluster_operator.controller.raycluster.sources import SourceOptions, Sources
+from raycluster_operator.controller.rayjob.reconciler import RayJobOptions, RayJobReconciler
+from raycluster_operator.controller.runtime.controller import Controller, LoopOptions
+from raycluster_operator.controller.runtime.events import EventRecorder
+from raycluster_operator.controller.runtime.informer import Informer
+from raycluster_operator.controller.runtime.metrics import PREFIX, ControllerMetrics, Metrics
+from raycluster_operator.controller.runtime.probes import HttpServer
+from raycluster_operator.controller.runtime.reconcile import Reconciler as AnyReconciler
+from raycluster_operator.controller.runtime.reconcile import Registration
+from raycluster_operator.controller.runtime.serving import Serving, ServingOptions
 from raycluster_operator.kube import KubeClient
 from raycluster_operator.planning import PlanOptions
 
 log = logging.getLogger(__name__)
+
+R = TypeVar("R", bound=AnyReconciler)
 
 
 @dataclass(frozen=True)
@@ -68,6 +78,7 @@ class Manager:
         self.client = client
         self.options = options or ManagerOptions()
         self.metrics = Metrics()
+        self.metrics.track_requests(lambda: client.counts)
         self.sources = Sources(
             client,
             self.options.sources,
@@ -77,25 +88,45 @@ class Manager:
         self.serving = Serving(
             client, self.options.serving, self.metrics, ready=self.sources.synced
         )
-        self.controller = Controller(
-            client,
-            self.sources,
-            self.options.controller,
-            self.options.planning,
-            metrics=self.metrics,
-            recorder=EventRecorder(client, instance=self.options.serving.identity),
+        self.recorder = EventRecorder(client, instance=self.options.serving.identity)
+        #: Every kind's controller, by the kind's name.
+        self.controllers: dict[str, Controller[Any]] = {}
+        opts = self.options
+        self.controller: Controller[Reconciler] = self._register(
+            RayClusters(
+                client,
+                self.sources,
+                opts.controller,
+                opts.planning,
+                metrics=ClusterMetrics(self.metrics.registry),
+                recorder=self.recorder,
+            ),
+            opts.controller.loop(),
+            prefix=PREFIX,
         )
-        # The second reconciler (docs/design.md §11): RayJobs, under the same lease.
-        self.rayjobs = RayJobController(
+        # The second kind (docs/design.md §11): RayJobs, under the same lease.
+        self.rayjobs = RayJobReconciler(
             client,
             self.sources,
-            self.options.rayjobs,
+            opts.rayjobs,
             registry=self.metrics.registry,
-            recorder=self.controller.recorder,
-            namespaces=self.options.sources.namespaces,
-            watch_timeout=self.options.sources.watch_timeout,
+            recorder=self.recorder,
+            namespaces=opts.sources.namespaces,
+            watch_timeout=opts.sources.watch_timeout,
         )
+        if opts.rayjobs.rayjobs:
+            self._register(
+                self.rayjobs,
+                opts.rayjobs.loop(opts.controller.drain_timeout),
+                prefix=f"{PREFIX}_rayjob",
+            )
         self._stop = asyncio.Event()
+
+    def _register(self, kind: Registration[R], loop: LoopOptions, *, prefix: str) -> Controller[R]:
+        metrics = ControllerMetrics(self.metrics.registry, prefix)
+        controller = Controller(kind, loop, metrics=metrics)
+        self.controllers[kind.name] = controller
+        return controller
 
     # -- state -------------------------------------------------------------------------------
 
@@ -135,9 +166,10 @@ class Manager:
             await self.serving.start()
             await self.sources.detect(self.client)
             await self.sources.quotas.probe()  # rule 13c: watched only with the grant
+            informers = {id(i): i for c in self.controllers.values() for i in c.kind.informers}
             tasks = [
                 asyncio.create_task(inf.run(), name=f"informer {inf.name}")
-                for inf in [*self.informers, *self.rayjobs.informers]
+                for inf in informers.values()
             ]
             if not await self._until_synced_or_stopped():
                 return
@@ -156,10 +188,13 @@ class Manager:
             await self.serving.stop()
 
     async def _term(self) -> None:
-        await asyncio.gather(
-            self.controller.lead(stopping=self._stop.is_set),
-            self.rayjobs.lead(stopping=self._stop.is_set),
-        )
+        self.metrics.is_leader.set(1)
+        try:
+            await asyncio.gather(
+                *(c.lead(stopping=self._stop.is_set) for c in self.controllers.values())
+            )
+        finally:
+            self.metrics.is_leader.set(0)
 
     async def _until_synced_or_stopped(self) -> bool:
         synced = asyncio.ensure_future(self.sources.wait_synced())

@@ -83,10 +83,10 @@ async def operator_attached(
     if not enabled:
         yield
         return
-    from raycluster_operator.controller.controller import ControllerOptions
     from raycluster_operator.controller.manager import Manager, ManagerOptions
-    from raycluster_operator.controller.rayjobs import RayJobOptions
-    from raycluster_operator.controller.serving import ServingOptions
+    from raycluster_operator.controller.raycluster.registration import ControllerOptions
+    from raycluster_operator.controller.rayjob.reconciler import RayJobOptions
+    from raycluster_operator.controller.runtime.serving import ServingOptions
     from raycluster_operator.kube import KubeClient
 
     logging.getLogger("httpx2").setLevel(logging.WARNING)

@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from raycluster_operator.api.objects import Obj, Resource
-from raycluster_operator.controller.informer import Informer
-from raycluster_operator.controller.store import StoreView, by_namespace
+from raycluster_operator.controller.runtime.informer import Informer
+from raycluster_operator.controller.runtime.store import StoreView, by_namespace
 from raycluster_operator.kube import RESOURCE_QUOTAS, Forbidden, KubeClient
 
 log = logging.getLogger(__name__)

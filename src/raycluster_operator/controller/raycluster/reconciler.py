@@ -12,9 +12,10 @@ Every decision is ``planning.plan_pass``'s, from what the caches show (docs/desi
   plan's Events are recorded after the writes;
 - status is merge-patched through the status subresource only when it differs, so a
   converged cluster costs no writes; the spec is never written;
-- a failed write makes the pass fail: ``ReconcileError`` (retried with backoff), or
-  ``TerminalError`` when every failure is one retrying cannot fix (an ``Invalid`` or
-  ``Forbidden`` answer), which is recorded as a Warning Event and waits for the next change.
+- a failed write makes the pass fail in the runtime's vocabulary (``runtime/reconcile.py``):
+  ``ReconcileError`` (retried with backoff), or ``TerminalError`` when every failure is one
+  retrying cannot fix (an ``Invalid`` or ``Forbidden`` answer), which is recorded as a
+  Warning Event and waits for the next change.
 """
 
 from __future__ import annotations
@@ -27,20 +28,21 @@ from typing import Any
 
 from kubefacts.names import random_suffix
 from raycluster_operator.api.objects import Obj, Resource
-from raycluster_operator.controller.crdfit import InstalledCrd
-from raycluster_operator.controller.events import EventRecorder
-from raycluster_operator.controller.expectations import Expectations
-from raycluster_operator.controller.metrics import Metrics
-from raycluster_operator.controller.present import Present
-from raycluster_operator.controller.refusals import RefusalHolds
-from raycluster_operator.controller.sources import (
+from raycluster_operator.controller.raycluster.crdfit import InstalledCrd
+from raycluster_operator.controller.raycluster.expectations import Expectations
+from raycluster_operator.controller.raycluster.metrics import ClusterMetrics
+from raycluster_operator.controller.raycluster.present import Present
+from raycluster_operator.controller.raycluster.refusals import RefusalHolds
+from raycluster_operator.controller.raycluster.sources import (
     BY_CLUSTER,
     BY_OWNER,
     Caches,
     Change,
 )
-from raycluster_operator.controller.store import StoreView, split_key
-from raycluster_operator.controller.writer import Writer
+from raycluster_operator.controller.runtime.events import EventRecorder
+from raycluster_operator.controller.runtime.reconcile import ReconcileError, Result, TerminalError
+from raycluster_operator.controller.runtime.store import StoreView, split_key
+from raycluster_operator.controller.runtime.writer import Writer
 from raycluster_operator.kube import (
     COMPUTE_DOMAINS,
     POD_DISRUPTION_BUDGETS,
@@ -84,22 +86,6 @@ MOVE_REASONS = DISRUPTION_REASONS | {DeleteReason.SLICE_EVICTED}
 WRITE_REJECTED = "WriteRejected"
 
 
-class ReconcileError(Exception):
-    """Some writes of a pass failed; the key is retried with backoff."""
-
-
-class TerminalError(ReconcileError):
-    """Every failed write was refused for good (Invalid, Forbidden): retrying the same write
-    cannot help, so the key waits for the next change (or resync) instead of backing off."""
-
-
-@dataclass(frozen=True)
-class Result:
-    """When to look at the cluster again without a change (None: only on a change)."""
-
-    requeue_after: float | None = None
-
-
 @dataclass(frozen=True)
 class _Failure:
     what: str
@@ -117,7 +103,7 @@ class Reconciler:
         *,
         writer: Writer,
         recorder: EventRecorder,
-        metrics: Metrics,
+        metrics: ClusterMetrics,
         options: PlanOptions | None = None,
         expectations_timeout: float = 120.0,
     ) -> None:

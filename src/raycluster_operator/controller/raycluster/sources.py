@@ -20,23 +20,22 @@ from dataclasses import dataclass, field
 
 from raycluster_operator.api.labels import CLUSTER
 from raycluster_operator.api.objects import Obj, Resource
-from raycluster_operator.controller.informer import Handler, Informer
-from raycluster_operator.controller.quotas import QuotaWatch
-from raycluster_operator.controller.store import (
+from raycluster_operator.controller.raycluster.quotas import QuotaWatch
+from raycluster_operator.controller.raycluster.transforms import (
+    slim_named,
+    slim_node,
+    slim_pod,
+    slim_service,
+    without_managed_fields,
+)
+from raycluster_operator.controller.runtime.informer import Handler, Informer, Transform
+from raycluster_operator.controller.runtime.store import (
     IndexFunc,
     StoreView,
     by_label,
     by_namespace,
     by_owner,
     object_key,
-)
-from raycluster_operator.controller.transforms import (
-    Transform,
-    slim_named,
-    slim_node,
-    slim_pod,
-    slim_service,
-    without_managed_fields,
 )
 from raycluster_operator.kube import (
     COMPUTE_DOMAINS,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 
-from raycluster_operator.controller.ratelimit import TokenBucket
+from raycluster_operator.controller.runtime.ratelimit import TokenBucket
 
 
 class ShutDown(Exception):

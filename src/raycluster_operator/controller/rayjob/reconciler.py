@@ -1,5 +1,5 @@
-"""The RayJob controller: a second reconciler in the operator process, under the same leader
-lease (docs/design.md §11).
+"""The RayJob reconciler: the second kind on the generic controller, under the same leader
+lease (docs/design.md §7, §11).
 
 It reads RayJobs and their submitter Jobs from its own informers, and RayClusters and their
 pods from the RayCluster controller's caches (one watch each, shared); it asks the Jobs API
@@ -8,7 +8,10 @@ plan's writes, writes status, records Events and metrics. It creates RayCluster 
 never their pods: the RayCluster controller beside it runs them.
 
 Its caches sync apart from the RayCluster controller's: an API server without the RayJob CRD
-leaves this controller waiting (and logging) while RayClusters are served as before.
+leaves this controller waiting (and logging) while RayClusters are served as before. A write
+the API refuses for good (Invalid, Forbidden) is recorded as a ``WriteRejected`` Warning Event
+on the RayJob and stops the key as a ``TerminalError`` until the RayJob changes; a Conflict
+(a pass from a stale RayJob) and any other failure are the runtime's to retry.
 """
 
 from __future__ import annotations
@@ -17,12 +20,13 @@ import asyncio
 import logging
 import secrets
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry
 
 from kubefacts.names import SUFFIX_ALPHABET
 from raycluster_operator.api.labels import (
@@ -32,24 +36,26 @@ from raycluster_operator.api.labels import (
     ORIGINATED_FROM_CRD,
 )
 from raycluster_operator.api.objects import Obj
-from raycluster_operator.controller.events import EventRecorder
-from raycluster_operator.controller.informer import Informer
-from raycluster_operator.controller.jobs_api import (
+from raycluster_operator.controller.raycluster.sources import BY_CLUSTER, Change, Sources
+from raycluster_operator.controller.rayjob.jobs_api import (
     RESOLVERS,
     JobsApiClient,
     JobsApiError,
     Resolver,
 )
-from raycluster_operator.controller.sources import BY_CLUSTER, Change, Sources
-from raycluster_operator.controller.store import StoreView, split_key
-from raycluster_operator.controller.workqueue import ShutDown, WorkQueue
+from raycluster_operator.controller.rayjob.metrics import RayJobMetrics
+from raycluster_operator.controller.runtime.controller import LoopOptions
+from raycluster_operator.controller.runtime.events import EventRecorder
+from raycluster_operator.controller.runtime.informer import Informer
+from raycluster_operator.controller.runtime.reconcile import Result, TerminalError
+from raycluster_operator.controller.runtime.store import StoreView, split_key
 from raycluster_operator.kube import (
     BATCH_JOBS,
     RAYCLUSTERS,
     RAYJOBS,
     AlreadyExists,
-    Conflict,
     KubeClient,
+    KubeError,
     NotFound,
 )
 from raycluster_operator.planning.rayjob import (
@@ -77,26 +83,17 @@ class RayJobOptions:
     #: runtime, where the operator runs on the host).
     jobs_api_via: str = "service"
     rayjob_concurrency: int = 4
+    #: Seconds between enqueueing every RayJob again.
+    rayjob_resync_period: float = 60.0
 
-
-class RayJobMetrics:
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.transitions = Counter(
-            "raycluster_operator_rayjob_transitions",
-            "RayJob jobDeploymentStatus moves, by source, target and cause.",
-            ["source", "target", "cause"],
-            registry=registry,
-        )
-        self.slice_failures = Counter(
-            "raycluster_operator_rayjob_slice_failures",
-            "Worker slices that broke while a RayJob ran, by the policy's action.",
-            ["action"],
-            registry=registry,
-        )
-        self.jobs_api_errors = Counter(
-            "raycluster_operator_rayjob_jobs_api_errors",
-            "Requests to a head's Jobs API that failed.",
-            registry=registry,
+    def loop(self, drain_timeout: float) -> LoopOptions:
+        """The runtime's knobs; a clean stop drains RayJob passes as long as RayCluster ones."""
+        return LoopOptions(
+            concurrency=self.rayjob_concurrency,
+            resync_period=self.rayjob_resync_period,
+            retry_base_delay=0.05,
+            retry_max_delay=30.0,
+            drain_timeout=drain_timeout,
         )
 
 
@@ -104,7 +101,16 @@ def _suffix() -> str:
     return "".join(secrets.choice(SUFFIX_ALPHABET) for _ in range(5))
 
 
-class RayJobController:
+#: The Event recorded on a RayJob when the API refused a write for good.
+WRITE_REJECTED = "WriteRejected"
+
+
+class RayJobReconciler:
+    """Both the kind's ``Registration`` and its ``Reconciler``: it keeps no per-term records
+    (a pass reads everything from the caches and the Jobs API), so every term uses it."""
+
+    name = "rayjob"
+
     def __init__(
         self,
         client: KubeClient,
@@ -126,8 +132,7 @@ class RayJobController:
         self.resolve: Resolver = RESOLVERS[options.jobs_api_via]
         self.suffix: Callable[[], str] = _suffix
         self.clock: Callable[[], datetime] = lambda: datetime.now(UTC)
-        self.queue: WorkQueue | None = None
-        self.reconciles = 0
+        self._enqueue: Callable[[str], None] = lambda key: None
         spaces: list[str | None] = list(namespaces) or [None]
         self.rayjobs = [
             Informer(client, RAYJOBS, namespace=ns, watch_timeout=watch_timeout) for ns in spaces
@@ -157,11 +162,28 @@ class RayJobController:
     def synced(self) -> bool:
         return all(i.synced.is_set() for i in self.informers)
 
+    # -- the registration ----------------------------------------------------------------
+
+    def route(self, enqueue: Callable[[str], None]) -> None:
+        self._enqueue = enqueue
+
+    def all_keys(self) -> Sequence[str]:
+        return self._rayjob_view.all_keys()
+
+    async def wait_synced(self) -> None:
+        await asyncio.gather(*(i.synced.wait() for i in self.informers))
+
+    @asynccontextmanager
+    async def term(self, resync: Callable[[], None]) -> AsyncIterator[RayJobReconciler]:
+        try:
+            yield self
+        finally:
+            await self.jobs_api.close()
+
     # -- event -> key --------------------------------------------------------------------
 
     def _add(self, key: str) -> None:
-        if self.queue is not None:
-            self.queue.add(key)
+        self._enqueue(key)
 
     def _on_rayjob(self, etype: str, old: Obj | None, new: Obj | None) -> None:
         obj = new or old
@@ -185,55 +207,6 @@ class RayJobController:
                 continue
             if (job.get("status") or {}).get("rayClusterName") == cluster:
                 self._add(key)
-
-    # -- leading -------------------------------------------------------------------------
-
-    async def lead(self, *, stopping: Callable[[], bool]) -> None:
-        """One leadership term: wait for the caches, then workers and a periodic resync."""
-        if not self.options.rayjobs:
-            return
-        await asyncio.gather(*(i.synced.wait() for i in self.informers))
-        queue = WorkQueue(base_delay=0.05, max_delay=30.0)
-        self.queue = queue
-        workers = [
-            asyncio.create_task(self._worker(queue), name=f"rayjob worker {i}")
-            for i in range(max(1, self.options.rayjob_concurrency))
-        ]
-        try:
-            while True:
-                for key in self._rayjob_view.all_keys():
-                    queue.add(key)
-                await asyncio.sleep(60.0)
-        finally:
-            self.queue = None
-            queue.shutdown()
-            for task in workers:
-                task.cancel()
-            await asyncio.gather(*workers, return_exceptions=True)
-            await self.jobs_api.close()
-
-    async def _worker(self, queue: WorkQueue) -> None:
-        while True:
-            try:
-                key = await queue.get()
-            except ShutDown:
-                return
-            try:
-                requeue = await self.reconcile(key)
-            except Conflict as exc:
-                # The pass read a stale RayJob: planned again from the newer one.
-                delay = queue.add_rate_limited(key)
-                log.debug("rayjob %s: stale (retry in %.2fs): %s", key, delay, exc)
-            except Exception as exc:
-                delay = queue.add_rate_limited(key)
-                log.warning("rayjob %s failed (retry in %.2fs): %s", key, delay, exc)
-            else:
-                queue.forget(key)
-                if requeue is not None:
-                    queue.add_after(key, max(requeue, 0.01))
-            finally:
-                self.reconciles += 1
-                queue.done(key)
 
     # -- one pass ------------------------------------------------------------------------
 
@@ -268,20 +241,28 @@ class RayJobController:
             return JobsApi.NOT_FOUND, {}
         return JobsApi.FOUND, dict(found.details)
 
-    async def reconcile(self, key: str) -> float | None:
+    async def reconcile(self, key: str) -> Result:
         rayjob = self._rayjob_view.get(key)
         if rayjob is None or (rayjob.get("metadata") or {}).get("deletionTimestamp"):
-            return None
+            return Result()
         managed_by = (rayjob.get("spec") or {}).get("managedBy")
         if managed_by not in (None, "", "ray.io/kuberay-operator"):
-            return None
+            return Result()
         observed = await self.observe(rayjob)
         ctx = Context(self.clock(), self.suffix(), self.options.rayjob_poll_interval)
         plan = plan_rayjob(observed, ctx)
         started = time.monotonic()
-        for action in plan.actions:
-            await self._act(rayjob, observed, action)
-        await self._write_status(rayjob, plan)
+        try:
+            for action in plan.actions:
+                await self._act(rayjob, observed, action)
+            await self._write_status(rayjob, plan)
+        except KubeError as exc:
+            if not exc.terminal:
+                raise
+            await self.recorder.emit(
+                rayjob, "Warning", WRITE_REJECTED, str(exc), action="Reconcile"
+            )
+            raise TerminalError(str(exc)) from exc
         await self._record(rayjob, plan)
         log.debug(
             "rayjob %s pass (%.3fs): %s actions %s requeue %s",
@@ -291,7 +272,7 @@ class RayJobController:
             [a.kind.value for a in plan.actions],
             plan.requeue_after,
         )
-        return plan.requeue_after
+        return Result(requeue_after=plan.requeue_after)
 
     async def _act(self, rayjob: Obj, observed: Observed, action: Action) -> None:
         namespace = str(rayjob["metadata"].get("namespace"))
@@ -372,4 +353,4 @@ def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
     return value
 
 
-__all__ = ["RayJobController", "RayJobOptions"]
+__all__ = ["RayJobOptions", "RayJobReconciler"]

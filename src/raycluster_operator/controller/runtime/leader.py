@@ -5,7 +5,9 @@ renewed it for ``lease_duration`` as measured on the candidate's own clock (from
 saw the record change, so clock skew between machines does not matter); the leader renews
 every ``retry_period`` and gives up leading if it cannot renew within ``renew_deadline``.
 Updates are compare-and-swap on resourceVersion, so two candidates never both win. On a clean
-stop the leader releases the Lease so a successor takes over at once.
+stop the leader releases the Lease so a successor takes over at once. A term that ends by
+itself (the leading task crashed) is logged with what crashed, not as a lost lease, and the
+replica campaigns again after ``retry_period``, so a term that crashes at once does not spin.
 """
 
 from __future__ import annotations
@@ -154,15 +156,33 @@ class LeaderElector:
                 task = asyncio.create_task(lead(), name="leading")
                 try:
                     await self._renew_until_lost(task)
+                    by_itself = task.done()
                 finally:
                     self.is_leader = False
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError, Exception):
                         await task
-                log.warning("leader election: %s lost the lease", self.identity)
+                if not by_itself:
+                    log.warning("leader election: %s lost the lease", self.identity)
+                else:
+                    self._ended(task)
+                    await asyncio.sleep(self.timing.retry_period)
         finally:
             with contextlib.suppress(Exception):
                 await asyncio.shield(self.release())
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        """Say why a term that ended by itself ended: what crashed, with its traceback."""
+        error = None if task.cancelled() else task.exception()
+        if error is None:
+            log.warning("leader election: %s stopped leading: the term ended", self.identity)
+        else:
+            log.error(
+                "leader election: %s stopped leading: the leading task crashed: %r",
+                self.identity,
+                error,
+                exc_info=error,
+            )
 
     async def _acquire(self) -> None:
         while True:

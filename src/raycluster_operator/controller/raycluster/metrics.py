@@ -1,44 +1,18 @@
-"""Prometheus metrics: what an SRE needs to trust the operator at a glance.
-
-Each operator instance owns its registry (several can run in one process in tests and in the
-dev cluster), served by aiohttp on ``--metrics-addr``.
-"""
+"""The RayCluster controller's own metrics: pods and slices, on the operator's registry."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-from aiohttp import web
-from prometheus_client import (
-    CONTENT_TYPE_LATEST,
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    Histogram,
-    generate_latest,
-)
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from raycluster_operator.controller.runtime.metrics import PREFIX
 from raycluster_operator.planning import GroupTally, SliceState
 
-PREFIX = "raycluster_operator"
 
-
-class Metrics:
-    def __init__(self) -> None:
-        self.registry = CollectorRegistry()
-        r = self.registry
-        self.reconciles = Counter(
-            f"{PREFIX}_reconcile", "Reconciles by result.", ["result"], registry=r
-        )
-        self.reconcile_errors = Counter(
-            f"{PREFIX}_reconcile_errors", "Reconciles that failed.", registry=r
-        )
-        self.reconcile_seconds = Histogram(
-            f"{PREFIX}_reconcile_duration_seconds",
-            "Time spent in one reconcile.",
-            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
-            registry=r,
-        )
+class ClusterMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        r = registry
         self.pods_created = Counter(
             f"{PREFIX}_pods_created", "Pods created, by reason.", ["reason"], registry=r
         )
@@ -59,14 +33,6 @@ class Metrics:
             ["cause"],
             registry=r,
         )
-        self.queue_depth = Gauge(f"{PREFIX}_workqueue_depth", "Keys waiting.", registry=r)
-        self.is_leader = Gauge(f"{PREFIX}_leader", "1 when this instance leads.", registry=r)
-        self.api_requests = Gauge(
-            f"{PREFIX}_api_requests", "API requests sent, by verb.", ["verb"], registry=r
-        )
-
-    def track_queue(self, depth: Callable[[], int]) -> None:
-        self.queue_depth.set_function(lambda: float(depth()))
 
     def set_slices(self, namespace: str, cluster: str, groups: Sequence[GroupTally]) -> None:
         """Per group: the desired slices, and how many slices are in each ``SliceState``
@@ -90,18 +56,6 @@ class Metrics:
                 lbl = sample.labels
                 out.append((lbl["namespace"], lbl["cluster"], lbl["group"], lbl["state"]))
         return out
-
-    def render(self) -> bytes:
-        return generate_latest(self.registry)
-
-    def app(self) -> web.Application:
-        async def handle(_: web.Request) -> web.Response:
-            body = self.render()
-            return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
-
-        app = web.Application()
-        app.router.add_get("/metrics", handle)
-        return app
 
 
 #: Absent slices do not exist to be counted.

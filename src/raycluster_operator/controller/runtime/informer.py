@@ -17,11 +17,14 @@ import random
 from collections.abc import Callable
 
 from raycluster_operator.api.objects import Obj, Resource
-from raycluster_operator.controller.store import IndexFunc, Store, object_key
-from raycluster_operator.controller.transforms import Transform
+from raycluster_operator.controller.runtime.store import IndexFunc, Store, object_key
 from raycluster_operator.kube import Gone, Kind, KubeClient, KubeError
 
 log = logging.getLogger(__name__)
+
+#: One object in, the copy the cache keeps out (a kind's own, beside its reconciler). Never
+#: mutates its argument.
+Transform = Callable[[Obj], Obj]
 
 #: (event type, old object or None, new object or None); DELETED carries the old one.
 Handler = Callable[[str, Obj | None, Obj | None], None]

@@ -27,8 +27,8 @@ from typing import Any
 
 from raycluster_operator.api.crd import NAME, VERSION
 from raycluster_operator.api.objects import Obj
-from raycluster_operator.controller.events import EventRecorder
-from raycluster_operator.controller.mergepatch import merge_patch
+from raycluster_operator.controller.raycluster.mergepatch import merge_patch
+from raycluster_operator.controller.runtime.events import EventRecorder
 from raycluster_operator.kube import CRDS, KubeClient, KubeError, prune
 
 log = logging.getLogger(__name__)

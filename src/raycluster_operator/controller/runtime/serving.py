@@ -13,9 +13,9 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from raycluster_operator.controller.leader import LeaderElector, LeaseTiming
-from raycluster_operator.controller.metrics import Metrics
-from raycluster_operator.controller.probes import HttpServer, probes_app
+from raycluster_operator.controller.runtime.leader import LeaderElector, LeaseTiming
+from raycluster_operator.controller.runtime.metrics import Metrics
+from raycluster_operator.controller.runtime.probes import HttpServer, probes_app
 from raycluster_operator.kube import KubeClient
 
 

@@ -9,26 +9,23 @@ before it is stored, and the store (and so every reader: the planner, the event 
 sources) sees only the slim copy.
 
 The fields kept are exactly those the typed views of ``api/objects.py`` expose and the
-operator reads: a pod through ``planning/pods.read_pod`` (and ``controller/events.reference``
-when a pod is an event's subject), a service through ``planning/services`` and
-``planning/status``, the autoscaler's RBAC objects by name only. A RayCluster is kept whole but
-for ``managedFields``: its spec is parsed and its status diffed against the installed CRD
-(``controller/crdfit.py``). Adding a read of another field means adding it here:
-``tests/controller/test_transforms.py`` plans over full and slim pods and fails when a field
-the planner reads is dropped.
+operator reads: a pod through ``planning/pods.read_pod`` (and
+``controller/runtime/events.reference`` when a pod is an event's subject), a service through
+``planning/services`` and ``planning/status``, the autoscaler's RBAC objects by name only. A
+RayCluster is kept whole but for ``managedFields``: its spec is parsed and its status diffed
+against the installed CRD (``controller/raycluster/crdfit.py``). Adding a read of another field
+means adding it here: ``tests/controller/test_transforms.py`` plans over full and slim pods and
+fails when a field the planner reads is dropped.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from raycluster_operator.api.labels import POD_TEMPLATE_HASH_ANNOTATION
 from raycluster_operator.api.objects import Obj
-
-#: One object in, the copy the cache keeps out. Never mutates its argument.
-Transform = Callable[[Obj], Obj]
 
 #: Metadata every cached object keeps: identity, the cache key and its indices, the
 #: resourceVersion a re-list compares, and what decides whether an object is going away.

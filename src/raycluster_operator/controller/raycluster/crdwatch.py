@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable
 
 from raycluster_operator.api.crd import NAME
-from raycluster_operator.controller.crdfit import InstalledCrd
+from raycluster_operator.controller.raycluster.crdfit import InstalledCrd
 from raycluster_operator.kube import CRDS, Forbidden, Gone, KubeClient, KubeError, NotFound
 
 log = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Container, Mapping
 
-from raycluster_operator.controller.store import StoreView
+from raycluster_operator.controller.runtime.store import StoreView
 from raycluster_operator.planning import ObjectId
 
 
