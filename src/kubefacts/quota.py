@@ -10,17 +10,28 @@ the same amounts, so the rules live once, here:
   `requests.<name>` for an extended resource (`google.com/tpu`, `nvidia.com/gpu`);
 - a pod's requests are the sum of its containers' and its sidecars' (init containers with
   `restartPolicy: Always`), or the largest plain init container's if larger, plus overhead;
+- a pod stuck terminating past its grace (deletionTimestamp + deletionGracePeriodSeconds, as
+  the pod evaluator's QuotaV1Pod reads them) is no longer charged for compute: a lost node
+  must not hold a team's quota;
+- `as_admitted` is the pod admission charges, not the manifest a client sends: requests
+  defaulted from limits, then the namespace's LimitRange defaults (`kubefacts.limitrange`),
+  so a TPU set only in `limits` is charged (docs/design.md §4 rule 13c);
 - quantities keep Kubernetes' formats (`1Gi` stays binary, `1000` prints `1k`) so a message
   reads as kube-apiserver's would.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
 from fractions import Fraction
 from typing import Any
 
+from .limitrange import apply_defaults, requests_from_limits
+from .qos import BEST_EFFORT, pod_qos
 from .quantities import parse_quantity
+from .timestamps import parse_time
 
 View = Mapping[str, Any]  # read only: what the checks read of an object
 #: An exact amount and the format it prints in (DecimalSI or BinarySI), as a Quantity keeps.
@@ -120,8 +131,10 @@ def _max(a: Usage, b: Usage) -> Usage:
     return out
 
 
-def _pod_totals(spec: View, which: int) -> Usage:
-    """The pod's requests (which=0) or limits (which=1) as the resource helper sums them."""
+def pod_totals(spec: View, which: int, *, overhead: bool = True) -> Usage:
+    """The pod's requests (which=0) or limits (which=1) as the resource helper sums them:
+    init containers run one at a time, so the largest counts, not their sum (a LimitRange's
+    Pod item reads the same sums without overhead)."""
     total: Usage = {}
     for c in spec.get("containers") or []:
         total = add(total, _resources(c)[which])
@@ -135,8 +148,9 @@ def _pod_totals(spec: View, which: int) -> Usage:
         else:
             largest_init = _max(largest_init, add(sidecars, own))
     total = _max(total, largest_init)
-    overhead = {k: amount(v) for k, v in (spec.get("overhead") or {}).items()}
-    return add(total, overhead)
+    if not overhead:
+        return total
+    return add(total, {k: amount(v) for k, v in (spec.get("overhead") or {}).items()})
 
 
 def compute_usage(requests: Usage, limits: Usage) -> Usage:
@@ -157,29 +171,40 @@ def compute_usage(requests: Usage, limits: Usage) -> Usage:
     return out
 
 
-def terminal(pod: View) -> bool:
-    """Failed, Succeeded, or past its deletion grace: no longer charged for compute."""
+def terminal(pod: View, now: datetime | None = None) -> bool:
+    """Failed, Succeeded, or (given `now`) past its deletion grace: no longer charged for
+    compute."""
     phase = (pod.get("status") or {}).get("phase")
-    return phase in ("Failed", "Succeeded")
+    if phase in ("Failed", "Succeeded"):
+        return True
+    meta = pod.get("metadata") or {}
+    stamp, grace = meta.get("deletionTimestamp"), meta.get("deletionGracePeriodSeconds")
+    if now is None or not stamp or grace is None:
+        return False
+    return now > parse_time(str(stamp)) + timedelta(seconds=int(grace))
 
 
-def pod_usage(pod: View) -> Usage:
-    """Everything a pod is charged (PodUsageFunc)."""
+def pod_usage(pod: View, now: datetime | None = None) -> Usage:
+    """Everything a pod is charged (PodUsageFunc); `now` judges a terminating pod's grace."""
     out: Usage = {"count/pods": (Fraction(1), DECIMAL)}
-    if terminal(pod):
+    if terminal(pod, now):
         return out
     spec = pod.get("spec") or {}
-    return add(out, compute_usage(_pod_totals(spec, 0), _pod_totals(spec, 1)))
+    return add(out, compute_usage(pod_totals(spec, 0), pod_totals(spec, 1)))
+
+
+def as_admitted(pod: View, limit_ranges: Iterable[View] = ()) -> dict[str, Any]:
+    """The pod as quota admission sees it: defaulted requests, then LimitRange defaults."""
+    out: dict[str, Any] = copy.deepcopy(dict(pod))
+    requests_from_limits(out.get("spec") or {})
+    apply_defaults(out, limit_ranges)
+    return out
 
 
 def best_effort(pod: View) -> bool:
-    """QoS BestEffort: no container (init included) requests or limits cpu or memory."""
-    spec = pod.get("spec") or {}
-    for c in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
-        requests, limits = _resources(c)
-        if any(k in ("cpu", "memory") for k in [*requests, *limits]):
-            return False
-    return True
+    """QoS BestEffort (the BestEffort quota scope reads the pod's QoS class)."""
+    qos = (pod.get("status") or {}).get("qosClass")
+    return (qos or pod_qos(pod.get("spec") or {})) == BEST_EFFORT
 
 
 def pod_matches_scope(pod: View, scope: str) -> bool:

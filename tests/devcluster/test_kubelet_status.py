@@ -66,14 +66,16 @@ def test_ready_needs_every_container_ready_and_the_node() -> None:
 
 
 def test_qos_class() -> None:
+    """The kubelet reads pods the API server defaulted (requests copied from limits)."""
+
     def spec(**resources: dict[str, str]) -> dict[str, object]:
         return {"containers": [{"resources": resources}]}
 
     assert qos_class(spec()) == "BestEffort"
-    assert qos_class(spec(limits={"cpu": "1", "memory": "1Gi"})) == "Guaranteed"
+    both = {"cpu": "1", "memory": "1Gi"}
+    assert qos_class(spec(limits=both, requests=both)) == "Guaranteed"
     assert (
-        qos_class(spec(limits={"cpu": "1", "memory": "1Gi"}, requests={"cpu": "1000m"}))
-        == "Guaranteed"
+        qos_class(spec(limits=both, requests={"cpu": "1000m", "memory": "1024Mi"})) == "Guaranteed"
     )
     assert qos_class(spec(requests={"cpu": "1"})) == "Burstable"
     assert qos_class(spec(limits={"google.com/tpu": "4"})) == "BestEffort"

@@ -298,7 +298,8 @@ async def test_pod_security_warn_each_level(
             'unrestricted capabilities (container "c" must set '
             'securityContext.capabilities.drop=["ALL"]; container "c" must not include '
             '"SYS_ADMIN" in securityContext.capabilities.add), restricted volume types '
-            '(volumes ["host"] have restricted types), runAsNonRoot != true (pod or container '
+            '(volume "host" uses restricted volume type "hostPath"), runAsNonRoot != true (pod '
+            "or container "
             '"c" must set securityContext.runAsNonRoot=true), seccompProfile (pod or container '
             '"c" must set securityContext.seccompProfile.type to "RuntimeDefault" or '
             '"Localhost")'
@@ -307,11 +308,12 @@ async def test_pod_security_warn_each_level(
 
 
 async def test_pod_security_checks_replicaset_pods(dev_cluster: DevCluster, kubectl: Any) -> None:
-    """A Deployment's template is only warned about; its pods are refused at create, so the
-    ReplicaSet never gets a pod (what kube does)."""
+    """A Deployment's template is only warned about (at the warn level: enforce is for pods);
+    its pods are refused at create, so the ReplicaSet never gets a pod (what kube does)."""
     ns = "psa-deploy"
     await ok(kubectl, "create", "namespace", ns)
     await ok(kubectl, "label", "namespace", ns, "pod-security.kubernetes.io/enforce=baseline")
+    await ok(kubectl, "label", "namespace", ns, "pod-security.kubernetes.io/warn=baseline")
     deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",

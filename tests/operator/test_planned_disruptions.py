@@ -146,6 +146,8 @@ async def budgets_settled(world: World, kubectl: Any, name: str) -> None:
             assert status.get("currentHealthy") == HOSTS, status
             assert status.get("disruptionsAllowed") == 0
             assert pdb["spec"]["minAvailable"] == HOSTS
+            # A broken host never holds a drain (the eviction API honours this, as kube's).
+            assert pdb["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
 
     await eventually(check, within=30)
 

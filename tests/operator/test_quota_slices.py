@@ -20,8 +20,9 @@ from typing import Any
 
 from devkube.machinery.client import resource_path
 from raycluster_operator.kube import RAYCLUSTERS
+from tests.harness import manifests as m
 from tests.harness.kubectl import ok, runner
-from tests.harness.operator_world import World, eventually, raycluster, ready, tpu_group
+from tests.harness.operator_world import SMALL, World, eventually, raycluster, ready, tpu_group
 
 NS = "team"
 INDEX = "ray.io/worker-group-replica-index"
@@ -322,3 +323,59 @@ async def test_a_restart_while_a_slice_waits_for_quota_keeps_it_whole_and_record
         await eventually(lambda: ready_slices(world, "h", 2), within=60)
         await eventually(lambda: _cleared(world, "h"), within=30)
         assert len(log.of_index(1)) == 4 and not log.deleted, (log.added, log.deleted)
+
+
+async def test_accelerators_set_only_in_limits_are_charged_before_creation(
+    world: World,
+) -> None:
+    """A TPU or GPU set only in `limits` (the common way) is charged what admission charges
+    it (requests default from limits, §4 rule 13c): the second slice of each group waits
+    whole, and the API never refuses one of the operator's creates (a refusal would show
+    as kube's `forbidden` sentence in the condition and the Events, and pods of index 1)."""
+    gpus = "requests.nvidia.com/gpu"
+    await world.cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "accel", "namespace": NS},
+        "spec": {"hard": {CHIPS: "16", gpus: "16"}},
+    }
+    await world.cluster.apply(quota)
+
+    async def synced() -> None:
+        got = await world.cluster.client.get(resource_path("v1", "resourcequotas", NS, "accel"))
+        assert set((got.get("status") or {}).get("used") or {}) == {CHIPS, gpus}
+
+    await eventually(synced)
+    await world.start_operator()
+    tpu = m.template(
+        m.container("ray-worker", requests=SMALL, limits={"google.com/tpu": "4"}),
+        nodeSelector=dict(m.V6E_4X4),
+    )
+    gpu = m.template(m.container("ray-worker", requests=SMALL, limits={"nvidia.com/gpu": "8"}))
+    groups = [
+        m.worker_group(g, pod, replicas=2, min_replicas=0, max_replicas=4, hosts=h)
+        for g, pod, h in (("tpu", tpu, 4), ("gpu", gpu, 2))
+    ]
+    async with pod_log(world) as log:
+        cluster = raycluster("lim", groups)
+        cluster["metadata"]["namespace"] = NS
+        await world.apply(cluster)
+
+        async def waiting() -> dict[str, Any]:
+            st = await status(world, "lim")
+            assert [g.get("quotaWaiting") for g in st.get("workerGroups") or []] == [[1], [1]]
+            cond = condition(st)
+            assert cond and cond["status"] == "True", st.get("conditions")
+            return cond
+
+        cond = await eventually(waiting, within=60)
+        assert f"missing {CHIPS}=16" in cond["message"], cond["message"]
+        assert f"missing {gpus}=16" in cond["message"], cond["message"]
+        assert "forbidden" not in cond["message"], cond["message"]
+        used = await world.cluster.client.get(resource_path("v1", "resourcequotas", NS, "accel"))
+        assert used["status"]["used"] == {CHIPS: "16", gpus: "16"}, used["status"]
+        events = (await world.cluster.client.list(f"/api/v1/namespaces/{NS}/events"))["items"]
+        assert not [e for e in events if "forbidden" in e.get("message", "")], events
+        assert log.of_index(1) == [] and not log.deleted, (log.added, log.deleted)
+        assert len(log.of_index(0)) == 4 + 2

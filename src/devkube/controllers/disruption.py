@@ -6,7 +6,8 @@ For each budget it counts the pods its selector matches in its namespace and wri
   pods' controllers (read from their `/scale` subresource, a Deployment's through its
   ReplicaSet), `desiredHealthy` = expected - maxUnavailable (rounded up) or minAvailable%
   (rounded up); a selected pod whose controller has no scale makes the sync fail, as in kube
-  (`SyncFailed`, no disruption allowed); pods without a controller are left out;
+  (`SyncFailed`, no disruption allowed); pods without a controller are left out; with
+  neither field both are 0, so no eviction of a healthy pod is ever allowed, as in kube;
 - `currentHealthy`: matched pods Ready, not terminating and not just evicted;
 - `disruptedPods`: the eviction API's records (server/eviction.py) of pods it let go, kept
   until the pod is terminating or gone, or 2 minutes have passed (kube's DeletionTimeout);
@@ -216,7 +217,9 @@ class DisruptionController:
         if minimum is not None:
             expected = await self._scale(pods)
             return expected, scaled_value(minimum, expected, round_up=True)
-        return len(pods), 0
+        # Neither field: kube's getExpectedPodCount leaves both at 0, so no disruption is
+        # ever allowed (a budget that says nothing protects everything it selects).
+        return 0, 0
 
     async def _scale(self, pods: list[Mapping[str, Any]]) -> int:
         """The sum of the replicas of the selected pods' controllers, each counted once."""

@@ -3,9 +3,10 @@
 one entry per hard name, zeros included) true.
 
 Admission charges a create at once (`server/quota.py`); this controller is what frees the
-charge when a pod ends (Failed/Succeeded), is deleted, or never got stored, and what counts
-objects of other kinds (`count/services`, `count/deployments.apps`, ...), listed from the API
-at each pass. A pass runs on any quota or pod change and every `every` seconds.
+charge when a pod ends (Failed/Succeeded), is deleted, stays terminating past its grace (a
+lost node's pods; the periodic pass notices the grace running out), or never got stored,
+and what counts objects of other kinds (`count/services`, `count/deployments.apps`, ...),
+listed from the API at each pass. A pass runs on any quota or pod change and every `every` seconds.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from devkube.machinery.client import ApiClient, ApiError
@@ -29,12 +31,13 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return meta
 
 
-def pods_usage(quota: Mapping[str, Any], pods: list[Mapping[str, Any]]) -> q.Usage:
-    """The quota's pod-derived names summed over the pods its scopes cover."""
+def pods_usage(quota: Mapping[str, Any], pods: list[Mapping[str, Any]], now: datetime) -> q.Usage:
+    """The quota's pod-derived names summed over the pods its scopes cover; a pod stuck
+    terminating past its grace at `now` counts only as an object, as in kube."""
     total: q.Usage = {}
     for pod in pods:
         if q.quota_covers_pod(quota, pod):
-            total = q.add(total, q.pod_usage(pod))
+            total = q.add(total, q.pod_usage(pod, now))
     return total
 
 
@@ -89,7 +92,7 @@ class ResourceQuotaController:
         ns, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
         spec_hard = (quota.get("spec") or {}).get("hard") or {}
         hard = {str(k): q.format_amount(q.amount(v)) for k, v in spec_hard.items()}
-        usage = pods_usage(quota, pods)
+        usage = pods_usage(quota, pods, datetime.now(UTC))
         used: dict[str, str] = {}
         for key in hard:
             if key in usage:

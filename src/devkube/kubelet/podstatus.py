@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from kubefacts.quantities import parse_quantity
+from kubefacts.qos import pod_qos
 
 State = Literal["waiting", "running", "terminated"]
 
@@ -80,30 +80,8 @@ class PodRecord:
 
 
 def qos_class(pod_spec: Mapping[str, Any]) -> str:
-    """Guaranteed when every container limits cpu and memory and requests equal limits;
-    BestEffort when nothing is requested or limited; Burstable otherwise."""
-    containers = list(pod_spec.get("containers") or []) + list(pod_spec.get("initContainers") or [])
-    any_set = False
-    guaranteed = True
-    for container in containers:
-        resources = container.get("resources") or {}
-        limits = resources.get("limits") or {}
-        requests = {**limits, **(resources.get("requests") or {})}
-        relevant = ("cpu", "memory")
-        if any(k in requests or k in limits for k in relevant):
-            any_set = True
-        if not all(k in limits and _same(requests.get(k), limits[k]) for k in relevant):
-            guaranteed = False
-    if not any_set:
-        return "BestEffort"
-    return "Guaranteed" if guaranteed else "Burstable"
-
-
-def _same(a: object, b: object) -> bool:
-    try:
-        return parse_quantity(a) == parse_quantity(b)
-    except ValueError:
-        return False
+    """The API server's rule (`kubefacts.qos`): one implementation for both."""
+    return pod_qos(pod_spec)
 
 
 def pod_phase(record: PodRecord) -> str:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from kubefacts.limitrange import requests_from_limits
 from kubefacts.objects import Obj
+from kubefacts.qos import pod_qos
 
 
 class ClusterIPs:
@@ -58,26 +60,17 @@ def mutable_pod_spec(spec: dict[str, Any]) -> dict[str, Any]:
     return frozen
 
 
-def qos_class(pod: Obj) -> str:
-    containers = [
-        *(pod["spec"].get("containers") or []),
-        *(pod["spec"].get("initContainers") or []),
-    ]
-    requests_any, guaranteed = False, True
-    for c in containers:
-        res = c.get("resources") or {}
-        req, lim = res.get("requests") or {}, res.get("limits") or {}
-        if req or lim:
-            requests_any = True
-        for kind in ("cpu", "memory"):
-            if kind not in lim or req.get(kind, lim[kind]) != lim[kind]:
-                guaranteed = False
-    if not requests_any:
-        return "BestEffort"
-    return "Guaranteed" if guaranteed else "Burstable"
+def pod_status(pod: Obj) -> None:
+    """What the pod strategy's PrepareForCreate writes: after mutating admission, so the
+    QoS class reads the requests and limits LimitRanger defaulted (docs/design.md §8,
+    "Pod defaults before admission")."""
+    pod["status"] = {"phase": "Pending", "qosClass": pod_qos(pod.get("spec") or {})}
 
 
 def pod(obj: Obj) -> None:
+    """SetDefaults_Pod and friends, as the API server applies them when it decodes a pod:
+    before admission, so a container with only limits requests them (a `requests.cpu`
+    quota admits it, a GPU set only in `limits` is charged)."""
     spec = obj.setdefault("spec", {})
     spec.setdefault("restartPolicy", "Always")
     spec.setdefault("terminationGracePeriodSeconds", 30)
@@ -98,4 +91,5 @@ def pod(obj: Obj) -> None:
         container.setdefault("resources", {})
         for port in container.get("ports") or []:
             port.setdefault("protocol", "TCP")
-    obj["status"] = {"phase": "Pending", "qosClass": qos_class(obj)}
+    requests_from_limits(spec)
+    obj["status"] = {"phase": "Pending"}

@@ -5,10 +5,12 @@
 - mutating, at pod create: every container (init containers too) without a request or limit
   for a resource the namespace's Container items default gets it, and the pod is annotated
   `kubernetes.io/limit-ranger: LimitRanger plugin set: cpu, memory request for container c;
-  cpu limit for container c`;
+  cpu limit for container c` (the rules live in `kubefacts.limitrange`, which the operator's
+  quota pre-check shares);
 - validating: each Container item's `min`, `max` and `maxLimitRequestRatio` must hold for
-  every container (a Pod item's for the pod's sums), else 403 with kube's sentences
-  (`maximum cpu usage per Container is 2, but limit is 4`), all failures in one message
+  every container (a Pod item's for the pod's totals, init containers counted as their
+  largest, not summed, as kube's podRequests/podLimits read them), else 403 with kube's
+  sentences (`maximum cpu usage per Container is 2, but limit is 4`), all failures in one message
   (`[a, b]` when more than one), items and resources in name order.
 
 PersistentVolumeClaim items are stored and not enforced.
@@ -20,6 +22,7 @@ from collections.abc import Iterator, Mapping
 from fractions import Fraction
 from typing import Any
 
+from kubefacts import limitrange as lr
 from kubefacts import quota as q
 from kubefacts.objects import Obj
 
@@ -29,7 +32,6 @@ from .resources import ResourceType
 from .store import Store
 
 KEY = "limitranges"
-ANNOTATION = "kubernetes.io/limit-ranger"
 
 
 def _is_pods(rt: ResourceType) -> bool:
@@ -66,49 +68,10 @@ def limit_ranger_defaults(store: Store) -> Admission:
     def mutate(rt: ResourceType, old: Obj | None, new: Obj) -> None:
         if old is not None or not _is_pods(rt):
             return
-        meta = new.get("metadata") or {}
-        limits: dict[str, Any] = {}
-        requests: dict[str, Any] = {}
-        for item in _ranges(store, str(meta.get("namespace") or "")):
-            if item.get("type") == "Container":
-                limits.update(item.get("default") or {})
-                requests.update(item.get("defaultRequest") or {})
-        if not limits and not requests:
-            return
-        spec = new.get("spec") or {}
-        notes: list[str] = []
-        for key, label in (("initContainers", "init container"), ("containers", "container")):
-            for c in spec.get(key) or []:
-                notes += _fill(c, label, requests, limits)
-        if notes:
-            new["metadata"].setdefault("annotations", {})[ANNOTATION] = (
-                "LimitRanger plugin set: " + "; ".join(notes)
-            )
+        ns = str((new.get("metadata") or {}).get("namespace") or "")
+        lr.apply_defaults(new, [stored.obj for stored in store.iter(KEY, ns)])
 
     return mutate
-
-
-def _fill(
-    container: dict[str, Any], label: str, requests: Mapping[str, Any], limits: Mapping[str, Any]
-) -> list[str]:
-    res = container.setdefault("resources", {})
-    have_l, have_r = res.setdefault("limits", {}), res.setdefault("requests", {})
-    set_l = sorted(k for k in limits if k not in have_l)
-    set_r = sorted(k for k in requests if k not in have_r)
-    for k in set_l:
-        have_l[k] = limits[k]
-    for k in set_r:
-        have_r[k] = requests[k]
-    notes = []
-    if set_r:
-        notes.append(f"{', '.join(set_r)} request for {label} {container.get('name')}")
-    if set_l:
-        notes.append(f"{', '.join(set_l)} limit for {label} {container.get('name')}")
-    if not have_l:
-        res.pop("limits")
-    if not have_r:
-        res.pop("requests")
-    return notes
 
 
 def _text(value: object) -> str:
@@ -177,7 +140,7 @@ def limit_ranger_validate(store: Store) -> Admission:
                         item, "Container", res.get("requests") or {}, res.get("limits") or {}
                     )
             elif item.get("type") == "Pod":
-                errors += _check_item(item, "Pod", *_pod_sums(containers))
+                errors += _check_item(item, "Pod", *_pod_sums(spec))
         if errors:
             text = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
             raise forbidden_error(rt.plural, rt.group, str(meta.get("name") or ""), text)
@@ -185,14 +148,11 @@ def limit_ranger_validate(store: Store) -> Admission:
     return check
 
 
-def _pod_sums(containers: list[Mapping[str, Any]]) -> tuple[dict[str, str], dict[str, str]]:
-    sums: list[dict[str, q.Amount]] = [{}, {}]
-    for c in containers:
-        res = c.get("resources") or {}
-        for i, key in enumerate(("requests", "limits")):
-            for name, value in (res.get(key) or {}).items():
-                sums[i] = q.add(sums[i], {name: q.amount(value)})
+def _pod_sums(spec: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
+    """The pod's requests and limits as LimitRanger's Pod item reads them: containers and
+    sidecars summed, the largest init container if larger, no overhead."""
+    requests, limits = (q.pod_totals(spec, which, overhead=False) for which in (0, 1))
     return (
-        {k: q.format_amount(v) for k, v in sums[0].items()},
-        {k: q.format_amount(v) for k, v in sums[1].items()},
+        {k: q.format_amount(v) for k, v in requests.items()},
+        {k: q.format_amount(v) for k, v in limits.items()},
     )

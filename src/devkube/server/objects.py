@@ -17,6 +17,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from kubefacts.limitrange import requests_from_limits
 from kubefacts.names import random_suffix
 from kubefacts.objects import Obj
 from kubefacts.timestamps import rfc3339
@@ -171,6 +172,8 @@ class Objects:
         with admitting.request(dry_run, fields):
             for admit in self.admission:
                 admit(rt, None, obj)
+            if rt.storage_key == "pods":
+                defaults.pod_status(obj)  # after LimitRanger, as PrepareForCreate runs
             self._validate(rt, obj)
             self._rules(rt, obj, None)
             for admit in self.validating:
@@ -432,6 +435,8 @@ class Objects:
         meta.pop("managedFields", None)
         if rt.builtin and rt.group == "apps" and rt.plural == "deployments":
             defaults.deployment(obj)  # the API server defaults on every write
+        if rt.storage_key == "pods":
+            requests_from_limits(obj.get("spec") or {})  # decoding defaults every write
         if rt.status_subresource:
             if "status" in old:
                 obj["status"] = copy.deepcopy(old["status"])

@@ -2,21 +2,33 @@
 Security Standards from a namespace's labels:
 
 - `pod-security.kubernetes.io/enforce: privileged|baseline|restricted` refuses a pod that
-  violates the level (403 `violates PodSecurity "baseline:latest": <check> (<detail>), ...`);
-- `.../warn` answers a `299` Warning (`would violate PodSecurity "restricted:latest": ...`),
-  on pods and on the pod templates of workloads (Deployments, ReplicaSets, StatefulSets,
-  DaemonSets, Jobs, CronJobs), where the enforce level also only warns, as in kube;
+  violates the level (403 `violates PodSecurity "baseline:latest": <check> (<detail>), ...`),
+  on create and on an update that changes what the policy reads (an image, a container
+  added, a seccomp annotation; a label or status change is not checked), as kube's
+  isSignificantPodUpdate decides;
+- `.../warn` answers a `299` Warning (`would violate PodSecurity "restricted:latest": ...`)
+  for a pod the enforce level admitted, and for the pod templates of workloads (Deployments,
+  ReplicaSets, StatefulSets, DaemonSets, Jobs, CronJobs, ...), which are checked against the
+  warn and audit levels only, never enforce (kube's ValidatePodController): `warn:
+  privileged` silences them whatever `enforce` says;
 - `.../audit` is accepted and has no effect (the dev cluster keeps no audit log);
 - `.../<mode>-version` is printed as given (`baseline:v1.30`); every version is evaluated
-  with the latest checks.
+  with the latest checks;
+- the labels are validated on the namespace (kube's ValidateNamespace): a level outside the
+  three or a version other than `latest`/`v1.x` is refused with 422 (`metadata.labels[pod-
+  security.kubernetes.io/enforce]: Invalid value: "strict": must be one of privileged,
+  baseline, restricted`) on create, and on update when the errors change. A namespace that
+  carries an invalid level anyway enforces `restricted` and warns at `privileged`, as kube
+  fails closed for enforce and open for warn.
 
 The checks, their order (baseline's, then baseline's overlapping ones or restricted's) and
 their wording follow the pod-security-admission policy package; an unlabelled namespace is
-privileged. Only creates are checked.
+privileged.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -24,6 +36,7 @@ from kubefacts.objects import Obj
 
 from . import admitting
 from .admission import Admission
+from .errors import ApiError
 from .rbac import forbidden_error
 from .resources import ResourceType
 from .store import Store
@@ -318,16 +331,22 @@ def capabilities_restricted(
 
 
 def volume_types(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> tuple[str, str] | None:
-    bad = sorted(
-        str(v.get("name"))
-        for v in spec.get("volumes") or []
-        if not any(v.get(k) is not None for k in _OK_VOLUMES)
-    )
+    """Volumes in pod order, their types (the source's field name) sorted and distinct."""
+    bad: list[str] = []
+    kinds: set[str] = set()
+    for v in spec.get("volumes") or []:
+        if any(v.get(k) is not None for k in _OK_VOLUMES):
+            continue
+        bad.append(str(v.get("name")))
+        sources = [k for k, value in v.items() if k != "name" and value is not None]
+        kinds.add(sources[0] if sources else "unknown")
     if not bad:
         return None
-    return (
-        "restricted volume types",
-        f"volumes [{' '.join(f'{chr(34)}{n}{chr(34)}' for n in bad)}] have restricted types",
+    return "restricted volume types", (
+        f"{_plural('volume', 'volumes', len(bad))} {_quote(bad)} "
+        f"{_plural('uses', 'use', len(bad))} "
+        f"{_plural('restricted volume type', 'restricted volume types', len(kinds))} "
+        f"{_quote(sorted(kinds))}"
     )
 
 
@@ -395,11 +414,85 @@ def violations(level: str, meta: Mapping[str, Any], spec: Mapping[str, Any]) -> 
     return out
 
 
-def _policy(labels: Mapping[str, Any], mode: str) -> tuple[str, str] | None:
-    level = str(labels.get(PREFIX + mode) or "")
-    if level not in LEVELS or level == "privileged":
-        return None
-    return level, str(labels.get(f"{PREFIX}{mode}-version") or "latest")
+_VERSION = re.compile(r"^v1\.(0|[1-9][0-9]*)$")
+_LEVELS_TEXT = ", ".join(LEVELS)
+
+
+def namespace_policy(labels: Mapping[str, Any]) -> tuple[dict[str, tuple[str, str]], list[str]]:
+    """(level, version) per mode, and the label errors, as kube's PolicyToEvaluate reads
+    them: an invalid enforce level counts as restricted, an invalid warn or audit level as
+    privileged, an invalid version as latest."""
+    policy: dict[str, tuple[str, str]] = {}
+    errors: list[str] = []
+    for mode in ("enforce", "audit", "warn"):
+        level, version = "privileged", "latest"
+        key = PREFIX + mode
+        if key in labels:
+            value = str(labels[key])
+            if value in LEVELS:
+                level = value
+            else:
+                level = "restricted" if mode == "enforce" else "privileged"
+                errors.append(
+                    f'metadata.labels[{key}]: Invalid value: "{value}": must be one of '
+                    f"{_LEVELS_TEXT}"
+                )
+        if f"{key}-version" in labels:
+            value = str(labels[f"{key}-version"])
+            if value == "latest" or _VERSION.match(value):
+                version = value
+            else:
+                errors.append(
+                    f'metadata.labels[{key}-version]: Invalid value: "{value}": '
+                    'must be "latest" or "v1.x"'
+                )
+        policy[mode] = (level, version)
+    return policy, errors
+
+
+def _labels(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    labels: Mapping[str, Any] = ((obj or {}).get("metadata") or {}).get("labels") or {}
+    return labels
+
+
+def _check_namespace(old: Obj | None, new: Obj) -> None:
+    """Kube's ValidateNamespace: valid labels on create, and on an update that changes the
+    errors (a namespace already carrying a bad label may still be written otherwise)."""
+    errors = namespace_policy(_labels(new))[1]
+    if not errors:
+        return
+    if old is not None and namespace_policy(_labels(old))[1] == errors:
+        return
+    text = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
+    name = str((new.get("metadata") or {}).get("name") or "")
+    raise ApiError(422, "Invalid", text, details={"name": name, "group": "", "kind": "namespaces"})
+
+
+_SECCOMP_POD = "seccomp.security.alpha.kubernetes.io/pod"
+_SECCOMP_CONTAINER = "container.seccomp.security.alpha.kubernetes.io/"
+
+
+def significant_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Kube's isSignificantPodUpdate: only a change the policy could judge differently."""
+    notes = ((new.get("metadata") or {}).get("annotations")) or {}
+    old_notes = ((old.get("metadata") or {}).get("annotations")) or {}
+    if notes.get(_SECCOMP_POD) != old_notes.get(_SECCOMP_POD):
+        return True
+    spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
+    for key in ("containers", "initContainers"):
+        mine, theirs = spec.get(key) or [], old_spec.get(key) or []
+        if len(mine) != len(theirs):
+            return True
+        for c, oc in zip(mine, theirs, strict=True):
+            seccomp = _SECCOMP_CONTAINER + str(c.get("name"))
+            if c.get("image") != oc.get("image") or notes.get(seccomp) != old_notes.get(seccomp):
+                return True
+    before = {str(c.get("name")): c for c in old_spec.get("ephemeralContainers") or []}
+    for c in spec.get("ephemeralContainers") or []:
+        oc = before.get(str(c.get("name")))
+        if oc is None or c.get("image") != oc.get("image"):
+            return True
+    return False
 
 
 def _template(rt: ResourceType, obj: Obj) -> tuple[Mapping[str, Any], Mapping[str, Any]] | None:
@@ -420,31 +513,31 @@ def _template(rt: ResourceType, obj: Obj) -> tuple[Mapping[str, Any], Mapping[st
 
 def pod_security(store: Store) -> Admission:
     def check(rt: ResourceType, old: Obj | None, new: Obj) -> None:
-        if old is not None or not rt.builtin:
+        if not rt.builtin:
+            return
+        if rt.group == "" and rt.plural == "namespaces":
+            _check_namespace(old, new)
             return
         pod = _template(rt, new)
         if pod is None:
             return
+        is_pod = rt.plural == "pods"
+        if is_pod and old is not None and not significant_update(old, new):
+            return
         meta = new.get("metadata") or {}
         ns_obj = store.get("namespaces", "", str(meta.get("namespace") or ""))
-        labels = ((ns_obj.obj if ns_obj else {}).get("metadata") or {}).get("labels") or {}
-        is_pod = rt.plural == "pods"
-        enforce = _policy(labels, "enforce")
-        if enforce is not None:
+        policy = namespace_policy(_labels(ns_obj.obj if ns_obj else None))[0]
+        enforce, warn = policy["enforce"], policy["warn"]
+        if is_pod and enforce[0] != "privileged":
             found = violations(enforce[0], *pod)
-            if found and is_pod:
+            if found:
                 raise forbidden_error(
                     rt.plural,
                     rt.group,
                     str(meta.get("name") or ""),
                     f'violates PodSecurity "{enforce[0]}:{enforce[1]}": {", ".join(found)}',
                 )
-            if found:
-                admitting.warn(
-                    f'would violate PodSecurity "{enforce[0]}:{enforce[1]}": {", ".join(found)}'
-                )
-        warn = _policy(labels, "warn")
-        if warn is not None and (is_pod or warn != enforce):
+        if warn[0] != "privileged":
             found = violations(warn[0], *pod)
             if found:
                 admitting.warn(

@@ -6,7 +6,9 @@ slice gets a budget of its own with ``minAvailable`` = its host count: an intege
 disruption controller counts the selected pods without asking for the controller's scale (a
 RayCluster has no scale subresource, and a percentage or ``maxUnavailable`` budget over pods
 without a scalable controller fails to sync). With every host Ready no eviction is allowed: a
-drain waits (kubectl retries the 429 every 5 s) while the operator moves the slice whole. The
+drain waits (kubectl retries the 429 every 5 s) while the operator moves the slice whole.
+`unhealthyPodEvictionPolicy: AlwaysAllow` lets a drain take a host that is not Ready at once
+(the slice is broken already; the budget protects only healthy slices). The
 budget selects the slice by cluster and replica name (replica names are unique in a cluster,
 not across clusters of a namespace), is owned by the RayCluster, and is labelled with the
 cluster's name so the operator's informer sees only its own budgets.
@@ -55,6 +57,9 @@ def slice_budget(cluster: RayCluster, group: str, replica_name: str, hosts: int)
         },
         "spec": {
             "minAvailable": hosts,
+            # A NotReady host must not hold a drain until the slice is replaced: an unhealthy
+            # pod is evictable whatever the budget says (docs/design.md §4 rule 12b).
+            "unhealthyPodEvictionPolicy": "AlwaysAllow",
             "selector": {"matchLabels": {labels.CLUSTER: name, labels.REPLICA_NAME: replica_name}},
         },
     }

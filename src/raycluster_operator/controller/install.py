@@ -45,9 +45,10 @@ def operator_rules() -> list[Obj]:
         _rule(["resource.nvidia.com"], ["computedomains"], ["list", "watch", "create", "delete"]),
         # A budget per slice (planned disruptions, §4 rule 12b): made and removed, never changed.
         _rule(["policy"], ["poddisruptionbudgets"], ["list", "watch", "create", "delete"]),
-        # list/watch: a slice is checked against the namespace's quotas before it is created
-        # (§4 rule 13c); without this grant the operator runs without the check.
-        _rule([""], ["resourcequotas"], ["list", "watch"]),
+        # list/watch: a slice is checked against the namespace's quotas before it is created,
+        # its pods charged with the LimitRanges' defaults (§4 rule 13c); without this grant
+        # the operator runs without the check.
+        _rule([""], ["resourcequotas", "limitranges"], ["list", "watch"]),
         # Held only so the operator may grant them to the Ray autoscaler's Role.
         _rule([""], ["pods/resize"], ["patch"]),
         _rule(["ray.io"], ["rayclusters"], ["delete"]),

@@ -48,6 +48,7 @@ NAMESPACES = Kind("", "v1", "Namespace", "namespaces", namespaced=False)
 COMPUTE_DOMAINS = Kind("resource.nvidia.com", "v1beta1", "ComputeDomain", "computedomains")
 POD_DISRUPTION_BUDGETS = Kind("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets")
 RESOURCE_QUOTAS = Kind("", "v1", "ResourceQuota", "resourcequotas")
+LIMIT_RANGES = Kind("", "v1", "LimitRange", "limitranges")
 CRDS = Kind(
     "apiextensions.k8s.io",
     "v1",

@@ -6,7 +6,10 @@ is checked here and the executor's refusal path protects alone), the holds from 
 record of admission refusals, `now` from the caller.
 
 - Each new slice (every host of one replica; a single-host pod alone; the head alone) is
-  charged what kube's quota admission charges its pods (`kubefacts.quota`), against each
+  charged what kube's quota admission charges its pods (`kubefacts.quota`): the pod as
+  admission sees it, requests defaulted from limits (a TPU set only in `limits` is charged)
+  and the namespace's LimitRange defaults applied, init containers as their largest, plus
+  overhead; against each
   quota's `status.hard` and `status.used` plus what this plan already charged before it, in
   plan order. A slice that does not fit is not created: none of its pods is in the plan, its
   creation Event is replaced by one Warning Event `SliceQuotaExceeded` (recorded when the
@@ -48,6 +51,8 @@ CONDITION = "SliceQuotaExceeded"
 #: `ClusterState.objects` keys: the namespace's ResourceQuotas (absent: not watched), and the
 #: executor's holds after a refused pod.
 QUOTA_KIND = "ResourceQuota"
+#: The namespace's LimitRanges (absent: not watched, no defaults predicted).
+LIMIT_RANGE_KIND = "LimitRange"
 HOLD_KIND = "AdmissionHold"
 TEMPLATE_HASH = "ray.io/pod-template-hash"
 #: Holds after a refused pod (seconds): the first wait for a quota race and for a pod refused
@@ -192,8 +197,9 @@ def _undo(create: PodCreate, pod: Cached, message: str) -> PodDelete:
 class _Ledger:
     """Each quota's hard and used figures, charged as slices are admitted into the plan."""
 
-    def __init__(self, quotas: Sequence[Cached]) -> None:
+    def __init__(self, quotas: Sequence[Cached], limit_ranges: Sequence[Cached] = ()) -> None:
         self.quotas = sorted(quotas, key=lambda o: str((o.get("metadata") or {}).get("name")))
+        self.limit_ranges = limit_ranges
         self.used: dict[str, q.Usage] = {}
         for quota in self.quotas:
             status = quota.get("status") or {}
@@ -204,12 +210,13 @@ class _Ledger:
     def charge(self, unit: Sequence[PodCreate]) -> dict[str, q.Usage]:
         """Per quota, what the unit's pods cost under the names it holds."""
         out: dict[str, q.Usage] = {}
+        admitted = [q.as_admitted(c.manifest, self.limit_ranges) for c in unit]
         for quota in self.quotas:
             hard = (quota.get("status") or {}).get("hard") or {}
             total: q.Usage = {}
-            for c in unit:
-                if q.quota_covers_pod(quota, c.manifest):
-                    usage = q.pod_usage(c.manifest)
+            for pod in admitted:
+                if q.quota_covers_pod(quota, pod):
+                    usage = q.pod_usage(pod)
                     total = q.add(total, {k: v for k, v in usage.items() if k in hard})
             out[_name(quota)] = {k: v for k, v in total.items() if v[0] != 0}
         return out
@@ -266,9 +273,10 @@ def fit_slices(
     quotas: Sequence[Cached] | None,
     holds: Mapping[str, AdmissionHold],
     now: datetime,
+    limit_ranges: Sequence[Cached] = (),
 ) -> tuple[tuple[PodCreate, ...], list[Waiting]]:
     """The creates that go ahead, and the slices that wait (for quota, or out a hold)."""
-    ledger = _Ledger(quotas or ())
+    ledger = _Ledger(quotas or (), limit_ranges)
     kept: list[PodCreate] = []
     waiting: list[Waiting] = []
     for unit in _units(creates):
@@ -354,6 +362,7 @@ class Quota(Feature):
     def __init__(self, turn: ClusterTurn) -> None:
         objects = turn.context.state.objects
         self.quotas = objects.get(QUOTA_KIND)
+        self.limit_ranges = objects.get(LIMIT_RANGE_KIND) or ()
         self.holds = read_holds(objects.get(HOLD_KIND) or ())
         self.now = turn.context.now
         conditions = previous_status(turn.cluster).get("conditions") or []
@@ -364,7 +373,9 @@ class Quota(Feature):
     def finish(self, turn: ClusterTurn) -> None:
         if not self.quotas and not self.holds and self.previous is None:
             return  # nothing to fit to, nothing held, nothing to clear
-        creates, waiting = fit_slices(turn.creates, self.quotas, self.holds, self.now)
+        creates, waiting = fit_slices(
+            turn.creates, self.quotas, self.holds, self.now, self.limit_ranges
+        )
         turn.creates[:] = creates
         due = soonest_hold(self.holds, self.now)
         if due is not None:

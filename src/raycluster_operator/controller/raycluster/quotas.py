@@ -1,4 +1,6 @@
-"""The namespaces' ResourceQuotas, watched when the operator may read them (§4 rule 13c).
+"""The namespaces' ResourceQuotas and LimitRanges, watched when the operator may read them
+(§4 rule 13c: a slice's pods are charged as admission charges them, LimitRange defaults
+included; without the LimitRange grant they are charged without those defaults).
 
 Before the informers start, one `list` per watched namespace asks whether the grant is
 there: a 403 turns the watch off for good (the install without the grant keeps working; the
@@ -16,7 +18,7 @@ from typing import Any
 from raycluster_operator.api.objects import Obj, Resource
 from raycluster_operator.controller.runtime.informer import Informer
 from raycluster_operator.controller.runtime.store import StoreView, by_namespace
-from raycluster_operator.kube import RESOURCE_QUOTAS, Forbidden, KubeClient
+from raycluster_operator.kube import LIMIT_RANGES, RESOURCE_QUOTAS, Forbidden, KubeClient
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +38,19 @@ def slim_quota(obj: Obj) -> Obj:
         },
         "spec": {k: spec[k] for k in ("scopes", "scopeSelector") if k in spec},
         "status": {k: status[k] for k in ("hard", "used") if k in status},
+    }
+
+
+def slim_limit_range(obj: Obj) -> Obj:
+    """What the charge reads of a LimitRange: its name and items."""
+    meta = obj.get("metadata") or {}
+    return {
+        "apiVersion": obj.get("apiVersion", "v1"),
+        "kind": obj.get("kind", "LimitRange"),
+        "metadata": {
+            k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion") if k in meta
+        },
+        "spec": {"limits": (obj.get("spec") or {}).get("limits") or []},
     }
 
 
@@ -63,7 +78,21 @@ class QuotaWatch:
             informer.add_handler(self._changed)
             self.informers.append(informer)
         self._view = StoreView([i.store for i in self.informers])
+        self.limit_informers: list[Informer] = []
+        for ns in namespaces:
+            informer = Informer(
+                client,
+                LIMIT_RANGES,
+                namespace=ns,
+                indexers={BY_NAMESPACE: by_namespace},
+                transform=slim_limit_range,
+                watch_timeout=watch_timeout,
+            )
+            informer.add_handler(self._changed)
+            self.limit_informers.append(informer)
+        self._limits = StoreView([i.store for i in self.limit_informers])
         self.enabled = True
+        self.limits_enabled = True
 
     async def probe(self) -> bool:
         """Whether the operator may list quotas everywhere it serves; off for good if not."""
@@ -78,6 +107,18 @@ class QuotaWatch:
             )
             self.enabled = False
             self.informers = []
+        try:
+            for ns in self._namespaces if self.enabled else []:
+                await self._client.list(LIMIT_RANGES, ns, page_size=1)
+        except Forbidden as error:
+            log.warning(
+                "limitranges are not readable (%s): slices are charged without their defaults "
+                "(docs/design.md §4 rule 13c)",
+                error,
+            )
+            self.limits_enabled = False
+        if not (self.enabled and self.limits_enabled):
+            self.limit_informers = []
         return self.enabled
 
     def in_namespace(self, namespace: str) -> Sequence[Mapping[str, Any]] | None:
@@ -85,6 +126,12 @@ class QuotaWatch:
         if not self.enabled:
             return None
         return self._view.by_index(BY_NAMESPACE, namespace)
+
+    def limit_ranges_in(self, namespace: str) -> Sequence[Mapping[str, Any]]:
+        """The namespace's LimitRanges (none when they are not watched)."""
+        if not (self.enabled and self.limits_enabled):
+            return ()
+        return self._limits.by_index(BY_NAMESPACE, namespace)
 
     def _changed(self, etype: str, old: Obj | None, new: Obj | None) -> None:
         obj = new or old

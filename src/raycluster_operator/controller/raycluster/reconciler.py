@@ -70,6 +70,7 @@ from raycluster_operator.planning import (
 )
 from raycluster_operator.planning.quota import (
     HOLD_KIND,
+    LIMIT_RANGE_KIND,
     QUOTA_KIND,
     hold_object,
     refusal_reason,
@@ -197,8 +198,11 @@ class Reconciler:
             out[COMPUTE_DOMAINS.kind] = caches.domains.by_index(BY_CLUSTER, key)
         quotas = caches.quotas
         found = quotas.in_namespace(split_key(key)[0]) if quotas is not None else None
-        if found is not None:
+        if quotas is not None and found is not None:
             out[QUOTA_KIND] = list(found)
+            ranges = quotas.limit_ranges_in(split_key(key)[0])
+            if ranges:
+                out[LIMIT_RANGE_KIND] = list(ranges)  # the charge's defaults (rule 13c)
         holds = self.holds.active(key, now)
         if holds:
             out[HOLD_KIND] = [hold_object(g, h) for g, h in holds.items()]

@@ -232,6 +232,7 @@ class Sources:
             + self.budgets
             + domains
             + self.quotas.informers
+            + self.quotas.limit_informers
         )
 
     async def detect(self, client: KubeClient) -> None:

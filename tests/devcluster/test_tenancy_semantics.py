@@ -1,0 +1,304 @@
+"""Where the dev cluster's tenancy must answer as kube-apiserver and kube-controller-manager
+v1.37 do, each rule driven by the real kubectl the way a team on a shared cluster meets it:
+requests defaulted from limits, a budget that names no bound, Pod Security on namespaces and
+pod updates, a `type: Pod` LimitRange, pods stuck terminating, and the QoS class.
+
+One dev cluster serves the module, each test in a namespace of its own (docs/design.md §8.1).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from devkube import DevCluster
+from devkube.machinery.client import ApiError
+from tests.harness import kubectl as kubectl_bin
+from tests.harness.cluster import running_cluster
+from tests.harness.kubectl import ok, refused
+from tests.harness.waiting import eventually
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def dev_cluster() -> AsyncIterator[DevCluster]:
+    async with running_cluster(kubelet_delay=0.2) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def kubectl(dev_cluster: DevCluster, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    path = dev_cluster.write_kubeconfig(tmp_path_factory.mktemp("semantics") / "kubeconfig")
+    return kubectl_bin.runner(path)
+
+
+def pod(name: str, ns: str, resources: Any = None, **spec: Any) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": "c", "image": "busybox", "command": ["sleep", "1d"]}
+    if resources is not None:
+        container["resources"] = resources
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "labels": {"app": name}},
+        "spec": {"containers": [container], **spec},
+    }
+
+
+async def apply(kubectl: Any, obj: dict[str, Any]) -> str:
+    return str(await ok(kubectl, "apply", "-f", "-", input=json.dumps(obj)))
+
+
+async def get(kubectl: Any, kind: str, name: str, ns: str) -> dict[str, Any]:
+    found: dict[str, Any] = json.loads(await ok(kubectl, "get", kind, name, "-n", ns, "-o", "json"))
+    return found
+
+
+async def quota(kubectl: Any, ns: str, hard: dict[str, str]) -> None:
+    await ok(kubectl, "create", "namespace", ns)
+    body = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "q", "namespace": ns},
+        "spec": {"hard": hard},
+    }
+    await apply(kubectl, body)
+
+    async def synced() -> None:
+        status = (await get(kubectl, "quota", "q", ns)).get("status") or {}
+        assert set(status.get("used") or {}) == set(hard)
+
+    await eventually(synced)
+
+
+async def test_requests_default_from_limits_so_quota_admits_and_charges_them(
+    dev_cluster: DevCluster, kubectl: Any
+) -> None:
+    ns = "limits-only"
+    await quota(kubectl, ns, {"requests.cpu": "2", "requests.nvidia.com/gpu": "1"})
+    only = {"limits": {"cpu": "1", "memory": "64Mi", "nvidia.com/gpu": "1"}}
+    await apply(kubectl, pod("a", ns, only))
+    stored = await get(kubectl, "pod", "a", ns)
+    assert stored["spec"]["containers"][0]["resources"]["requests"] == only["limits"]
+    used = (await get(kubectl, "quota", "q", ns))["status"]["used"]
+    assert used == {"requests.cpu": "1", "requests.nvidia.com/gpu": "1"}, used
+    # The GPU set only in limits was charged: a second one exceeds the quota.
+    message = await refused(kubectl, "apply", "-f", "-", input=json.dumps(pod("b", ns, only)))
+    assert message.endswith(
+        'pods "b" is forbidden: exceeded quota: q, requested: requests.nvidia.com/gpu=1, '
+        "used: requests.nvidia.com/gpu=1, limited: requests.nvidia.com/gpu=1"
+    ), message
+
+
+async def test_a_budget_with_neither_bound_refuses_every_eviction(
+    dev_cluster: DevCluster, kubectl: Any
+) -> None:
+    ns = "bare-budget"
+    await ok(kubectl, "create", "namespace", ns)
+    await apply(kubectl, pod("p", ns))
+    budget = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "b", "namespace": ns},
+        "spec": {"selector": {"matchLabels": {"app": "p"}}},
+    }
+    await apply(kubectl, budget)
+
+    async def counted() -> dict[str, Any]:
+        status: dict[str, Any] = (await get(kubectl, "pdb", "b", ns)).get("status") or {}
+        assert status.get("currentHealthy") == 1 and status.get("observedGeneration") == 1
+        return status
+
+    status = await eventually(counted)
+    assert (status["expectedPods"], status["desiredHealthy"], status["disruptionsAllowed"]) == (
+        0,
+        0,
+        0,
+    )
+    eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p"}}
+    done = await kubectl(
+        "create",
+        "--raw",
+        f"/api/v1/namespaces/{ns}/pods/p/eviction",
+        "-f",
+        "-",
+        input=json.dumps(eviction),
+    )
+    assert done.returncode != 0
+    assert "Cannot evict pod as it would violate the pod's disruption budget." in done.stderr
+    assert not (await get(kubectl, "pod", "p", ns))["metadata"].get("deletionTimestamp")
+
+
+async def test_pod_security_labels_are_validated_on_the_namespace(
+    dev_cluster: DevCluster, kubectl: Any
+) -> None:
+    labels = {"pod-security.kubernetes.io/enforce": "strict"}
+    body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "psa-typo"}}
+    body["metadata"]["labels"] = labels
+    done = await kubectl("apply", "-f", "-", input=json.dumps(body))
+    # kubectl words a 422 by its details (kind, name) when the Status carries no causes.
+    assert (done.returncode, done.stderr) == (1, 'The namespaces "psa-typo" is invalid\n')
+    with pytest.raises(ApiError) as raised:
+        await dev_cluster.client.create("/api/v1/namespaces", body)
+    status = raised.value.body
+    assert (raised.value.status, status["reason"], status["message"]) == (
+        422,
+        "Invalid",
+        'metadata.labels[pod-security.kubernetes.io/enforce]: Invalid value: "strict": '
+        "must be one of privileged, baseline, restricted",
+    )
+    await ok(kubectl, "create", "namespace", "psa-typo")
+    done = await kubectl(
+        "label",
+        "namespace",
+        "psa-typo",
+        "pod-security.kubernetes.io/enforce=baseline",
+        "pod-security.kubernetes.io/warn-version=1.30",
+    )
+    assert done.returncode == 1, done.stderr
+    found = json.loads(await ok(kubectl, "get", "namespace", "psa-typo", "-o", "json"))
+    labels = found["metadata"]["labels"]
+    assert "pod-security.kubernetes.io/enforce" not in labels  # nothing was written
+
+
+async def test_pod_updates_are_checked_when_they_matter(
+    dev_cluster: DevCluster, kubectl: Any
+) -> None:
+    ns = "psa-update"
+    await ok(kubectl, "create", "namespace", ns)
+    privileged = pod("priv", ns)
+    privileged["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+    await apply(kubectl, privileged)
+    await ok(kubectl, "label", "namespace", ns, "pod-security.kubernetes.io/enforce=baseline")
+    # A label changes nothing the policy reads: admitted.
+    await ok(kubectl, "label", "pod", "priv", "-n", ns, "team=a")
+    # A new image is re-checked against the namespace's enforce level now in force.
+    message = await refused(kubectl, "set", "image", "pod/priv", "c=busybox:1.36", "-n", ns)
+    assert message.endswith(
+        'pods "priv" is forbidden: violates PodSecurity "baseline:latest": privileged '
+        '(container "c" must not set securityContext.privileged=true)'
+    ), message
+
+
+async def test_warn_privileged_silences_workload_warnings(
+    dev_cluster: DevCluster, kubectl: Any
+) -> None:
+    ns = "psa-quiet"
+    await ok(kubectl, "create", "namespace", ns)
+    await ok(
+        kubectl,
+        "label",
+        "namespace",
+        ns,
+        "pod-security.kubernetes.io/enforce=restricted",
+        "pod-security.kubernetes.io/warn=privileged",
+    )
+    template = pod("x", ns, volumes=[{"name": "a", "hostPath": {"path": "/a"}}])
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "quiet", "namespace": ns},
+        "spec": {
+            "suspend": True,  # its pods would be refused: only the template is judged here
+            "template": {"spec": {**template["spec"], "restartPolicy": "Never"}},
+        },
+    }
+    done = await kubectl("apply", "-f", "-", input=json.dumps(job))
+    assert done.returncode == 0, done.stderr
+    assert "PodSecurity" not in done.stderr, done.stderr
+    # The pod itself is enforced, in the current wording for volumes.
+    two = pod("v", ns, volumes=[{"name": "b", "nfs": {"server": "s", "path": "/"}}])
+    two["spec"]["volumes"].insert(0, {"name": "a", "hostPath": {"path": "/a"}})
+    message = await refused(kubectl, "apply", "-f", "-", input=json.dumps(two))
+    assert (
+        'restricted volume types (volumes "a", "b" use restricted volume types "hostPath", '
+        '"nfs")' in message
+    ), message
+
+
+async def test_a_pod_limitrange_takes_the_largest_init_container(
+    dev_cluster: DevCluster, kubectl: Any
+) -> None:
+    ns = "lr-pod"
+    await ok(kubectl, "create", "namespace", ns)
+    limit_range = {
+        "apiVersion": "v1",
+        "kind": "LimitRange",
+        "metadata": {"name": "per-pod", "namespace": ns},
+        "spec": {"limits": [{"type": "Pod", "max": {"cpu": "2"}}]},
+    }
+    await apply(kubectl, limit_range)
+    two = {"limits": {"cpu": "2"}, "requests": {"cpu": "2"}}
+    body = pod("p", ns, two)
+    body["spec"]["initContainers"] = [
+        {"name": "init", "image": "busybox", "command": ["true"], "resources": two}
+    ]
+    await apply(kubectl, body)  # max(2, 2) = 2, not 2 + 2
+    three = {"limits": {"cpu": "3"}, "requests": {"cpu": "3"}}
+    body = pod("q", ns, two)
+    body["spec"]["initContainers"] = [
+        {"name": "init", "image": "busybox", "command": ["true"], "resources": three}
+    ]
+    message = await refused(kubectl, "apply", "-f", "-", input=json.dumps(body))
+    assert message.endswith("maximum cpu usage per Pod is 2, but limit is 3"), message
+
+
+async def test_a_pod_stuck_terminating_past_its_grace_frees_its_quota(
+    dev_cluster: DevCluster, kubectl: Any
+) -> None:
+    """A node that stopped answering keeps its pods terminating for ever; kube stops charging
+    them once deletionTimestamp + grace has passed, so the team can replace them."""
+    ns = "stuck"
+    await quota(kubectl, ns, {"requests.cpu": "1"})
+    ghost = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        # Its kubelet is stopped (the dev cluster's switch): nothing will ever finish its pods.
+        "metadata": {
+            "name": "ghost-stuck",
+            "annotations": {"dev.raycluster-operator.io/kubelet": "stopped"},
+        },
+        "spec": {"taints": [{"key": "ghost", "effect": "NoSchedule"}]},
+    }
+    await apply(kubectl, ghost)
+    one = {"requests": {"cpu": "1"}}
+    await apply(kubectl, pod("old", ns, one, nodeName="ghost-stuck"))
+    await ok(kubectl, "delete", "pod", "old", "-n", ns, "--grace-period=1", "--wait=false")
+
+    async def freed() -> None:
+        used = (await get(kubectl, "quota", "q", ns))["status"]["used"]
+        assert used["requests.cpu"] == "0", used
+
+    await eventually(freed)
+    stuck = await get(kubectl, "pod", "old", ns)
+    assert stuck["metadata"]["deletionTimestamp"]  # still there, no longer charged
+    await apply(kubectl, pod("new", ns, one))
+
+
+async def test_qos_class_reads_limitrange_defaults_and_compares_numbers(
+    dev_cluster: DevCluster, kubectl: Any
+) -> None:
+    ns = "qos"
+    await ok(kubectl, "create", "namespace", ns)
+    defaults = {
+        "apiVersion": "v1",
+        "kind": "LimitRange",
+        "metadata": {"name": "defaults", "namespace": ns},
+        "spec": {"limits": [{"type": "Container", "default": {"cpu": "1", "memory": "64Mi"}}]},
+    }
+    await apply(kubectl, defaults)
+
+    async def created(body: dict[str, Any]) -> str:
+        """The class the API server wrote at create (the kubelet reports it later too)."""
+        made = json.loads(
+            await ok(kubectl, "create", "-f", "-", "-o", "json", input=json.dumps(body))
+        )
+        return str(made["status"]["qosClass"])
+
+    assert await created(pod("plain", ns)) == "Guaranteed"
+    same = {"requests": {"cpu": "1000m", "memory": "64Mi"}, "limits": {"cpu": "1"}}
+    assert await created(pod("milli", ns, same)) == "Guaranteed"
