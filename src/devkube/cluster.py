@@ -27,6 +27,7 @@ from devkube.addons.maintenance import HostMaintenance
 from devkube.controllers.deployments import DeploymentController
 from devkube.controllers.disruption import DisruptionController
 from devkube.controllers.gc import GarbageCollector
+from devkube.controllers.jobfailures import DEFAULT_BACKOFF
 from devkube.controllers.jobs import JobController
 from devkube.controllers.nodelifecycle import NodeLifecycleController
 from devkube.controllers.podgc import PodGarbageCollector
@@ -121,6 +122,7 @@ class DevCluster:
         node_status_every: float = 60.0,
         pod_gc_every: float = 2.0,
         addons: Sequence[Addon] = (),
+        job_backoff: tuple[float, float] = DEFAULT_BACKOFF,
         control_plane: str = "embedded",
     ) -> None:
         """`node_grace`: seconds without a heartbeat before a node goes Ready=Unknown (kube's
@@ -131,7 +133,12 @@ class DevCluster:
         `HEARTBEAT_WRITES_PER_SECOND`: one Python API server cannot take the 3,200 lease
         renewals a second of 8,000 nodes at a 10 s grace (a real control plane spreads them
         over several API servers), and a heartbeat that falls behind marks healthy nodes
-        NotReady and their pods with them."""
+        NotReady and their pods with them.
+
+        `job_backoff`: the Job controller's (first, longest) delay in seconds before a failed
+        pod is replaced, kube's DefaultJobPodFailureBackOff and MaxJobPodFailureBackOff
+        (10 s, 10 min)."""
+        self._job_backoff = job_backoff
         if isinstance(runtime, str) and runtime not in RUNTIMES:
             raise ValueError(f"unknown runtime {runtime!r} (known: {', '.join(RUNTIMES)})")
         if control_plane not in CONTROL_PLANES:
@@ -356,7 +363,7 @@ class DevCluster:
             pods=pods,
             quotas=Informer(self._client, "/api/v1/resourcequotas"),
         )
-        self._jobs = JobController(self._client, pods=pods)
+        self._jobs = JobController(self._client, pods=pods, backoff=self._job_backoff)
         if self._server is not None:
             self._server.log_source = self._kubelet.log_source
             self._server.stream_backend = stream_backend(runtime)

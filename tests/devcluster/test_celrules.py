@@ -64,48 +64,118 @@ def test_an_evaluation_error_is_worded_as_cel_go_words_it() -> None:
     ]
 
 
-def test_other_kubernetes_libraries_are_accepted_and_not_checked() -> None:
-    rule = {"rule": "isURL(self) && url(self).getScheme() == 'https'"}
-    s = schema({"type": "string", "x-kubernetes-validations": [rule]})
-    crd = {"spec": {"versions": [{"schema": {"openAPIV3Schema": s}}]}}
-    assert celrules.crd_problems(crd) == []
-    assert celrules.validate(s, obj("ftp://x"), None) == []
+def problems(rule: str, node: str = "object") -> list[celrules.Cause]:
+    s = schema({"type": node, "x-kubernetes-validations": [{"rule": rule}]})
+    return celrules.crd_problems({"spec": {"versions": [{"schema": {"openAPIV3Schema": s}}]}})
 
 
-def test_only_a_kubernetes_library_call_skips_a_rule() -> None:
-    """A field named like a library (``self.url``) or a string method the runtime has
-    (``lastIndexOf``) is checked; a misspelt function still refuses the CRD."""
+def answers(rule: str, value: Any, node: str = "object") -> bool:
+    """Whether ``rule`` holds for ``value`` (an evaluation error is a failure)."""
+    s = schema({"type": node, "x-kubernetes-validations": [{"rule": rule}]})
+    assert problems(rule, node) == [], rule
+    return celrules.validate(s, obj(value), None) == []
 
-    def problems(rule: str) -> list[celrules.Cause]:
-        s = schema({"type": "object", "x-kubernetes-validations": [{"rule": rule}]})
-        return celrules.crd_problems({"spec": {"versions": [{"schema": {"openAPIV3Schema": s}}]}})
 
-    for rule in (
-        "format.dns1123Label().validate(self.n).hasValue()",
-        "sets.contains(self.l, ['a'])",
-        "self.l.isSorted() && self.l.indexOf(1) >= 0",
-    ):
-        assert problems(rule) == [], rule
+def test_a_function_no_library_declares_refuses_the_crd() -> None:
+    """kube-apiserver compiles every rule against the libraries it registers; a function
+    outside them (a misspelling, semver, authz) is an ``undeclared reference``."""
     for rule in ("isUrl(self.u)", "format.size() > 0", "url(self.u) && self.x.nope()"):
-        assert problems(rule), rule
-    checked = schema(
-        {
-            "type": "object",
-            "x-kubernetes-validations": [
-                {"rule": "self.url.startsWith('https://')", "message": "https only"},
-                {"rule": "self.url.lastIndexOf('/') > 7", "message": "a path"},
-            ],
-        }
+        ((_, message, _),) = problems(rule)
+        assert "compilation failed: ERROR: <input>:1:" in message, rule
+    ((_, message, _),) = problems("isSemver(self.v)")
+    assert "undeclared reference to 'isSemver'" in message
+    ((_, message, _),) = problems("self.x.nope()")
+    assert "undeclared reference to 'nope'" in message
+
+
+def test_the_lists_library() -> None:
+    assert answers("self.isSorted() && self.sum() == 6", [1, 2, 3], "array")
+    assert not answers("self.isSorted()", [3, 1], "array")
+    assert answers("self.min() == 1 && self.max() == 3", [3, 1, 2], "array")
+    assert answers("self.indexOf(2) == 1 && self.lastIndexOf(2) == 3", [1, 2, 3, 2], "array")
+    assert answers("self.indexOf(9) == -1", [1], "array")
+    assert answers("['b', 'a'].sum() == ''", [], "array") is False  # no sum of strings
+    assert answers("self.url.lastIndexOf('/') > 7", {"url": "https://x/y"})  # the string one
+    s = schema({"type": "array", "x-kubernetes-validations": [{"rule": "self.min() > 0"}]})
+    ((_, message, _),) = celrules.validate(s, obj([]), None)
+    assert (
+        message
+        == 'Invalid value: "array": min called on empty list evaluating rule: self.min() > 0'
     )
-    found = celrules.validate(checked, obj({"url": "ftp://x"}), None)
-    assert [c[1] for c in found] == [
-        'Invalid value: "object": https only',
-        'Invalid value: "object": a path',
-    ]
-    dyn = schema(
-        {"type": "object", "x-kubernetes-validations": [{"rule": "self.l.indexOf('a') == 0"}]}
+
+
+def test_the_sets_library_uses_cel_equality() -> None:
+    assert answers("sets.contains(self, [1, 2])", [2, 1, 3], "array")
+    assert not answers("sets.contains(self, [4])", [1], "array")
+    assert answers("sets.equivalent(self, [2, 1, 1])", [1, 2], "array")
+    assert answers("sets.intersects(self, [1.0])", [1], "array")  # 1 == 1.0 in CEL
+    assert not answers("sets.intersects(self, [true])", [1], "array")  # true != 1 in CEL
+
+
+def test_the_ip_cidr_and_url_libraries() -> None:
+    assert answers("isIP(self) && ip(self).family() == 6", "2001:db8::1", "string")
+    assert not answers("ip.isCanonical(self)", "2001:DB8::1", "string")
+    assert answers("ip(self).isGlobalUnicast()", "10.1.2.3", "string")  # Go's sense
+    assert answers(
+        "!ip(self).isGlobalUnicast() && ip(self).isLinkLocalUnicast()", "169.254.0.1", "string"
     )
-    assert celrules.validate(dyn, obj({"l": ["a"]}), None) == []  # a list's indexOf: skipped
+    assert answers("ip('127.0.0.1').isLoopback() && ip('::').isUnspecified()", "", "string")
+    assert answers(
+        "cidr(self).containsIP('10.9.8.7') && cidr(self).prefixLength() == 8",
+        "10.0.0.1/8",
+        "string",
+    )
+    assert answers("string(cidr(self).masked()) == '10.0.0.0/8'", "10.0.0.1/8", "string")
+    assert answers("cidr(self).containsCIDR(cidr('10.1.0.0/16'))", "10.0.0.0/8", "string")
+    assert not answers("cidr(self).containsCIDR('10.0.0.0/7')", "10.0.0.0/8", "string")
+    assert not answers("isCIDR(self)", "10.0.0.0/33", "string")
+    assert answers("ip(self) == ip('2001:db8::1')", "2001:DB8:0::1", "string")
+    url = "https://user@[::1]:8443/a%20b?x=1&x=2"
+    rule = (
+        "url(self).getScheme() == 'https' && url(self).getHost() == '[::1]:8443' && "
+        "url(self).getHostname() == '::1' && url(self).getPort() == '8443' && "
+        "url(self).getEscapedPath() == '/a%20b' && url(self).getQuery()['x'] == ['1', '2']"
+    )
+    assert answers(rule, url, "string")
+    assert not answers("isURL(self)", "example.com", "string")
+    s = schema({"type": "string", "x-kubernetes-validations": [{"rule": "ip(self).family() == 4"}]})
+    ((_, message, _),) = celrules.validate(s, obj("::ffff:1.2.3.4"), None)
+    assert message == (
+        'Invalid value: "string": IPv4-mapped IPv6 address "::ffff:1.2.3.4" is not allowed '
+        "evaluating rule: ip(self).family() == 4"
+    )
+
+
+def test_the_format_and_regex_libraries() -> None:
+    assert answers("!format.dns1123Label().validate(self).hasValue()", "my-name", "string")
+    assert not answers("!format.dns1123Label().validate(self).hasValue()", "My_Name", "string")
+    assert answers("format.named('labelValue').value().validate(self).hasValue()", "a b", "string")
+    assert answers("!format.named('nope').hasValue()", "", "string")
+    assert answers("!format.dns1123LabelPrefix().validate(self).hasValue()", "job-", "string")
+    assert answers(
+        "!format.uuid().validate(self).hasValue()", "123e4567-e89b-12d3-a456-426614174000", "string"
+    )
+    assert answers(
+        "format.qualifiedName().validate(self).value()[0] == 'prefix part must be non-empty'",
+        "/x",
+        "string",
+    )
+    assert answers(
+        "self.find('[0-9]+') == '12' && self.findAll('[a-z]') == ['a', 'b']", "a12b3", "string"
+    )
+    assert answers("self.findAll('[0-9]', 2) == ['1', '2']", "a12b3", "string")
+    rule = {
+        "rule": "!format.dns1123Label().validate(self).hasValue()",
+        "messageExpression": "format.dns1123Label().validate(self).value()[0]",
+    }
+    s = schema({"type": "string", "x-kubernetes-validations": [rule]})
+    ((_, message, _),) = celrules.validate(s, obj("A"), None)
+    assert message == (
+        'Invalid value: "string": a lowercase RFC 1123 label must consist of lower case '
+        "alphanumeric characters or '-', and must start and end with an alphanumeric character "
+        "(e.g. 'my-name',  or '123-abc', regex used for validation is "
+        "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+    )
 
 
 def test_the_quantity_library_compares_exactly() -> None:

@@ -19,12 +19,12 @@ Kept from kube-apiserver (``apiextensions-apiserver/pkg/apiserver/schema/cel``):
   appended to the node's path; the invalid value printed is the node's schema type;
 - a rule that does not compile, or does not yield a bool, refuses the CRD with kube's text.
 
-Kubernetes' quantity library is there (``cellibs``). Not enforced: the cost budget and cost
-estimates, the other Kubernetes-specific libraries (``url``, ``format``, ``ip``/``cidr``,
-``sets``, ``semver``, ``regex``'s ``find``, the ``lists`` extension functions, ``authz``): a rule
-that fails to compile only for calling them is accepted and skipped, so what it guards is not
-checked; any other compile error refuses the CRD, as kube-apiserver does. Object fields are
-typed as maps, so a misspelt field is an evaluation error, not a compile error.
+Kubernetes' libraries for CRD rules are there: quantity (``cellibs``), lists and sets
+(``celcollections``), ip, cidr and url (``celnetwork``), format and regex (``celformats``).
+A rule calling anything else (``semver``, ``authz``, a misspelt function) does not compile and
+refuses the CRD with the compiler's ``undeclared reference``, as kube-apiserver does. Not
+enforced: the cost budget and cost estimates. Object fields are typed as maps, so a misspelt
+field is an evaluation error, not a compile error.
 """
 
 from __future__ import annotations
@@ -43,37 +43,16 @@ from cel_expr_python.ext import (  # type: ignore[import-untyped]
     ext_strings,
 )
 
+from .celcollections import collections_library
+from .celformats import formats_library
 from .cellibs import quantity_library
+from .celnetwork import network_library
 
 #: (field path, message, cause reason) as a Status cause carries them.
 Cause = tuple[str, str, str]
 
 _OLD_SELF = re.compile(r"\boldSelf\b")
 _STRING_LITERAL = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
-#: Functions of Kubernetes' own CEL libraries (``k8s.io/apiserver/pkg/cel/library``) this
-#: runtime lacks: lists, regex, url, ip, cidr, format, sets, semver, authz.
-_KUBE_FUNCTIONS = frozenset(
-    {
-        *("isSorted", "sum", "min", "max", "indexOf", "lastIndexOf", "find", "findAll"),
-        *("url", "isURL", "getScheme", "getHost", "getHostname", "getPort", "getEscapedPath"),
-        *("getQuery", "ip", "isIP", "family", "isUnspecified", "isLoopback", "isCanonical"),
-        *("isLinkLocalMulticast", "isLinkLocalUnicast", "isGlobalUnicast", "cidr", "isCIDR"),
-        *("containsIP", "containsCIDR", "masked", "prefixLength", "named", "validate"),
-        *("dns1123Label", "dns1123Subdomain", "dns1035Label", "qualifiedName", "labelValue"),
-        *("dns1123LabelPrefix", "dns1123SubdomainPrefix", "dns1035LabelPrefix", "uri", "uuid"),
-        *("byte", "date", "datetime", "contains", "equivalent", "intersects", "semver"),
-        *("isSemver", "major", "minor", "patch", "authorizer", "serviceAccount", "path"),
-        *("group", "resource", "subresource", "namespace", "name", "check", "allowed"),
-        *("reason", "errored", "error", "fieldSelector", "labelSelector"),
-    }
-)
-#: The libraries' namespaces (``sets.contains``, ``format.named``).
-_KUBE_NAMESPACES = frozenset({"sets", "format"})
-#: What the compiler or the runtime says of a function it does not have.
-_MISSING = re.compile(
-    r"undeclared reference to '(\w+)'|found no matching overload for '(\w+)'"
-    r"|No matching overloads found : (?:\(\w+\)\.)?(\w+)\("
-)
 #: The optional oldSelf of ``optionalOldSelf`` (the Python binding cannot pass an optional):
 #: the rule goes on its own line so that compile errors point into it.
 _OPTIONAL_WRAP = "cel.bind(oldSelf, __hasOld ? optional.of(__old) : optional.none(),\n{}\n)"
@@ -148,6 +127,9 @@ def _env(key: str) -> Any:
             ext_bindings.ExtBindings(),
             ext_math.ExtMath(),
             quantity_library(),
+            collections_library(),
+            network_library(),
+            formats_library(),
         ],
     )
 
@@ -184,8 +166,6 @@ def _compile_rule(rule: Mapping[str, Any], env: Any, path: str, errors: list[Cau
     try:
         program = env.compile(_OPTIONAL_WRAP.format(text) if optional_old else text)
     except RuntimeError as exc:
-        if _kube_library_only(text, str(exc)):
-            return None  # kube-apiserver compiles it; here it is accepted and not checked
         detail = f"compilation failed: {_compile_error(str(exc))}"
         errors.append((where, f"Invalid value: {_go_rule(rule)}: {detail}", "FieldValueInvalid"))
         return None
@@ -211,26 +191,6 @@ def _compile_rule(rule: Mapping[str, Any], env: Any, path: str, errors: list[Cau
     return Rule(
         rule, program, message_program, transition, optional_old, str(rule.get("fieldPath") or "")
     )
-
-
-def _kube_library_only(text: str, error: str) -> bool:
-    """Whether every error the compiler (or runtime) reports is a function of Kubernetes' own
-    CEL libraries that the rule calls (or a namespace of them it names): such a rule is valid
-    on kube-apiserver. A misspelt function or field, a syntax or type error is not."""
-    reports = error.count("ERROR:") or 1
-    found = _MISSING.findall(error)
-    if len(found) != reports:
-        return False
-    plain = _STRING_LITERAL.sub("''", text)
-    for groups in found:
-        name = next(g for g in groups if g)
-        if name in _KUBE_NAMESPACES and any(
-            call in _KUBE_FUNCTIONS for call in re.findall(rf"\b{name}\.(\w+)\s*\(", plain)
-        ):
-            continue
-        if name not in _KUBE_FUNCTIONS or not re.search(rf"\b{name}\s*\(", plain):
-            return False
-    return True
 
 
 def _build(schema: Mapping[str, Any], path: str, errors: list[Cause]) -> Node | None:
@@ -363,8 +323,6 @@ def _run(node: Node, value: Any, old: Any, has_old: bool, path: str, found: list
         if result.value() is True:  # the common case first: no type() call
             continue
         if result.type() == _ERROR:
-            if _kube_library_only(str(rule.source.get("rule") or ""), str(result.value())):
-                continue  # a Kubernetes library overload this runtime lacks (a list's indexOf)
             detail = f"{_eval_error(result)} evaluating rule: {_rule_error_string(rule.source)}"
             found.append((path, f'Invalid value: "{node.type}": {detail}', "FieldValueInvalid"))
             continue

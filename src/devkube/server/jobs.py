@@ -29,7 +29,8 @@ def default_job(obj: Obj) -> None:
     spec.setdefault("backoffLimit", 6)
     spec.setdefault("completionMode", "NonIndexed")
     spec.setdefault("suspend", False)
-    spec.setdefault("podReplacementPolicy", "TerminatingOrFailed")
+    replacement = "Failed" if spec.get("podFailurePolicy") is not None else "TerminatingOrFailed"
+    spec.setdefault("podReplacementPolicy", replacement)
     template = spec.setdefault("template", {})
     tmeta = template.setdefault("metadata", {})
     if not spec.get("manualSelector"):
@@ -52,8 +53,14 @@ def default_job(obj: Obj) -> None:
     pod_spec.setdefault("securityContext", {})
 
 
+#: Fields the dev cluster's Job controller does not run: refused, not run as something else.
+NOT_RUN = ("backoffLimitPerIndex", "maxFailedIndexes", "successPolicy")
+MAX_INDEXED = 100000
+
+
 def job_causes(obj: Obj) -> list[Cause]:
-    """The template's restart policy rule, and the manual selector's."""
+    """The template's restart policy rule, the manual selector's, Indexed mode's and the pod
+    failure policy's (kube's ``pkg/apis/batch/validation`` words)."""
     spec = obj.get("spec") or {}
     causes: list[Cause] = []
     policy = ((spec.get("template") or {}).get("spec") or {}).get("restartPolicy") or "Always"
@@ -64,6 +71,42 @@ def job_causes(obj: Obj) -> list[Cause]:
                 f'Unsupported value: "{policy}": supported values: "OnFailure", "Never"',
             )
         )
+    elif spec.get("podFailurePolicy") is not None and policy != "Never":
+        causes.append(
+            (
+                "spec.template.spec.restartPolicy",
+                f'Invalid value: "{policy}": only "Never" is supported when podFailurePolicy '
+                "is specified",
+            )
+        )
+    for name in NOT_RUN:
+        if spec.get(name) is not None:
+            causes.append(
+                (f"spec.{name}", "Forbidden: not run by the dev cluster's Job controller (devkube)")
+            )
+    if spec.get("completionMode") not in (None, "NonIndexed", "Indexed"):
+        causes.append(
+            (
+                "spec.completionMode",
+                f'Unsupported value: "{spec["completionMode"]}": supported values: '
+                '"Indexed", "NonIndexed"',
+            )
+        )
+    if spec.get("completionMode") == "Indexed":
+        if spec.get("completions") is None:
+            causes.append(("spec.completions", "Required value: when completion mode is Indexed"))
+        for name in ("completions", "parallelism"):
+            value = spec.get(name)
+            if isinstance(value, int) and value > MAX_INDEXED:
+                causes.append(
+                    (
+                        f"spec.{name}",
+                        f"Invalid value: {value}: must be less than or equal to {MAX_INDEXED} "
+                        "when completion mode is Indexed",
+                    )
+                )
+    if spec.get("podFailurePolicy") is not None:
+        causes += failure_policy_causes(spec)
     if spec.get("manualSelector") and not spec.get("selector"):
         causes.append(("spec.selector", "Required value"))
     for field in ("parallelism", "completions", "backoffLimit", "activeDeadlineSeconds"):
@@ -75,4 +118,85 @@ def job_causes(obj: Obj) -> list[Cause]:
                 else "greater than or equal to 0"
             )
             causes.append((f"spec.{field}", f"Invalid value: {value}: must be {bound}"))
+    return causes
+
+
+def failure_policy_causes(spec: Obj) -> list[Cause]:
+    """kube's ``validatePodFailurePolicyRule`` checks, in its words."""
+    causes: list[Cause] = []
+    template = (spec.get("template") or {}).get("spec") or {}
+    names = {c.get("name") for c in (template.get("containers") or [])}
+    names |= {c.get("name") for c in (template.get("initContainers") or [])}
+    actions = '"Count", "FailIndex", "FailJob", "Ignore"'
+    for i, rule in enumerate((spec.get("podFailurePolicy") or {}).get("rules") or []):
+        where = f"spec.podFailurePolicy.rules[{i}]"
+        action = rule.get("action")
+        if not action:
+            causes.append((f"{where}.action", f"Required value: valid values: [{actions}]"))
+        elif action == "FailIndex":
+            causes.append(
+                (
+                    f"{where}.action",
+                    'Invalid value: "FailIndex": requires the backoffLimitPerIndex to be set',
+                )
+            )
+        elif action not in ("Count", "FailJob", "Ignore"):
+            causes.append(
+                (
+                    f"{where}.action",
+                    f'Unsupported value: "{action}": supported values: {actions}',
+                )
+            )
+        codes = rule.get("onExitCodes")
+        conditions = rule.get("onPodConditions") or []
+        if codes is not None:
+            causes += _exit_code_causes(codes, f"{where}.onExitCodes", names)
+        if codes is not None and conditions:
+            causes.append(
+                (
+                    where,
+                    "Invalid value: specifying both OnExitCodes and OnPodConditions is not "
+                    "supported",
+                )
+            )
+        if codes is None and not conditions:
+            causes.append(
+                (
+                    where,
+                    "Invalid value: specifying one of OnExitCodes and OnPodConditions is required",
+                )
+            )
+    return causes
+
+
+def _exit_code_causes(codes: Obj, where: str, names: set[object]) -> list[Cause]:
+    causes: list[Cause] = []
+    operator = codes.get("operator")
+    if operator not in ("In", "NotIn"):
+        text = f'Unsupported value: "{operator}": supported values: "In", "NotIn"'
+        if not operator:
+            text = 'Required value: valid values: ["In" "NotIn"]'
+        causes.append((f"{where}.operator", text))
+    name = codes.get("containerName")
+    if name is not None and name not in names:
+        causes.append(
+            (
+                f"{where}.containerName",
+                f'Invalid value: "{name}": must be one of the container or initContainer names '
+                "in the pod template",
+            )
+        )
+    values = list(codes.get("values") or [])
+    if not values:
+        causes.append((f"{where}.values", "Invalid value: []: at least one value is required"))
+    for j, value in enumerate(values):
+        if operator == "In" and value == 0:
+            causes.append(
+                (f"{where}.values[{j}]", "Invalid value: 0: must not be 0 for the In operator")
+            )
+        if value in values[:j]:
+            causes.append((f"{where}.values[{j}]", f"Duplicate value: {value}"))
+    if values != sorted(values):
+        shown = "[]int32{" + ", ".join(str(v) for v in values) + "}"
+        causes.append((f"{where}.values", f"Invalid value: {shown}: must be ordered"))
     return causes
