@@ -157,3 +157,16 @@ def test_fields_the_operator_does_not_act_on_are_warned_about(tmp_path: Path) ->
     body = json.loads(run("-f", str(path), "-o", "json").output)
     assert list(body["unsupportedFields"]) == ["spec.authOptions", "spec.tlsOptions"]
     assert [e["reason"] for e in body["events"]].count("UnsupportedField") == 1
+
+
+def test_a_type_error_and_a_bad_value_are_listed_together(tmp_path: Path) -> None:
+    """issue 38 item 4: `plan` stopped at the type error and hid numOfHosts -1."""
+    obj = yaml.safe_load((EXAMPLES / "tpu-v6e-4x4.yaml").read_text())
+    obj["spec"]["workerGroupSpecs"][0]["maxReplicas"] = "x"
+    obj["spec"]["workerGroupSpecs"][0]["numOfHosts"] = -1
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(obj))
+    result = run("-f", str(path))
+    assert result.exit_code == 2
+    assert "spec.workerGroupSpecs[0].maxReplicas: must be an integer" in result.output
+    assert "spec.workerGroupSpecs[0].numOfHosts: must be at least 1" in result.output

@@ -326,3 +326,28 @@ def test_status_with_our_slice_counts_round_trips() -> None:
     assert cluster.status is not None and cluster.status.worker_groups is not None
     assert cluster.status.worker_groups[0].ready_slices == 1
     assert dump_cluster(cluster) == obj
+
+
+def test_a_type_error_does_not_hide_the_other_problems() -> None:
+    """issue 38 item 4: maxReplicas "x" and numOfHosts -1 are both listed, in one answer."""
+    obj = valid()
+    obj["spec"]["workerGroupSpecs"][0]["maxReplicas"] = "x"
+    obj["spec"]["workerGroupSpecs"][1]["numOfHosts"] = -1
+    cluster, problems = parse_cluster(obj)
+    assert cluster is None
+    assert [p.path for p in problems] == [
+        "spec.workerGroupSpecs[0].maxReplicas",
+        "spec.workerGroupSpecs[1].numOfHosts",
+    ]
+    assert problems[0].message == "must be an integer"
+    assert "at least 1" in problems[1].message
+
+
+def test_a_wrong_required_field_still_reports_what_can_be_read() -> None:
+    """A required field cannot be dropped to read the rest: its problem alone is certain."""
+    obj = valid()
+    obj["spec"]["workerGroupSpecs"][0]["groupName"] = 5
+    obj["spec"]["workerGroupSpecs"][1]["numOfHosts"] = -1
+    cluster, problems = parse_cluster(obj)
+    assert cluster is None
+    assert [p.path for p in problems] == ["spec.workerGroupSpecs[0].groupName"]

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import copy
+import os
+import resource
 import shlex
+import subprocess
 from typing import Any
 
 import pytest
@@ -13,6 +16,7 @@ from hypothesis import strategies as st
 from raycluster_operator import OPERATOR_NAME
 from raycluster_operator.api.models import load_cluster
 from raycluster_operator.builders import build_head_pod, build_worker_pod
+from raycluster_operator.builders.ray_start import ULIMIT
 
 from .conftest import cluster_dict, env_of, make_cluster, tpu_worker_group
 
@@ -270,7 +274,7 @@ def test_worker_ray_start_matches_kuberay() -> None:
     container = pod["spec"]["containers"][0]
     assert container["command"] == ["/bin/bash", "-c", "--"]
     assert container["args"] == [
-        "ulimit -n 65536; ray start --address=demo-head-svc.ml.svc.cluster.local:6379 --block "
+        f"{ULIMIT}; ray start --address=demo-head-svc.ml.svc.cluster.local:6379 --block "
         "--dashboard-agent-listen-port=52365 --metrics-export-port=8080 "
         "--node-ip-address=$MY_POD_IP --num-cpus=1"
     ]
@@ -284,9 +288,7 @@ def test_worker_ray_start_matches_kuberay() -> None:
     assert env["RAY_CLOUD_INSTANCE_ID"] == {
         "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}
     }
-    assert env["KUBERAY_GEN_RAY_START_CMD"] == container["args"][0].removeprefix(
-        "ulimit -n 65536; "
-    )
+    assert env["KUBERAY_GEN_RAY_START_CMD"] == container["args"][0].removeprefix(f"{ULIMIT}; ")
     assert "RAY_REPLICA_INDEX" not in env
 
 
@@ -311,7 +313,7 @@ def test_user_command_runs_before_ray_start_and_params_win() -> None:
         host_index=None,
     )
     (line,) = pod["spec"]["containers"][0]["args"]
-    assert line.startswith("pip install x && ulimit -n 65536; ray start ")
+    assert line.startswith(f"pip install x && {ULIMIT}; ray start ")
     assert "--num-cpus=3" in line
     # Passed through as written, so the shell unquotes it as under KubeRay.
     assert '--resources="{\\"Custom\\": 2}"' in line
@@ -354,7 +356,7 @@ def test_head_ray_start_and_ports() -> None:
     pod = build_head_pod(CLUSTER)
     container = pod["spec"]["containers"][0]
     assert container["args"] == [
-        "ulimit -n 65536; ray start --head --block --dashboard-agent-listen-port=52365 "
+        f"{ULIMIT}; ray start --head --block --dashboard-agent-listen-port=52365 "
         f"--dashboard-host=0.0.0.0 --memory={4 * 2**30} --metrics-export-port=8080 "
         "--node-ip-address=$MY_POD_IP --num-cpus=2"
     ]
@@ -488,3 +490,38 @@ def test_gpu_nvlink_hosts_get_a_ray_gpu_domain_label() -> None:
     group = cluster.spec.worker_group_specs[1]
     pod = build_worker_pod(cluster, group, replica_index=2, replica_name="cpu-x", host_index=1)
     assert "--labels=ray.io/gpu-domain=cpu-2" in env_of(pod)["KUBERAY_GEN_RAY_START_CMD"]
+
+
+def _run_open_files_raise(hard: int, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The generated command's raise in bash, under a hard open-files limit of ``hard``
+    that the shell may not lift (as in a container without CAP_SYS_RESOURCE)."""
+
+    def lower() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(256, hard), hard))
+
+    return subprocess.run(
+        ["/bin/bash", "-c", "--", f"{ULIMIT}; echo soft=$(ulimit -n)"],
+        capture_output=True,
+        text=True,
+        preexec_fn=lower,
+        env={"PATH": os.environ["PATH"], **env},
+        check=True,
+    )
+
+
+def test_the_open_files_raise_says_nothing_and_reaches_the_hard_limit_when_lower() -> None:
+    """docs/design.md, rule 3.4b: KubeRay's ``ulimit -n 65536`` printed "cannot modify
+    limit" in every pod where the hard limit is lower; ours raises as far as allowed."""
+    done = _run_open_files_raise(4096, {})
+    assert (done.stdout, done.stderr) == ("soft=4096\n", "")
+
+
+def test_the_open_files_raise_is_kuberays_where_it_is_permitted() -> None:
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 65536:
+        # Below KubeRay's number, a raise to it is refused here: show the knob instead.
+        done = _run_open_files_raise(hard, {"RAY_START_ULIMIT_OPEN_FILES": str(hard - 1)})
+        assert (done.stdout, done.stderr) == (f"soft={hard - 1}\n", "")
+        return
+    done = _run_open_files_raise(hard, {})
+    assert (done.stdout, done.stderr) == ("soft=65536\n", "")

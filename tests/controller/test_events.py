@@ -81,3 +81,20 @@ async def test_many_similar_events_fold_into_one_combined_event(kube: KubeClient
     # A different reason is not similar: it gets its own Event.
     await recorder.emit(CLUSTER, "Normal", "ScaleUp", "creating", action="CreatePod")
     assert len((await kube.list(EVENTS, "default")).items) == 12
+
+
+async def test_core_v1_readers_see_kuberays_recorder_fields(kube: KubeClient) -> None:
+    """firstTimestamp, lastTimestamp, count and source, as client-go's core/v1 recorder
+    writes them (issue 38 item 3: `--sort-by=.lastTimestamp` found nothing)."""
+    recorder = EventRecorder(kube, instance="test")
+    await recorder.emit(CLUSTER, "Warning", "InvalidSpec", "bad", action="Validate")
+    first = (await kube.list(EVENTS, "default")).items[0]
+    assert first["deprecatedCount"] == 1
+    assert first["deprecatedSource"] == {"component": "test"}
+    assert first["deprecatedFirstTimestamp"] == first["deprecatedLastTimestamp"]
+    assert first["deprecatedLastTimestamp"].endswith("Z")
+    await recorder.emit(CLUSTER, "Warning", "InvalidSpec", "bad", action="Validate")
+    (again,) = (await kube.list(EVENTS, "default")).items
+    assert again["deprecatedCount"] == 2
+    assert again["deprecatedFirstTimestamp"] == first["deprecatedFirstTimestamp"]
+    assert again["deprecatedLastTimestamp"] >= first["deprecatedLastTimestamp"]

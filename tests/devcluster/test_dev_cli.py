@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 
 from raycluster_operator.cli import main
@@ -81,6 +82,22 @@ def test_dev_writes_a_kubeconfig_kubectl_can_use_and_stops_cleanly(tmp_path: Pat
     assert process.returncode == 0, err
     assert f"export KUBECONFIG={kubeconfig.resolve()}" in err
     assert not kubeconfig.exists()
+
+
+@pytest.mark.parametrize("watch", [False, True], ids=["plain", "watch"])
+def test_ctrl_c_ends_every_task_cleanly(tmp_path: Path, watch: bool) -> None:
+    """Ctrl-C (SIGINT) stops `dev` with exit 0 and without asyncio's complaints: a
+    coroutine made and never awaited, a task destroyed while pending, a traceback."""
+    kubeconfig = tmp_path / "kubeconfig"
+    process = start_dev(kubeconfig, "--nodes", "cpu:1", *(["--watch"] if watch else []))
+    try:
+        wait_for_file(kubeconfig, process)
+    finally:
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    for complaint in ("never awaited", "Task was destroyed", "Traceback", "Exception ignored"):
+        assert complaint not in err, err
 
 
 def test_tpu_pools_by_gke_machine_type_with_kubectl(tmp_path: Path) -> None:

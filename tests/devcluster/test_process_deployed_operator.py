@@ -37,16 +37,27 @@ NS = "raycluster-operator"
 LEASE = f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/raycluster-operator-leader"
 # The pods' own commands block before `ray start`: no Ray is needed to see the slices converge.
 BLOCK = ["sleep", "infinity"]
+# No Ray answers KubeRay's probes here, so the pods bring their own (a user's probes are kept,
+# docs/design.md, rule 3.4c).
+NO_RAY_PROBES = {
+    "readinessProbe": {"exec": {"command": ["true"]}, "periodSeconds": 1},
+    "livenessProbe": {"exec": {"command": ["true"]}},
+}
 
 SMALL = {"cpu": "100m", "memory": "128Mi"}
 RAYCLUSTER = m.raycluster(
     "slices",
-    m.head_group(m.container("ray-head", command=BLOCK, limits=SMALL)),
+    m.head_group(m.container("ray-head", command=BLOCK, limits=SMALL, **NO_RAY_PROBES)),
     [
         m.worker_group(
             "tpu",
             m.template(
-                m.container("ray-worker", command=BLOCK, limits={**SMALL, "google.com/tpu": "4"}),
+                m.container(
+                    "ray-worker",
+                    command=BLOCK,
+                    limits={**SMALL, "google.com/tpu": "4"},
+                    **NO_RAY_PROBES,
+                ),
                 nodeSelector=dict(m.V5P_2X2X2),
             ),
             replicas=1,

@@ -74,8 +74,10 @@ def parse_cluster(obj: object) -> tuple[RayCluster | None, list[Problem]]:
     """Read a RayCluster from JSON-like data; never raises.
 
     Returns the model whenever the data can be read (problems then only name a wrong
-    ``apiVersion``/``kind``), or ``None`` and one problem per unreadable field. Structural rules
-    are :func:`validate_structure`'s job, so callers run it next and nothing is reported twice.
+    ``apiVersion``/``kind``), or ``None`` and one problem per unreadable field plus the
+    structural problems of the rest (read without those fields). For a readable cluster,
+    structural rules are :func:`validate_structure`'s job, so callers run it next and nothing
+    is reported twice.
     """
     if not isinstance(obj, Mapping):
         return None, [Problem("", f"a RayCluster must be an object, not {type(obj).__name__}")]
@@ -89,11 +91,73 @@ def parse_cluster(obj: object) -> tuple[RayCluster | None, list[Problem]]:
     try:
         cluster = load_cluster(dict(obj))
     except ValidationError as err:
-        for item in err.errors():
-            message = _MESSAGES.get(item["type"], item["msg"])
-            problems.append(Problem(field_path(item["loc"]), message))
+        unreadable = _unreadable(err)
+        problems += unreadable
+        # The rest of the spec is still checked, so one answer lists every problem: a
+        # wrong type in one field does not hide a bad value in another.
+        rest = _without_unreadable(obj, err)
+        if rest is not None:
+            # A dropped field reads as its default: what that default lacks is not news.
+            seen = tuple(p.path for p in unreadable)
+            problems += [p for p in validate_structure(rest) if not _under(p.path, seen)]
         return None, sorted(set(problems))
     return cluster, problems
+
+
+def _unreadable(err: ValidationError) -> list[Problem]:
+    return [
+        Problem(field_path(item["loc"]), _MESSAGES.get(item["type"], item["msg"]))
+        for item in err.errors()
+    ]
+
+
+def _under(path: str, fields: Sequence[str]) -> bool:
+    return any(path == f or path.startswith((f"{f}.", f"{f}[")) for f in fields)
+
+
+#: Rounds of dropping unreadable fields before giving up: a drop can only surface errors in
+#: what it uncovers, which a RayCluster nests a few levels deep at most.
+_REPAIR_ROUNDS = 8
+
+
+def _without_unreadable(obj: Mapping[str, Any], err: ValidationError) -> RayCluster | None:
+    """The cluster read without its unreadable fields (each then takes its default), or None
+    when that is not possible: a required field is missing or wrong, or a bad value sits in
+    a list, whose other items would change place if it were dropped."""
+    data: Any = _copy(obj)
+    for _ in range(_REPAIR_ROUNDS):
+        for item in err.errors():
+            loc = item["loc"]
+            if item["type"] == "missing" or not loc or isinstance(loc[-1], int):
+                return None
+            parent = _at(data, loc[:-1])
+            if not isinstance(parent, dict) or loc[-1] not in parent:
+                return None
+            del parent[loc[-1]]
+        try:
+            return load_cluster(data)
+        except ValidationError as again:
+            err = again
+    return None
+
+
+def _at(data: Any, loc: Sequence[int | str]) -> Any:
+    for part in loc:
+        if isinstance(part, int) and isinstance(data, list) and 0 <= part < len(data):
+            data = data[part]
+        elif isinstance(part, str) and isinstance(data, dict):
+            data = data.get(part)
+        else:
+            return None
+    return data
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
 
 
 def validate_structure(cluster: RayCluster) -> list[Problem]:

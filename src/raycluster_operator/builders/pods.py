@@ -23,7 +23,7 @@ from raycluster_operator.accelerators import (
 from raycluster_operator.accelerators.profile import RAY_GPU_DOMAIN
 from raycluster_operator.api import labels, names
 from raycluster_operator.api.models import RayCluster, WorkerGroupSpec
-from raycluster_operator.builders import autoscaler, env, ray_start
+from raycluster_operator.builders import autoscaler, env, probes, ray_start
 from raycluster_operator.builders.cluster_facts import (
     autoscaler_v2,
     autoscaling_enabled,
@@ -149,7 +149,8 @@ def _annotations(meta: Mapping[str, Any], template_hash: str) -> dict[str, str]:
     return out
 
 
-def build_head_pod(cluster: RayCluster) -> dict[str, Any]:
+def build_head_pod(cluster: RayCluster, *, inject_probes: bool = True) -> dict[str, Any]:
+    """``inject_probes=False`` is KubeRay's ``ENABLE_PROBES_INJECTION=false``."""
     head = cluster.spec.head_group_spec
     meta, spec = split_template(head.template)
     container = _ray_container(spec)
@@ -165,6 +166,8 @@ def build_head_pod(cluster: RayCluster) -> dict[str, Any]:
     env.add_env(container, env.head_env(cluster.metadata.namespace, start, gcs))
     _add_metrics_port(container, params)
     _add_shared_memory(spec, container)
+    if inject_probes:
+        probes.add_probes(container, params, head=True, ray_version=cluster.spec.ray_version)
     if autoscaling_enabled(cluster):
         autoscaler.add_sidecar(cluster, spec)
     if autoscaler_v2(cluster):
@@ -193,6 +196,7 @@ def build_worker_pod(
     replica_name: str | None,
     host_index: int | None,
     indexing_labels: bool = True,
+    inject_probes: bool = True,
 ) -> dict[str, Any]:
     """One worker pod of ``group``: host ``host_index`` of slice ``replica_index``.
 
@@ -200,9 +204,10 @@ def build_worker_pod(
     ``TPU_NAME`` is then its own pod name, each host its own slice, as Ray assumes).
     ``indexing_labels=False`` (gate RayMultiHostIndexing off) leaves out the replica-index,
     replica-name and host-index labels, as KubeRay does; hostnames, env and placement of a
-    multi-host group are still built from the given indices.
+    multi-host group are still built from the given indices. ``inject_probes=False`` is
+    KubeRay's ``ENABLE_PROBES_INJECTION=false``.
     """
-    return WorkerPods(cluster, group).build(
+    return WorkerPods(cluster, group, inject_probes=inject_probes).build(
         replica_index=replica_index,
         replica_name=replica_name,
         host_index=host_index,
@@ -227,9 +232,12 @@ class WorkerPods:
     one per group for the length of one plan; each pod it returns is a fresh object.
     """
 
-    def __init__(self, cluster: RayCluster, group: WorkerGroupSpec) -> None:
+    def __init__(
+        self, cluster: RayCluster, group: WorkerGroupSpec, *, inject_probes: bool = True
+    ) -> None:
         self.cluster = cluster
         self.group = group
+        self.inject_probes = inject_probes
         self.profile = profile_for(group)
         #: A ComputeDomain per slice (docs/design.md §3.9): the Ray label names it.
         self.compute_domains = wants_compute_domains(group)
@@ -420,6 +428,9 @@ class WorkerPods:
             spec["affinity"] = merge_affinity(spec.get("affinity"), placement)
         _add_metrics_port(container, params)
         _add_shared_memory(spec, container)
+        if self.inject_probes:
+            ray_version = self.cluster.spec.ray_version
+            probes.add_probes(container, params, head=False, ray_version=ray_version)
         if self._v2:
             # Autoscaler v2 expects a dead Ray node's pod to stay dead so it can replace it.
             spec["restartPolicy"] = "Never"

@@ -35,7 +35,14 @@ CLIENT_PORT = 10001
 METRICS_PORT = 8080
 SERVE_PORT = 8000
 DASHBOARD_AGENT_PORT = 52365
-ULIMIT = "ulimit -n 65536"
+#: KubeRay's (v1.7) open-files raise, with its RAY_START_ULIMIT_OPEN_FILES knob. Where the
+#: hard limit is lower and the container may not raise it (no CAP_SYS_RESOURCE: the dev
+#: cluster's process runtime, some sandboxed runtimes), the soft limit goes up to the hard one
+#: instead of printing ``cannot modify limit`` at the top of every pod's log
+#: (docs/design.md, §3.4).
+ULIMIT = (
+    'ulimit -n "${RAY_START_ULIMIT_OPEN_FILES:-65536}" 2>/dev/null || ulimit -n "$(ulimit -Hn)"'
+)
 #: Kubernetes extended resources that become Ray custom resources.
 ACCELERATOR_RESOURCES = {"google.com/tpu": "TPU", "aws.amazon.com/neuroncore": "neuron_cores"}
 #: Options whose argument may itself be ``true``/``false``.

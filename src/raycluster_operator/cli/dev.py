@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -154,6 +155,8 @@ def dev(
                 kubelet_delay=kubelet_delay,
                 watch=watch,
                 planning=PlanOptions(
+                    # KubeRay's switch, read as `run` reads it (rule 3.4c).
+                    inject_probes=os.environ.get("ENABLE_PROBES_INJECTION", "").lower() != "false",
                     unready_slice_timeout=unready_slice_timeout,
                     slice_backoff_base=slice_backoff_base,
                     slice_backoff_max=slice_backoff_max,

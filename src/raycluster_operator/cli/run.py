@@ -179,6 +179,7 @@ def run(
         planning=PlanOptions(
             multi_host_indexing=gates["RayMultiHostIndexing"],
             random_pod_delete=os.environ.get("ENABLE_RANDOM_POD_DELETE", "").lower() == "true",
+            inject_probes=os.environ.get("ENABLE_PROBES_INJECTION", "").lower() != "false",
             unready_slice_timeout=unready_slice_timeout,
             slice_backoff_base=slice_backoff_base,
             slice_backoff_max=slice_backoff_max,

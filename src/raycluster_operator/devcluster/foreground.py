@@ -109,8 +109,11 @@ async def serve(
                 path = cluster.write_kubeconfig(kubeconfig)
                 log.info("dev cluster ready at %s", cluster.url)
                 hint(f"export KUBECONFIG={path.resolve()}")
-                view = watch_pods(cluster, str(path.resolve()))
-                table = asyncio.create_task(view) if watch else None
+                # The coroutine is made only when it runs: one never awaited is a warning
+                # at exit.
+                table = (
+                    asyncio.create_task(watch_pods(cluster, str(path.resolve()))) if watch else None
+                )
                 await stop.wait()
                 if table is not None:
                     table.cancel()

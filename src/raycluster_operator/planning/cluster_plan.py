@@ -229,6 +229,7 @@ def _switches(turn: ClusterTurn) -> GroupSwitches:
         scale_down=not autoscaling_on(turn.cluster) or options.random_pod_delete,
         multi_host_indexing=options.multi_host_indexing,
         stuck_before=rfc3339(turn.context.now - STUCK_AFTER),
+        inject_probes=options.inject_probes,
     )
 
 
@@ -271,7 +272,8 @@ def _plan_cluster_pods(turn: ClusterTurn) -> PodView | None:
             if not pod.terminating and pod.name not in going
         ]
     if head.create:
-        turn.creates.insert(0, _head_create(turn.cluster))
+        probes = turn.context.options.inject_probes
+        turn.creates.insert(0, _head_create(turn.cluster, inject_probes=probes))
         turn.events.append(
             PlannedEvent(
                 "Normal", CreateReason.HEAD_MISSING, "creating the head pod", action=CREATE_POD
@@ -294,14 +296,14 @@ def _pod_delete(pod: PodView, reason: DeleteReason, message: str) -> PodDelete:
     )
 
 
-def _head_create(cluster: RayCluster) -> PodCreate:
+def _head_create(cluster: RayCluster, *, inject_probes: bool) -> PodCreate:
     return PodCreate(
         labels.HEAD_GROUP,
         None,
         None,
         None,
         CreateReason.HEAD_MISSING,
-        builders.build_head_pod(cluster),
+        builders.build_head_pod(cluster, inject_probes=inject_probes),
     )
 
 
@@ -351,7 +353,7 @@ def _worker_creates(
     out: list[PodCreate] = []
     if not planned.replicas:
         return out
-    pods = builders.WorkerPods(cluster, group)
+    pods = builders.WorkerPods(cluster, group, inject_probes=switches.inject_probes)
     for replica in planned.replicas:
         for host in replica.hosts:
             manifest = pods.build(

@@ -49,6 +49,9 @@ class PlanOptions:
     #: (``cloud.google.com/scheduled-maintenance-time``) moves its slices this long before
     #: its time (planning/disruption.py, rule 12b).
     maintenance_window: float = 1800.0
+    #: KubeRay's ``ENABLE_PROBES_INJECTION`` (not "false"): the Ray container gets KubeRay's
+    #: readiness and liveness probes (builders/probes.py, rule 3.4c).
+    inject_probes: bool = True
 
     @property
     def planned_disruptions(self) -> bool:

@@ -81,6 +81,8 @@ class GroupSwitches:
     #: on a lost node; a broken replica's replacement stops waiting for the index they hold
     #: and takes the lowest free one instead. "" = never.
     stuck_before: str = ""
+    #: ENABLE_PROBES_INJECTION (rule 3.4c).
+    inject_probes: bool = True
 
 
 @dataclass(frozen=True, slots=True)

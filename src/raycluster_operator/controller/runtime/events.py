@@ -44,6 +44,11 @@ def _micro(now: datetime) -> str:
     return now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def _second(now: datetime) -> str:
+    """A metav1.Time: RFC 3339 to the second, as core/v1 Events carry their timestamps."""
+    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def reference(obj: Obj) -> Obj:
     view = Resource(obj)
     ref: Obj = {
@@ -93,7 +98,8 @@ class EventRecorder:
         now = self._clock()
         note, fold = self._aggregate(ref, namespace, type_, reason, note, now)
         key = (namespace, ref["kind"], ref["name"], ref.get("uid", ""), type_, reason, fold)
-        wall = _micro(datetime.now(UTC))
+        moment = datetime.now(UTC)
+        wall, second = _micro(moment), _second(moment)
         log.info("event %s %s/%s %s: %s", type_, ref["kind"], ref["name"], reason, note)
         self._prune(now)
         seen = self._seen.get(key)
@@ -105,7 +111,12 @@ class EventRecorder:
                     await self.client.patch_event(
                         seen.namespace,
                         seen.name,
-                        {"series": {"count": seen.count, "lastObservedTime": wall}},
+                        {
+                            "series": {"count": seen.count, "lastObservedTime": wall},
+                            # What core/v1 readers sort and count by (kubectl get events).
+                            "deprecatedCount": seen.count,
+                            "deprecatedLastTimestamp": second,
+                        },
                     )
                     return
                 except NotFound:
@@ -125,6 +136,13 @@ class EventRecorder:
                 "note": note,
                 "type": type_,
                 "regarding": ref,
+                # client-go's core/v1 recorder (KubeRay's) fills these; they are core/v1's
+                # firstTimestamp, lastTimestamp, count and source, which `kubectl get events
+                # --sort-by=.lastTimestamp` and most dashboards read (docs/design.md §6).
+                "deprecatedFirstTimestamp": second,
+                "deprecatedLastTimestamp": second,
+                "deprecatedCount": 1,
+                "deprecatedSource": {"component": self.instance},
             }
             if related is not None:
                 event["related"] = reference(related)
