@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import ray
 
+import ray
 from raycluster_operator.sidecar import slice_autoscaler
 
 HOSTS = 4
