@@ -7,8 +7,8 @@ controller ownerReference): it is a stray. Counting it would put a pod the opera
 replace into the status; deleting it (a worker without a replica identity, rule 9) would
 destroy a user's work; freezing the cluster for it would stop every slice over one label. So
 the pass plans as if it were not there, and says so: the condition ``StrayPods`` names the
-pods while any is live (present once it has been), with one Warning Event when the list first
-appears or changes, so a cluster at steady state makes no Event.
+pods while any is live (present once it has been), with one Warning Event when a pod it does
+not name yet appears, so a cluster at steady state, or one whose strays go, makes no Event.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def _previous(cluster: RayCluster) -> tuple[str, str] | None:
 
 class StrayPods(Feature):
     """Rule 2b's say in a pass: the condition every pass while strays are live, the Warning
-    only when its message changes."""
+    only for a stray it does not name yet."""
 
     rule = "2b"
 
@@ -96,5 +96,12 @@ class StrayPods(Feature):
             return
         message = stray_message(turn.cluster.metadata.name, self.strays)
         turn.seen["strays"] = (True, ConditionReason.STRAY_PODS, message)
-        if self.before != ("True", message):
+        if self._news():
             turn.events.append(PlannedEvent("Warning", EventReason.STRAY_PODS, message))
+
+    def _news(self) -> bool:
+        """A stray the stored condition does not name yet (the condition turning True, or a
+        new pod); one going away changes the message but warns nobody."""
+        if self.before is None or self.before[0] != "True":
+            return True
+        return any(describe(pod) not in self.before[1] for pod in self.strays)
