@@ -14,6 +14,9 @@ from tests.harness import control_planes, cpu_report, waiting
 from tests.harness import kubectl as kubectl_bin
 from tests.harness.cluster import running_cluster
 
+#: The real-Ray tier: skipped (a failure under CI=true) where pods cannot run as processes,
+#: and counted on the run's last line.
+pytest_plugins = ["tests.harness.real_ray_tier"]
 #: Where every file starts real Ray in process-runtime pods (a minute or more a file): such
 #: files are `slow` as a whole, whatever their tests say.
 REAL_RAY = "tests/e2e/"
@@ -93,6 +96,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if f"/{REAL_RAY}" in _where(item):
             item.add_marker(pytest.mark.slow)
+            item.add_marker(pytest.mark.process_runtime)
     slow = {item.path for item in items if item.get_closest_marker("slow")}
     count: dict[Path, int] = {}
     seconds: dict[Path, float] = {}

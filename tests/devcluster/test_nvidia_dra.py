@@ -13,7 +13,6 @@ import pytest
 
 from devkube import DevCluster, addons_for
 from devkube.addons.nvidia.driver import CHANNEL_DIR, NvidiaDraDriver
-from devkube.process import process_runtime_available
 from tests.harness.cluster import start_dev_cluster, stop_dev_cluster
 
 NODES = ["gpu:gb200:4:2", "cpu:1"]
@@ -148,10 +147,7 @@ async def test_a_domain_gets_its_template_its_nodes_and_goes_clean(
     await eventually(gone)
 
 
-PROCESS_AVAILABLE, PROCESS_WHY = process_runtime_available()
-
-
-@pytest.mark.skipif(not PROCESS_AVAILABLE, reason=PROCESS_WHY)
+@pytest.mark.process_runtime
 async def test_process_runtime_shows_the_channel_inside_the_pod_only(eventually: Any) -> None:
     nodes = ["gpu:gb200:2"]
     cluster = await start_dev_cluster(nodes, runtime="process", addons=addons_for(nodes))

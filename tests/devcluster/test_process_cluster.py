@@ -9,11 +9,9 @@ from typing import Any
 import pytest
 
 from devkube import DevCluster
-from devkube.process import process_runtime_available
 from tests.harness.cluster import running_cluster
 
-AVAILABLE, WHY = process_runtime_available()
-pytestmark = pytest.mark.skipif(not AVAILABLE, reason=WHY)
+pytestmark = pytest.mark.process_runtime
 
 PODS = "/api/v1/namespaces/default/pods"
 SERVICES = "/api/v1/namespaces/default/services"

@@ -23,14 +23,12 @@ import pytest
 import yaml
 
 from devkube import DevCluster
-from devkube.process import process_runtime_available
 from tests.harness import manifests as m
 from tests.harness.cluster import running_cluster
 from tests.harness.examples import DEPLOY
 from tests.harness.waiting import eventually
 
-AVAILABLE, WHY = process_runtime_available()
-pytestmark = pytest.mark.skipif(not AVAILABLE, reason=WHY)
+pytestmark = pytest.mark.process_runtime
 
 DEV_OVERLAY = DEPLOY / "overlays" / "dev"
 NS = "raycluster-operator"

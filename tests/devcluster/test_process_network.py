@@ -137,7 +137,7 @@ async def test_everything_is_removed_at_stop_and_stale_leftovers_at_start() -> N
         _ip_quiet("netns", "delete", stale_ns)
 
 
-@pytest.mark.skipif(not AVAILABLE, reason=WHY)
+@pytest.mark.process_runtime
 async def test_on_the_shared_network_a_port_clash_is_refused_not_crash_looped(
     tmp_path: Any, eventually: Any
 ) -> None:

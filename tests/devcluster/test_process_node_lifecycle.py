@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from devkube import DevCluster
-from devkube.process import process_runtime_available
 from tests.harness.cluster import running_cluster
 
 # The shared fixtures' types (tests/conftest.py), named here: conftest is not importable by name
@@ -18,8 +17,7 @@ from tests.harness.cluster import running_cluster
 Kubectl = Callable[..., Awaitable[Any]]
 Eventually = Callable[..., Awaitable[Any]]
 
-AVAILABLE, WHY = process_runtime_available()
-pytestmark = pytest.mark.skipif(not AVAILABLE, reason=WHY)
+pytestmark = pytest.mark.process_runtime
 
 PODS = "/api/v1/namespaces/default/pods"
 NODE = "cpu-0-n0"

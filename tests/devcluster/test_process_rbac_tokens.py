@@ -13,12 +13,10 @@ import pytest
 import yaml
 
 from devkube import DevCluster
-from devkube.process import process_runtime_available
 from tests.harness.cluster import running_cluster
 from tests.harness.kubectl import Run, ok, refused, runner
 
-AVAILABLE, WHY = process_runtime_available()
-pytestmark = pytest.mark.skipif(not AVAILABLE, reason=WHY)
+pytestmark = pytest.mark.process_runtime
 
 SHOW_TOKEN = """
 import os, time

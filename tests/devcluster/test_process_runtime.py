@@ -13,13 +13,11 @@ from typing import Any
 
 import pytest
 
-from devkube.process import process_runtime_available
 from devkube.process.container import Backoff
 from devkube.process.pod import PodSettings
 from devkube.process.runtime import ProcessRuntime
 
-AVAILABLE, WHY = process_runtime_available()
-pytestmark = pytest.mark.skipif(not AVAILABLE, reason=WHY)
+pytestmark = pytest.mark.process_runtime
 
 # A safety net so a broken runtime fails the test instead of hanging it; never a speed limit.
 PATIENCE = 30.0

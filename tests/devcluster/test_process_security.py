@@ -13,12 +13,10 @@ from typing import Any
 import pytest
 
 from devkube import DevCluster
-from devkube.process import process_runtime_available
 from tests.harness.kubectl import ok
 from tests.harness.waiting import eventually
 
-AVAILABLE, WHY = process_runtime_available()
-pytestmark = pytest.mark.skipif(not AVAILABLE, reason=WHY)
+pytestmark = pytest.mark.process_runtime
 
 
 @pytest.fixture

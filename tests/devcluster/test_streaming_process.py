@@ -20,16 +20,14 @@ import pytest_asyncio
 from test_process_cluster import SERVER, python_pod, status_of
 
 from devkube import DevCluster
-from devkube.process import process_runtime_available
 from tests.harness import waiting
 from tests.harness.cluster import running_cluster
 from tests.harness.kubectl import kubectl_binary
 
-AVAILABLE, WHY = process_runtime_available()
 #: One process-runtime cluster for the module's tests, each with pods of its own names, and
 #: one `web` pod and Service for those that only exec, copy or forward into it (§8.1).
 pytestmark = [
-    pytest.mark.skipif(not AVAILABLE, reason=WHY),
+    pytest.mark.process_runtime,
     pytest.mark.asyncio(loop_scope="module"),
 ]
 

@@ -1,4 +1,5 @@
-"""The e2e tests need the process runtime (Linux, root, unshare) and the `ray` package."""
+"""The e2e tests need the process runtime (Linux, root, unshare: tests/conftest.py marks them,
+tests/harness/real_ray_tier.py skips them or, under CI=true, fails them) and the `ray` package."""
 
 from __future__ import annotations
 
@@ -6,16 +7,11 @@ import importlib.util
 
 import pytest
 
-from devkube.process import process_runtime_available
-
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    ok, why = process_runtime_available()
-    if ok and importlib.util.find_spec("ray") is None:
-        ok, why = False, "the ray package is not installed"
-    if ok:
+    if importlib.util.find_spec("ray") is not None:
         return
-    skip = pytest.mark.skip(reason=f"real Ray needs the dev cluster's process runtime: {why}")
+    skip = pytest.mark.skip(reason="real Ray needs the ray package: pip install -e '.[ray]'")
     for item in items:
         if "tests/e2e/" in str(item.path).replace("\\", "/"):
             item.add_marker(skip)

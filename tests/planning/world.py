@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from raycluster_operator import OPERATOR_NAME
 from raycluster_operator.api import labels
 
 CLUSTER = "demo"
@@ -40,7 +41,12 @@ def make_pod(
 ) -> dict[str, Any]:
     """``state``: ready | pending | failed | succeeded | crashed (ray container ended,
     restartPolicy Never) | terminating."""
-    pod_labels = {labels.CLUSTER: cluster, labels.NODE_TYPE: node_type}
+    # Every pod the operator makes carries its created-by (one without it is a stray, rule 2b).
+    pod_labels = {
+        labels.CLUSTER: cluster,
+        labels.NODE_TYPE: node_type,
+        labels.CREATED_BY: OPERATOR_NAME,
+    }
     if group is not None:
         pod_labels[labels.GROUP] = group
     if replica_index is not None:

@@ -9,6 +9,15 @@ after the RayJob, backoffLimit ``submitterConfig.backoffLimit`` (2 by default), 
 command waits for the dashboard, submits only when the submission id is unknown (trying again
 on a refused connection), then follows the logs, so a retried submitter pod never submits
 twice.
+
+SidecarMode (KubeRay v1.7's ``createNewRayClusterInstance`` and ``getSubmitterContainer``):
+no Job; the cluster's head template gets one more container, ``ray-job-submitter`` (the head's
+image, KubeRay's default resources, ``PYTHONUNBUFFERED``, ``RAY_DASHBOARD_ADDRESS``,
+``RAY_JOB_SUBMISSION_ID``), whose line waits for the dashboard on localhost (it shares the
+head's network) and runs ``ray job submit`` against ``http://127.0.0.1:<dashboard port>``
+without ``--no-wait``: it follows the job and exits 0 if it succeeded, 1 if not, so its exit
+ends the job. The head pod's restartPolicy is Never (the submitter never runs twice) and the
+cluster is annotated ``ray.io/disable-provisioned-head-restart``, as KubeRay does.
 """
 
 from __future__ import annotations
@@ -21,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from raycluster_operator.api import labels
+from raycluster_operator.api import labels, names
 from raycluster_operator.api.objects import Obj
 
 RAYJOB_API_VERSION = "ray.io/v1"
@@ -29,6 +38,9 @@ DASHBOARD_PORT = 8265
 #: KubeRay's default submitter Job backoffLimit.
 SUBMITTER_BACKOFF_LIMIT = 2
 SUBMITTER_CONTAINER = "ray-job-submitter"
+SIDECAR_MODE = "SidecarMode"
+#: KubeRay marks a SidecarMode RayJob's cluster so its head, once provisioned, is not recreated.
+DISABLE_HEAD_RESTART = "ray.io/disable-provisioned-head-restart"
 CREATED_BY_VALUE = "raycluster-operator"
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
@@ -56,11 +68,22 @@ def origin_labels(rayjob: Mapping[str, Any]) -> dict[str, str]:
     }
 
 
-def ray_cluster(rayjob: Mapping[str, Any], name: str) -> Obj:
-    """The RayCluster of one attempt: rayClusterSpec as given, our multi-host features with it."""
+def ray_cluster(rayjob: Mapping[str, Any], name: str, job_id: str = "") -> Obj:
+    """The RayCluster of one attempt: rayClusterSpec as given, our multi-host features with it;
+    in SidecarMode its head carries the submitter of ``job_id``."""
     spec = copy.deepcopy((rayjob.get("spec") or {}).get("rayClusterSpec") or {})
     meta = _meta(rayjob)
     cluster_labels = {**(meta.get("labels") or {}), **origin_labels(rayjob)}
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k != LAST_APPLIED}
+    if (rayjob.get("spec") or {}).get("submissionMode") == SIDECAR_MODE:
+        head = spec.setdefault("headGroupSpec", {}).setdefault("template", {})
+        pod = head.setdefault("spec", {})
+        namespace = str(meta.get("namespace"))
+        address = dashboard_url(namespace, names.head_service_name(name), dashboard_port(spec))
+        submitter = sidecar_submitter(rayjob, spec, address, job_id)
+        pod["containers"] = [*(pod.get("containers") or []), submitter]
+        pod["restartPolicy"] = "Never"
+        annotations[DISABLE_HEAD_RESTART] = "true"
     return {
         "apiVersion": RAYJOB_API_VERSION,
         "kind": "RayCluster",
@@ -69,9 +92,7 @@ def ray_cluster(rayjob: Mapping[str, Any], name: str) -> Obj:
             "namespace": meta.get("namespace"),
             "labels": cluster_labels,
             # Not kubectl's record of the RayJob's manifest: it would read as the cluster's.
-            "annotations": {
-                k: v for k, v in (meta.get("annotations") or {}).items() if k != LAST_APPLIED
-            },
+            "annotations": annotations,
             "ownerReferences": [owner_reference(rayjob)],
         },
         "spec": spec,
@@ -107,12 +128,12 @@ def _number(value: Any) -> str:
     return f"{float(value):f}"
 
 
-def submit_command(rayjob: Mapping[str, Any], address: str, job_id: str) -> str:
-    """The shell line of the submitter container (KubeRay's, in substance)."""
+def _submit(rayjob: Mapping[str, Any], url: str, job_id: str, *, no_wait: bool) -> list[str]:
+    """``ray job submit`` with the RayJob's options, as KubeRay orders them."""
     spec = rayjob.get("spec") or {}
-    url = address if address.startswith("http") else f"http://{address}"
-    quoted = shlex.quote(url)
-    submit = ["ray", "job", "submit", "--address", quoted, "--no-wait"]
+    submit = ["ray", "job", "submit", "--address", shlex.quote(url)]
+    if no_wait:
+        submit.append("--no-wait")
     env = runtime_env(rayjob)
     if env:
         submit += ["--runtime-env-json", shlex.quote(json.dumps(env, sort_keys=True))]
@@ -126,13 +147,24 @@ def submit_command(rayjob: Mapping[str, Any], address: str, job_id: str) -> str:
     if spec.get("entrypointResources"):
         submit += ["--entrypoint-resources", shlex.quote(str(spec["entrypointResources"]))]
     submit += ["--", str(spec.get("entrypoint") or "").strip()]
-    health = f"{url}/api/gcs_healthz"
-    wait = (
+    return submit
+
+
+def _wait_for_dashboard(health: str, url: str) -> str:
+    return (
         "until python -c "
         + shlex.quote(f"import urllib.request; urllib.request.urlopen({health!r}, timeout=2)")
         + f" >/dev/null 2>&1; do echo 'Waiting for the Ray dashboard at {url} ...'; "
         "sleep 2; done"
     )
+
+
+def submit_command(rayjob: Mapping[str, Any], address: str, job_id: str) -> str:
+    """The shell line of the submitter Job's container (KubeRay's, in substance)."""
+    url = address if address.startswith("http") else f"http://{address}"
+    quoted = shlex.quote(url)
+    submit = _submit(rayjob, url, job_id, no_wait=True)
+    wait = _wait_for_dashboard(f"{url}/api/gcs_healthz", url)
     status = f"ray job status --address {quoted} {shlex.quote(job_id)} >/dev/null 2>&1"
     follow = f"ray job logs --address {quoted} --follow {shlex.quote(job_id)}"
     # Submitted unless the id is known already; a refused connection (the dashboard is up but
@@ -141,10 +173,19 @@ def submit_command(rayjob: Mapping[str, Any], address: str, job_id: str) -> str:
     return f"{wait}; for attempt in 1 2 3 4 5; do {submit_once}; done; {follow}"
 
 
-def _default_submitter_pod(cluster_spec: Mapping[str, Any]) -> Obj:
+def sidecar_command(rayjob: Mapping[str, Any], port: int, job_id: str) -> str:
+    """The submitter container's line in SidecarMode: the dashboard on localhost, then one
+    blocking ``ray job submit`` (no status check: the container never runs twice) whose exit
+    code is the job's outcome (0 succeeded, 1 not)."""
+    url = f"http://127.0.0.1:{port}"
+    wait = _wait_for_dashboard(f"http://localhost:{port}/api/gcs_healthz", url)
+    return f"{wait}; {' '.join(_submit(rayjob, url, job_id, no_wait=False))}"
+
+
+def _default_submitter_container(cluster_spec: Mapping[str, Any]) -> Obj:
     head = ((cluster_spec.get("headGroupSpec") or {}).get("template") or {}).get("spec") or {}
     containers = head.get("containers") or [{}]
-    container: Obj = {
+    return {
         "name": SUBMITTER_CONTAINER,
         "image": containers[0].get("image", "rayproject/ray"),
         "resources": {
@@ -152,6 +193,29 @@ def _default_submitter_pod(cluster_spec: Mapping[str, Any]) -> Obj:
             "requests": {"cpu": "500m", "memory": "200Mi"},
         },
     }
+
+
+def _submitter_env(address: str, job_id: str) -> list[Obj]:
+    return [
+        {"name": "PYTHONUNBUFFERED", "value": "1"},
+        {"name": "RAY_DASHBOARD_ADDRESS", "value": address},
+        {"name": "RAY_JOB_SUBMISSION_ID", "value": job_id},
+    ]
+
+
+def sidecar_submitter(
+    rayjob: Mapping[str, Any], cluster_spec: Mapping[str, Any], address: str, job_id: str
+) -> Obj:
+    """The ``ray-job-submitter`` container SidecarMode adds to the head pod."""
+    container = _default_submitter_container(cluster_spec)
+    container["command"] = ["/bin/bash", "-ce", "--"]
+    container["args"] = [sidecar_command(rayjob, dashboard_port(cluster_spec), job_id)]
+    container["env"] = _submitter_env(address, job_id)
+    return container
+
+
+def _default_submitter_pod(cluster_spec: Mapping[str, Any]) -> Obj:
+    container = _default_submitter_container(cluster_spec)
     return {"spec": {"restartPolicy": "Never", "containers": [container]}}
 
 
@@ -169,13 +233,7 @@ def submitter_job(
     if not container.get("command"):
         container["command"] = ["/bin/bash", "-ce", "--"]
         container["args"] = [submit_command(rayjob, address, job_id)]
-    env = list(container.get("env") or [])
-    env += [
-        {"name": "PYTHONUNBUFFERED", "value": "1"},
-        {"name": "RAY_DASHBOARD_ADDRESS", "value": address},
-        {"name": "RAY_JOB_SUBMISSION_ID", "value": job_id},
-    ]
-    container["env"] = env
+    container["env"] = [*(container.get("env") or []), *_submitter_env(address, job_id)]
     tmeta = template.setdefault("metadata", {})
     tmeta["labels"] = {
         **(tmeta.get("labels") or {}),

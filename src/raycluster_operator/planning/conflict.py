@@ -1,10 +1,14 @@
 """Rule 2a: another controller acts on a cluster we manage (docs/design.md §4).
 
 Two operators reconciling one RayCluster create and delete each other's pods without end.
-KubeRay's operator marks every pod it makes with ``app.kubernetes.io/created-by:
-kuberay-operator``; ours carry ``raycluster-operator``, a key a user's template cannot
-override (``labels.OWNED_KEYS``). So a live pod of the cluster that names another creator is
-proof of a second controller. Then the pass writes nothing to the cluster's pods, services or
+Ownership is judged as KubeRay judges it: a controller makes its pods with a controller
+ownerReference to the RayCluster (its uid) and its own ``app.kubernetes.io/created-by``
+(KubeRay's ``kuberay-operator``; ours ``raycluster-operator``, a key a user's template cannot
+override, ``labels.OWNED_KEYS``). So a live pod controlled by this very RayCluster that names
+another creator is proof of a second controller. A pod that only carries the cluster's label
+(made by hand, by a Helm chart or a Kubebuilder project with its own ``created-by``) proves
+nothing: it is a stray (planning/strays.py), reported and left alone, and never freezes the
+cluster. When a second controller acts, the pass writes nothing to the cluster's pods, services or
 status, except one thing: the ``ControllerConflict`` condition, set by one status write when
 the conflict appears (or its text changes) with one Warning Event of the same reason, naming
 the other controller and what to do. The condition is the user's evidence on the object
@@ -39,23 +43,47 @@ class Conflict:
     note: str
 
 
-def other_controllers(pods: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Creators other than us named by the cluster's live pods, sorted."""
+#: How the message names a controller whose pods carry no ``created-by`` label.
+UNNAMED = "an unnamed controller"
+
+
+def controlled_by(pod: Mapping[str, Any], uid: str | None) -> bool:
+    """The pod's controller ownerReference is the RayCluster with this uid."""
+    if not uid:
+        return False
+    refs = (pod.get("metadata") or {}).get("ownerReferences") or ()
+    return any(
+        isinstance(ref, Mapping)
+        and ref.get("controller") is True
+        and ref.get("kind") == "RayCluster"
+        and ref.get("uid") == uid
+        for ref in refs
+    )
+
+
+def creator(pod: Mapping[str, Any]) -> str | None:
+    value = ((pod.get("metadata") or {}).get("labels") or {}).get(labels.CREATED_BY)
+    return str(value) if value else None
+
+
+def other_controllers(cluster: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Creators other than us of the live pods this RayCluster controls, sorted."""
+    uid = (cluster.get("metadata") or {}).get("uid")
     found = set()
     for pod in pods:
-        meta = pod.get("metadata") or {}
-        if meta.get("deletionTimestamp"):
+        if (pod.get("metadata") or {}).get("deletionTimestamp") or not controlled_by(pod, uid):
             continue
-        creator = (meta.get("labels") or {}).get(labels.CREATED_BY)
-        if creator and creator != OPERATOR_NAME:
-            found.add(str(creator))
+        made_by = creator(pod)
+        if made_by != OPERATOR_NAME:
+            found.add(made_by or UNNAMED)
     return sorted(found)
 
 
 def message(others: Sequence[str], namespace: str) -> str:
     names = ", ".join(others)
     return (
-        f"pods of this RayCluster were created by {names} ({labels.CREATED_BY}): two "
+        f"pods this RayCluster controls (their controller ownerReference) were created by "
+        f"{names} ({labels.CREATED_BY}): two "
         f"controllers reconcile it, so raycluster-operator leaves it alone until none of "
         f"{names}'s pods is left. Run one operator per namespace: KubeRay's with "
         f"--watch-namespace excluding {namespace!r}, or raycluster-operator with --namespace "
@@ -67,7 +95,7 @@ def controller_conflict(
     cluster: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], now: datetime
 ) -> Conflict | None:
     """None when no other controller's pod is live; else the pass of rule 2a."""
-    others = other_controllers(pods)
+    others = other_controllers(cluster, pods)
     if not others:
         return None
     namespace = str((cluster.get("metadata") or {}).get("namespace") or "")

@@ -76,7 +76,7 @@ class ClusterState:
     #: The RayCluster as cached (its status overlaid with the controller's own last write
     #: while the cache has not caught up with it).
     cluster: Cached
-    #: Pods labelled with the cluster's name.
+    #: Pods labelled with the cluster's name (``plan_pass`` leaves the strays out).
     pods: Sequence[Cached] = ()
     #: Services that name the cluster as their owner.
     services: Sequence[Cached] = ()
@@ -91,6 +91,9 @@ class ClusterState:
     #: Any other cached objects a lifecycle feature plans from, by kind (``ResourceQuota``,
     #: ``Eviction``, a domain object's kind ...): a new input is a new key, not a new parameter.
     objects: Mapping[str, Sequence[Cached]] = field(default_factory=dict)
+    #: Pods labelled with the cluster's name that no controller of it made (rule 2b,
+    #: planning/strays.py): reported, never counted, scaled or deleted.
+    strays: Sequence[Cached] = ()
 
 
 @dataclass(frozen=True)

@@ -14,14 +14,17 @@ from raycluster_operator.planning.feature import Feature
 from raycluster_operator.planning.host_loss import HostLoss
 from raycluster_operator.planning.quota import Quota
 from raycluster_operator.planning.slice_scaling import SliceScaling
+from raycluster_operator.planning.strays import StrayPods
 from raycluster_operator.planning.turn import ClusterTurn
 from raycluster_operator.planning.unsupported import UnsupportedFields
 
-#: Each feature's constructor, by rule: 3a KubeRay fields not acted on (a condition and a
+#: Each feature's constructor, by rule: 2b pods with the cluster's label that no controller of
+#: it made (a condition and a Warning only), 3a KubeRay fields not acted on (a condition and a
 #: Warning only), 7b slice reservations (a Warning only), 8a/8b host
 #: loss, 12a upgrades, 12b planned disruptions, 13a crash-loop backoff, 13b a ComputeDomain
 #: per slice, 13c a slice whole or not at all (quota).
 FEATURES: Sequence[Callable[[ClusterTurn], Feature]] = (
+    StrayPods,
     UnsupportedFields,
     SliceScaling,
     HostLoss,

@@ -6,8 +6,10 @@ show and the controller only carries the writes out (docs/design.md §7):
 
 - a cluster being deleted with Ray's finalizer: its pods go, then the finalizer is released;
 - a cluster another controller manages (``spec.managedBy``): nothing at all;
-- a cluster another controller acts on (its pods name another creator): one condition and
-  one Warning, then nothing (``conflict``, rule 2a);
+- a cluster another controller acts on (pods it controls name another creator): one
+  condition and one Warning, then nothing (``conflict``, rule 2a);
+- pods with the cluster's label that no controller of it made: set aside before anything is
+  planned, so no rule counts or deletes them (``strays``, rule 2b);
 - a cluster whose spec cannot be read: the InvalidSpec condition, and one Warning Event when
   the condition first appears or its text changes, and nothing else;
 - the services and the autoscaler's ServiceAccount/Role/RoleBinding: created when neither the
@@ -19,7 +21,7 @@ The inputs travel on as one ``PlanContext`` (planning/context.py).
 from __future__ import annotations
 
 from collections.abc import Callable, Container, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -41,6 +43,7 @@ from raycluster_operator.planning.context import (
 from raycluster_operator.planning.deletion import plan_deletion
 from raycluster_operator.planning.reasons import DeleteReason, EventReason
 from raycluster_operator.planning.status import INVALID_SPEC, unreadable_status
+from raycluster_operator.planning.strays import split_strays
 from raycluster_operator.planning.turn import GroupTally
 
 __all__ = [
@@ -93,14 +96,16 @@ def plan_pass(
 ) -> PassPlan:
     obj = state.cluster
     stored = RayClusterObject(obj)
+    pods, strays = split_strays(obj, state.pods)  # rule 2b
     if stored.deleting:
-        return _deleting(state)
+        return _deleting(replace(state, pods=pods))
     managed_by = stored.managed_by
     if managed_by and managed_by not in options.controller_names:
         return PassPlan(note=f"managed by {managed_by}")
     conflict = controller_conflict(obj, state.pods, now)
     if conflict is not None:  # rule 2a
         return PassPlan(status=conflict.status, events=conflict.events, note=conflict.note)
+    state = replace(state, pods=pods, strays=strays)
     cluster, problems = parse_cluster(obj)
     if cluster is None:
         return _unreadable(obj, problems, now)

@@ -149,6 +149,9 @@ class EventReason(StrEnum):
     #: The spec sets KubeRay fields this operator accepts and does not act on (rule 3a); once
     #: per change of the list.
     UNSUPPORTED_FIELD = "UnsupportedField"
+    #: Pods carry the cluster's label but no controller of it made them (rule 2b); once per
+    #: change of the list.
+    STRAY_PODS = "StrayPods"
 
 
 class HoldReason(StrEnum):
@@ -201,3 +204,7 @@ class ConditionReason(StrEnum):
     #: the operator does not act on; it no longer does.
     UNSUPPORTED_FIELDS = "UnsupportedFields"
     ALL_FIELDS_SUPPORTED = "AllFieldsSupported"
+    #: Ours, condition StrayPods (docs/design.md §4 rule 2b): pods carry the cluster's label
+    #: but no controller of it made them; none is live any more.
+    STRAY_PODS = "StrayPods"
+    NO_STRAY_PODS = "NoStrayPods"

@@ -46,6 +46,9 @@ class ConditionType(StrEnum):
     #: Ours (rule 3a): True while the spec sets KubeRay fields the operator does not act on;
     #: present once it has been.
     UNSUPPORTED_FIELDS = "UnsupportedFields"
+    #: Ours (rule 2b): True while live pods carry the cluster's label that no controller of
+    #: it made (they are left alone); present once it has been.
+    STRAY_PODS = "StrayPods"
 
 
 HEAD_POD_READY = ConditionType.HEAD_POD_READY
@@ -108,6 +111,8 @@ class Observed:
     quota: tuple[bool, ConditionReason, str] | None = None
     #: The UnsupportedFields condition (status, reason, message); None leaves it out.
     unsupported: tuple[bool, ConditionReason, str] | None = None
+    #: The StrayPods condition (status, reason, message); None leaves it out.
+    strays: tuple[bool, ConditionReason, str] | None = None
 
 
 def previous_status(cluster: RayCluster) -> dict[str, Any]:
@@ -299,6 +304,8 @@ def _conditions(
         out.append(WantedCondition(ConditionType.SLICE_QUOTA_EXCEEDED, *seen.quota))
     if seen.unsupported is not None:
         out.append(WantedCondition(ConditionType.UNSUPPORTED_FIELDS, *seen.unsupported))
+    if seen.strays is not None:
+        out.append(WantedCondition(ConditionType.STRAY_PODS, *seen.strays))
     return out
 
 

@@ -76,6 +76,15 @@ _POD_ANNOTATIONS = (POD_TEMPLATE_HASH_ANNOTATION,)
 def slim_pod(obj: Obj) -> Obj:
     # deletionGracePeriodSeconds: a pod already force-deleted on a lost node (host loss).
     meta = _meta(obj, ("deletionGracePeriodSeconds",))
+    # The controller reference alone, and of it only what decides whose pod it is (rules 2a,
+    # 2b): the RayCluster's kind and uid.
+    controller = [
+        _pick(ref, ("kind", "uid", "controller"))
+        for ref in (obj.get("metadata") or {}).get("ownerReferences") or ()
+        if isinstance(ref, Mapping) and ref.get("controller") is True
+    ]
+    if controller:
+        meta["ownerReferences"] = controller
     annotations = (obj.get("metadata") or {}).get("annotations")
     if isinstance(annotations, Mapping):
         kept = _pick(annotations, _POD_ANNOTATIONS)

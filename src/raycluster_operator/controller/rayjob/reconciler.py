@@ -31,6 +31,7 @@ from prometheus_client import CollectorRegistry
 from kubefacts.names import SUFFIX_ALPHABET
 from raycluster_operator.api.labels import (
     NODE_TYPE,
+    NODE_TYPE_HEAD,
     NODE_TYPE_WORKER,
     ORIGINATED_FROM_CR_NAME,
     ORIGINATED_FROM_CRD,
@@ -216,16 +217,18 @@ class RayJobReconciler:
         cluster_name = status.get("rayClusterName")
         cluster = None
         pods: list[Obj] = []
+        heads: list[Obj] = []
         if cluster_name:
             cluster = self.sources.caches.clusters.get(f"{namespace}/{cluster_name}")
             members = self.sources.caches.pods.by_index(BY_CLUSTER, f"{namespace}/{cluster_name}")
             pods = [p for p in members if _labels(p).get(NODE_TYPE) == NODE_TYPE_WORKER]
+            heads = [p for p in members if _labels(p).get(NODE_TYPE) == NODE_TYPE_HEAD]
         submitter = self._submitter_view.get(f"{namespace}/{rayjob['metadata']['name']}")
         api: JobsApi = JobsApi.NOT_ASKED
         info: dict[str, Any] = {}
         if needs_jobs_api(rayjob):
             api, info = await self._ask(rayjob, cluster)
-        return Observed(rayjob, cluster, pods, submitter, api, info)
+        return Observed(rayjob, cluster, pods, submitter, api, info, heads)
 
     async def _ask(self, rayjob: Obj, cluster: Obj | None) -> tuple[JobsApi, dict[str, Any]]:
         base = self.resolve(rayjob, cluster)

@@ -53,6 +53,8 @@ class Observed:
     jobs_api: JobsApi = JobsApi.NOT_ASKED
     #: The Jobs API's job details (``status``, ``message``, ``start_time`` ms, ``end_time``).
     job_info: Mapping[str, Any] = field(default_factory=dict)
+    #: The cluster's head pods (SidecarMode: the submitter is a container of the head).
+    heads: Sequence[Obj] = ()
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,9 @@ from raycluster_operator.planning.rayjob.states import (
 
 _S = DeploymentStatus
 CLUSTER_SELECTOR_KEY = "ray.io/cluster"
-MODES = ("K8sJobMode", "HTTPMode", "InteractiveMode")
+MODES = ("K8sJobMode", "HTTPMode", "InteractiveMode", "SidecarMode")
+#: Modes whose submitter's end (a Job's, or the head's submitter container's) ends the job.
+SUBMITTER_MODES = ("K8sJobMode", "SidecarMode")
 SLICE_FAILURES_KEPT = 10
 
 
@@ -152,10 +154,12 @@ def _mirror_cluster(observed: Observed, plan: Plan) -> None:
 def invalid_spec(spec: Mapping[str, Any]) -> str:
     """Why the spec cannot run ("" when it can): KubeRay's validateRayJob, in substance."""
     mode = spec.get("submissionMode") or "K8sJobMode"
-    if mode == "SidecarMode":
-        return "submissionMode SidecarMode is not supported by this operator"
     if mode not in MODES:
         return f"unknown submissionMode {mode!r}"
+    if mode == "SidecarMode":
+        problem = _sidecar_problem(spec)
+        if problem:
+            return problem
     selector = spec.get("clusterSelector") or {}
     if not spec.get("rayClusterSpec") and not selector.get(CLUSTER_SELECTOR_KEY):
         return "one of rayClusterSpec or clusterSelector (ray.io/cluster) is required"
@@ -170,6 +174,51 @@ def invalid_spec(spec: Mapping[str, Any]) -> str:
     except (ValueError, yaml.YAMLError) as error:
         return f"runtimeEnvYAML: {error}"
     return ""
+
+
+def _sidecar_problem(spec: Mapping[str, Any]) -> str:
+    """KubeRay v1.7's SidecarMode rules (``validateRayJobSpec``), in its words; and ours: a
+    resubmission needs a submitter that can run again, which a head container cannot."""
+    if spec.get("clusterSelector"):
+        return "ClusterSelector is not supported in SidecarMode"
+    if spec.get("submitterPodTemplate") is not None:
+        return "Currently, SidecarMode doesn't support SubmitterPodTemplate"
+    if spec.get("submitterConfig") is not None:
+        return "Currently, SidecarMode doesn't support SubmitterConfig"
+    head = ((spec.get("rayClusterSpec") or {}).get("headGroupSpec") or {}).get("template") or {}
+    if (head.get("spec") or {}).get("restartPolicy") not in (None, "", "Never"):
+        return "restartPolicy for head Pod should be Never or unset when using SidecarMode"
+    if spec.get("sliceFailurePolicy") == "Resubmit":
+        return (
+            "sliceFailurePolicy Resubmit cannot be used with SidecarMode: the submitter is a "
+            "container of the head pod and never runs twice"
+        )
+    return ""
+
+
+def sidecar_outcome(heads: Sequence[Mapping[str, Any]]) -> tuple[str, str]:
+    """SidecarMode's submitter as KubeRay reads it (``checkSidecarContainerStatus``,
+    ``getSubmitterContainerFinishedTime``): ("Complete" or "Failed", why) once the head's
+    ``ray-job-submitter`` container has terminated (exit 0 or not); ("", "") while it runs;
+    ("Failed", why) when no head pod is left (KubeRay: "Ray head pod not found.")."""
+    live = [h for h in heads if not (h.get("metadata") or {}).get("deletionTimestamp")]
+    if not live:
+        return "Failed", "Ray head pod not found."
+    for head in live:
+        for status in (head.get("status") or {}).get("containerStatuses") or ():
+            if status.get("name") != build.SUBMITTER_CONTAINER:
+                continue
+            ended = (status.get("state") or {}).get("terminated")
+            if not ended:
+                return "", ""
+            code = int(ended.get("exitCode") or 0)
+            if code == 0:
+                return "Complete", ""
+            return "Failed", (
+                f"Ray head pod container {build.SUBMITTER_CONTAINER} terminated with exit code "
+                f"{code}: {ended.get('reason') or ''}"
+            )
+    return "", ""
 
 
 # -- the states ------------------------------------------------------------------------------
@@ -223,7 +272,7 @@ def _initializing(observed: Observed, ctx: Context, plan: Plan) -> None:
             note = f"RayCluster {name} set in the clusterSelector is not found"
             plan.events.append(Event("Warning", "RayClusterNotFound", note))
             return
-        manifest = build.ray_cluster(observed.rayjob, name)
+        manifest = build.ray_cluster(observed.rayjob, name, str(plan.status.get("jobId") or ""))
         plan.actions.append(Action(ActionKind.CREATE_CLUSTER, name, manifest))
         plan.events.append(Event("Normal", "CreatedRayCluster", f"Created RayCluster {name}"))
         return
@@ -288,9 +337,14 @@ def _running(observed: Observed, ctx: Context, plan: Plan) -> None:
         return
     plan.requeue_after = ctx.poll
     mode = spec.get("submissionMode") or "K8sJobMode"
-    submitted_by_job = mode == "K8sJobMode"
+    submitted_by_job = mode in SUBMITTER_MODES
     own = not _foreign(observed.submitter, plan.status)
-    outcome = _submitter_outcome(observed.submitter) if submitted_by_job and own else ""
+    outcome = _submitter_outcome(observed.submitter) if mode == "K8sJobMode" and own else ""
+    if mode == "SidecarMode":
+        outcome, why = sidecar_outcome(observed.heads)
+        if outcome == "Failed":  # checked first, as KubeRay does
+            _sidecar_failed(observed, plan, why)
+            return
     if observed.jobs_api == JobsApi.NOT_FOUND:
         if mode == "HTTPMode":
             body = build.submit_request(observed.rayjob, str(plan.status.get("jobId")))
@@ -325,6 +379,22 @@ def _running(observed: Observed, ctx: Context, plan: Plan) -> None:
         _move(plan, _S.FAILED, Cause.APP_FAILED, str(info.get("message") or "the Ray job failed"))
     else:
         _move(plan, _S.COMPLETE, Cause.JOB_ENDED, f"the Ray job is {job_status.value}")
+
+
+def _sidecar_failed(observed: Observed, plan: Plan, why: str) -> None:
+    """The head's submitter exited non-zero, or the head is gone: the job failed. Its own
+    failure (the Jobs API says FAILED, now or before) is AppFailed with Ray's message; else the
+    submission failed, in the container's words (KubeRay's ``checkSidecarContainerStatus``)."""
+    info = observed.job_info if observed.jobs_api == JobsApi.FOUND else {}
+    if info.get("status"):
+        plan.status["jobStatus"] = str(info["status"])
+        plan.status["message"] = str(info.get("message") or "")
+    if not observed.heads:
+        _move(plan, _S.FAILED, Cause.APP_FAILED, why)
+    elif plan.status.get("jobStatus") == JobStatus.FAILED.value:
+        _move(plan, _S.FAILED, Cause.APP_FAILED, str(plan.status.get("message") or why))
+    else:
+        _move(plan, _S.FAILED, Cause.SUBMISSION_FAILED, why)
 
 
 def _slice_policy(observed: Observed, ctx: Context, plan: Plan) -> bool:
