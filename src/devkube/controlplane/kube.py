@@ -196,6 +196,9 @@ class KubeControlPlane:
             f"--cert-dir={self.directory / 'certs'}",
             "--profiling=false",
             "--v=1",
+            # The `kubernetes` Service's endpoints may not be loopback; pods of the process
+            # runtime reach the API through their hosts file instead (devkube/process).
+            *(["--endpoint-reconciler-type=none"] if not self.also_listen else []),
         ]
 
     def _binary_kubeconfig(self, user: str, name: str) -> Path:
