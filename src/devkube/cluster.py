@@ -199,6 +199,7 @@ class DevCluster:
         self._maintenance: HostMaintenance | None = None
         self._jobs: JobController | None = None
         self._shared: list[Informer] = []
+        self._node_clients: dict[str, ApiClient] = {}
         self._network: Any = None
         # Why pods of the process runtime share the host's network ("" when they do not).
         self.shared_network_reason = ""
@@ -287,6 +288,7 @@ class DevCluster:
             nodes=nodes,
             lease_duration=self._node_grace,
             status_every=self._node_status_every,
+            node_clients=self._node_client,
         )
         self._maintenance = HostMaintenance(self._client, nodes=nodes)
         await self._kubelet.start()
@@ -299,6 +301,17 @@ class DevCluster:
             len(self.node_manifests),
             self.url,
         )
+
+    def _node_client(self, node: str) -> ApiClient:
+        """A node's own client on Kubernetes' control plane (system:node:<name>, in
+        system:nodes): what its kubelet writes with, so NodeRestriction holds."""
+        if self._kube is None:
+            return self.client
+        client = self._node_clients.get(node)
+        if client is None:
+            client = ApiClient(self.url, self._kube.node_token(node), self.ca_pem)
+            self._node_clients[node] = client
+        return client
 
     def _runtime(self) -> Runtime:
         runtime = self._runtime_choice
@@ -405,6 +418,9 @@ class DevCluster:
                 await part.stop()
         for informer in self._shared:
             await informer.stop()
+        for client in self._node_clients.values():
+            await client.close()
+        self._node_clients.clear()
         if self._client is not None:
             await self._client.close()
         await self.api.stop()
@@ -618,11 +634,14 @@ class DevCluster:
             await asyncio.sleep(0.1)
 
     async def _create_node(self, node: Mapping[str, Any]) -> None:
-        created = await self.client.create(resource_path("v1", "nodes"), node)
+        """Registered as a kubelet registers its node: by the node itself on Kubernetes'
+        control plane (NodeRestriction lets a node create only its own Node)."""
+        name = str(node["metadata"]["name"])
+        client = self._node_client(name)
+        created = await client.create(resource_path("v1", "nodes"), node)
         if created.get("status") != node["status"]:
             # The server keeps status apart from spec; set it through the subresource.
-            name = str(node["metadata"]["name"])
-            await self.client.patch(
+            await client.patch(
                 resource_path("v1", "nodes", name=name, subresource="status"),
                 {"status": node["status"]},
             )

@@ -27,6 +27,8 @@ from tests.harness.kubectl import Run, runner
 from tests.harness.operator_world import World, eventually, raycluster, ready
 from tests.harness.world import open_world
 
+pytestmark = pytest.mark.control_planes
+
 NODES = ["gpu:gb200:4:2", "cpu:1"]
 NAME = "gb"
 CLIQUE = "nvidia.com/gpu.clique"

@@ -34,6 +34,8 @@ from tests.harness.operator_world import (
     tpu_group,
 )
 
+pytestmark = pytest.mark.control_planes
+
 FOUR = [0, 1, 2, 3]
 NODE_GRACE = 2.0
 KUBELET = "dev.raycluster-operator.io/kubelet"

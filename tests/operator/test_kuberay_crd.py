@@ -23,6 +23,8 @@ from tests.harness.kubectl import KubectlEnv
 from tests.harness.operator_world import NODES, World, eventually, ready, replica_names
 from tests.harness.world import open_world
 
+pytestmark = pytest.mark.control_planes
+
 EXAMPLE = example("tpu-v6e-4x4")
 
 

@@ -18,11 +18,15 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from devkube.machinery.client import resource_path
 from raycluster_operator.kube import RAYCLUSTERS
 from tests.harness import manifests as m
 from tests.harness.kubectl import ok, runner
 from tests.harness.operator_world import SMALL, World, eventually, raycluster, ready, tpu_group
+
+pytestmark = pytest.mark.control_planes
 
 NS = "team"
 INDEX = "ray.io/worker-group-replica-index"

@@ -50,7 +50,7 @@ def ready_condition_of(node: Mapping[str, Any]) -> Mapping[str, Any] | None:
 class Heartbeats:
     def __init__(
         self,
-        client: ApiClient,
+        client_for: Callable[[str], ApiClient],
         nodes: Informer,
         readiness: Readiness,
         *,
@@ -58,7 +58,7 @@ class Heartbeats:
         status_every: float = 60.0,
         concurrency: int = 16,
     ) -> None:
-        self._client = client
+        self._client_for = client_for
         self._nodes = nodes
         self._readiness = readiness
         self.lease_duration = lease_duration
@@ -104,7 +104,7 @@ class Heartbeats:
             "renewTime": micro_time(datetime.now(UTC)),
         }
         try:
-            await self._client.patch(lease_path(name), {"spec": spec})
+            await self._client_for(name).patch(lease_path(name), {"spec": spec})
             return
         except ApiError as error:
             if error.status != 404:
@@ -122,7 +122,7 @@ class Heartbeats:
             "spec": spec,
         }
         with contextlib.suppress(ApiError):  # 409: created meanwhile; the next beat renews
-            await self._client.create(lease_path(), lease)
+            await self._client_for(name).create(lease_path(), lease)
 
     async def _post_status(self, node: Mapping[str, Any], ready: bool) -> None:
         """Post the kubelet's conditions (the pressure ones False, Ready as given) when one
@@ -160,7 +160,7 @@ class Heartbeats:
                 }
             )
         others = [c for kind, c in stored.items() if kind not in wanted]
-        await self._client.patch(
+        await self._client_for(name).patch(
             resource_path("v1", "nodes", name=name, subresource="status"),
             {"status": {"conditions": [*conditions, *others]}},
         )
