@@ -35,6 +35,7 @@ from raycluster_operator.controller.raycluster.present import Present
 from raycluster_operator.controller.raycluster.refusals import RefusalHolds
 from raycluster_operator.controller.raycluster.sources import (
     BY_CLUSTER,
+    BY_NAMESPACE,
     BY_OWNER,
     Caches,
     Change,
@@ -187,14 +188,18 @@ class Reconciler:
         return out
 
     def _objects(self, key: str, now: datetime) -> dict[str, list[Any]]:
-        """Other cached kinds the features plan from: the cluster's per-slice budgets (rule
-        12b), its ComputeDomains, only when the cluster serves them (rule 13b; the key's
+        """Other cached kinds the features plan from: the namespace's PodDisruptionBudgets
+        (rule 12b: the cluster's per-slice ones, and a user's that may select its pods), its
+        ComputeDomains, only when the cluster serves them (rule 13b; the key's
         absence says it does not), the namespace's quotas (rule 13c; absent when not watched)
         and the groups held after a refused pod."""
         caches = self.caches
         out: dict[str, list[Any]] = {}
         if caches.budgets is not None:
-            out[POD_DISRUPTION_BUDGETS.kind] = list(caches.budgets.by_index(BY_CLUSTER, key))
+            namespace = split_key(key)[0]
+            out[POD_DISRUPTION_BUDGETS.kind] = list(
+                caches.budgets.by_index(BY_NAMESPACE, namespace)
+            )
         if COMPUTE_DOMAINS.kind in caches.served and caches.domains is not None:
             out[COMPUTE_DOMAINS.kind] = caches.domains.by_index(BY_CLUSTER, key)
         quotas = caches.quotas
