@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 RUN_STAMP := $(VENV)/.run-stamp
 PIP := $(BIN)/python -m pip install -q --disable-pip-version-check
 
-.PHONY: run test lint fmt unit bench install clean dist kube
+.PHONY: run test lint fmt unit bench install clean dist kube flake-check
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -59,6 +59,11 @@ PYTEST_WORKERS ?= 4
 unit: $(STAMP)
 	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadfile \
 		--no-loadscope-reorder --durations=25
+
+## The suite RUNS times back to back; every test that failed in any run, with its count.
+RUNS ?= 3
+flake-check: $(STAMP)
+	$(BIN)/python benchmarks/flake_check.py --runs $(RUNS) --workers $(PYTEST_WORKERS)
 
 fmt: $(STAMP)
 	$(BIN)/ruff format src tests benchmarks

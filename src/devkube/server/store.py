@@ -282,10 +282,16 @@ class Store:
             table.watchers.discard(watcher)
 
     def expire_history(self, key: str | None = None) -> None:
-        """Forget retained changes of one resource (or all) so that resuming a watch from
-        before now answers 410, as after a real server's compaction."""
+        """Forget retained changes of one resource (or all) so that resuming a watch from any
+        resourceVersion handed out before now answers 410, as after a real server's compaction.
+
+        The expiry takes a resourceVersion of its own (as kube-apiserver's compactor writes its
+        mark to etcd, a new revision): without it a client that had seen the newest version
+        resumed from exactly the floor and got no 410, so on a quiet cluster the expiry proved
+        nothing (issue #36). A list after it answers the new version, which resumes cleanly."""
         keys = [key] if key is not None else list(self._tables)
+        mark = self.next_rv()
         for name in keys:
             table = self._table(name)
             table.history.clear()
-            table.floor = self.rv
+            table.floor = mark

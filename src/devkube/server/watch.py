@@ -87,8 +87,9 @@ class WatchHub:
                     async with asyncio.timeout(wait):
                         batch = await watcher.next_batch()
                 except TimeoutError:
-                    if params.bookmarks and deadline - time.monotonic() > 0:
-                        # The queue was empty, so every change up to store.rv has been sent.
+                    # The queue was empty, so every change up to store.rv has been sent; a cut
+                    # stream sends nothing more (a bookmark after an expiry would skip its 410).
+                    if params.bookmarks and deadline > time.monotonic() and not watcher.dropped:
                         await response.write(_bookmark(rt, self.store.rv, None))
                     continue
                 chunks = []
