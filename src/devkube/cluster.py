@@ -142,9 +142,7 @@ class DevCluster:
         if isinstance(runtime, str) and runtime not in RUNTIMES:
             raise ValueError(f"unknown runtime {runtime!r} (known: {', '.join(RUNTIMES)})")
         if control_plane not in CONTROL_PLANES:
-            raise ValueError(
-                f"unknown control plane {control_plane!r} (known: {', '.join(CONTROL_PLANES)})"
-            )
+            raise ValueError(f"unknown control plane {control_plane!r}: {CONTROL_PLANES}")
         self.control_plane = control_plane
         self._kubelet_delay = kubelet_delay
         self.node_manifests = build_nodes(parse_spec(nodes))
@@ -153,22 +151,7 @@ class DevCluster:
             from devkube.process.runtime import loopback_nodes
 
             self.node_manifests = loopback_nodes(self.node_manifests)
-        self._server: ApiServer | None = None
-        self._kube: KubeControlPlane | None = None
-        if control_plane == "embedded":
-            self._server = ApiServer(host=host, port=port, token=token, faults=faults)
-        else:
-            if faults is not None or token is not None:
-                raise ValueError(
-                    "faults and a fixed token are the embedded server's; Kubernetes' control "
-                    "plane has neither"
-                )
-            self._kube = KubeControlPlane(
-                node_names=[str(n["metadata"]["name"]) for n in self.node_manifests],
-                node_grace=node_grace,
-                host=host,
-                port=port,
-            )
+        self._server, self._kube = self._control_plane(host, port, token, faults, node_grace)
         self._runtime_choice = runtime
         self._termination_cap = termination_cap
         self._eviction_delay = eviction_delay
@@ -201,8 +184,21 @@ class DevCluster:
         self._shared: list[Informer] = []
         self._node_clients: dict[str, ApiClient] = {}
         self._network: Any = None
-        # Why pods of the process runtime share the host's network ("" when they do not).
-        self.shared_network_reason = ""
+        self.shared_network_reason = ""  # why process-runtime pods share the host's network
+
+    def _control_plane(
+        self, host: str, port: int, token: str | None, faults: Faults | None, grace: float
+    ) -> tuple[ApiServer | None, KubeControlPlane | None]:
+        """The embedded server, or Kubernetes' own control plane (docs/design.md §8.2)."""
+        if self.control_plane == "embedded":
+            return ApiServer(host=host, port=port, token=token, faults=faults), None
+        if faults is not None or token is not None:
+            raise ValueError(
+                "faults and a fixed token are the embedded server's; Kubernetes' control "
+                "plane has neither"
+            )
+        names = [str(n["metadata"]["name"]) for n in self.node_manifests]
+        return None, KubeControlPlane(node_names=names, node_grace=grace, host=host, port=port)
 
     # --- lifetime ------------------------------------------------------------------------
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from raycluster_operator.controller.informer import Informer
-from raycluster_operator.controller.store import object_key
+from raycluster_operator.controller.runtime.informer import Informer
+from raycluster_operator.controller.runtime.store import object_key
 from tests.harness.operator_world import (
     World,
     eventually,

@@ -165,6 +165,7 @@ async def _cleared(world: World, name: str = "q") -> dict[str, Any]:
     return st
 
 
+@pytest.mark.embedded_only("holds pod creates at the server with the embedded fault injection")
 async def test_quota_shrinking_mid_slice_leaves_no_partial_slice_and_no_churn(
     world: World,
 ) -> None:
