@@ -32,7 +32,7 @@ async def test_a_refused_pod_create_is_terminal_and_recorded_on_the_cluster() ->
         await w.reconcile()
     (event,) = w.events("WriteRejected")
     assert event["type"] == "Warning" and "Required value" in event["message"]
-    assert event["regarding"]["name"] == "c"
+    assert event["involvedObject"]["name"] == "c"
     # The rest of the pass still happened: service and status.
     assert w.kube.writes_of("create", "services") == ["c-head-svc"]
     assert w.kube.writes_of("patch", "rayclusters/status") == ["c"]
