@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from devkube.server.podsecurity import violations
+from devkube.server.admission.podsecurity import violations
 from raycluster_operator.api.models import load_cluster
 from raycluster_operator.builders import build_head_pod, build_worker_pod
 
