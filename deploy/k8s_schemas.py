@@ -3,9 +3,10 @@
 Run: .venv/bin/python deploy/k8s_schemas.py   (or deploy/generate.py, which runs this too)
 
 - src/raycluster_operator/api/k8s_schemas.json: the Kubernetes types the RayCluster CRD embeds;
-- src/devkube/server/builtin_schemas.json: the built-in kinds the dev API server serves, so it
-  drops and reports unknown fields and refuses wrongly typed values as kube-apiserver's decoder
-  does (``devkube/server/builtin.py``).
+- src/devkube/server/schema/builtin_schemas.json: the built-in kinds the dev API server serves,
+  so it drops and reports unknown fields and refuses wrongly typed values as kube-apiserver's
+  decoder
+  does (``devkube/server/schema/builtin.py``).
 
 The source is the JSON Schema of Kubernetes' published OpenAPI that the ``kubernetes-validate``
 package ships per Kubernetes version. Each type the RayCluster CRD embeds (the pod template,
@@ -155,7 +156,7 @@ def render() -> str:
     return json.dumps(generate(), sort_keys=True, separators=(",", ":")) + "\n"
 
 
-BUILTIN_OUT = Path(__file__).parent.parent / "src/devkube/server/builtin_schemas.json"
+BUILTIN_OUT = Path(__file__).parent.parent / "src/devkube/server/schema/builtin_schemas.json"
 #: apiVersion/Kind -> OpenAPI definition, for the built-in kinds the dev server serves.
 BUILTIN_KINDS = {
     "v1/Pod": "io.k8s.api.core.v1.Pod",

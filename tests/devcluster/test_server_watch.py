@@ -12,8 +12,8 @@ import aiohttp
 import pytest
 
 from devkube.server import ApiServer
-from devkube.server.selectors import Selection
-from devkube.server.store import Watcher
+from devkube.server.registry.selectors import Selection
+from devkube.server.registry.store import Watcher
 from tests.harness.cluster import client_ssl_context
 
 CMS = "/api/v1/namespaces/default/configmaps"

@@ -26,6 +26,7 @@ import yaml
 
 from kubefacts.timestamps import parse_time
 from tests.harness.kubectl import Run, ok, runner
+from tests.harness.objects import Obj
 from tests.harness.operator_world import (
     World,
     eventually,
@@ -43,7 +44,6 @@ NODE_GRACE = 2.0
 KUBELET = "dev.raycluster-operator.io/kubelet"
 READY = "dev.raycluster-operator.io/ready"
 OPERATOR = "system:serviceaccount:raycluster-operator:raycluster-operator"
-Obj = dict[str, Any]
 
 
 @pytest.fixture

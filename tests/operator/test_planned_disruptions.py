@@ -33,12 +33,11 @@ import pytest
 
 from devkube import DevCluster
 from tests.harness.kubectl import ok, runner
+from tests.harness.objects import Obj
 from tests.harness.operator import RunningOperator
 from tests.harness.operator_world import World, eventually, raycluster, running_world, tpu_group
 
 pytestmark = pytest.mark.control_planes
-
-Obj = dict[str, Any]
 HOSTS = 4
 
 

@@ -45,7 +45,7 @@ from devkube.kubelet.podstatus import (
 from devkube.kubelet.runtime import Runtime
 from devkube.machinery.client import ApiClient, ApiError, WatchEvent, resource_path
 from devkube.machinery.informer import Informer
-from devkube.scheduler.placement import TERMINAL_PHASES
+from devkube.machinery.pods import TERMINAL_PHASES
 from devkube.server import LogRequest
 from kubefacts.timestamps import now_rfc3339
 

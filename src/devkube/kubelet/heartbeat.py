@@ -21,30 +21,17 @@ from typing import Any
 from devkube.machinery.client import ApiClient, ApiError, resource_path
 from devkube.machinery.control_loop import ControlLoop
 from devkube.machinery.informer import Informer
+from devkube.machinery.nodes import LEASE_API, LEASE_NAMESPACE, lease_path
 from devkube.nodes import PRESSURE_CONDITIONS
 from kubefacts.timestamps import micro_time, rfc3339
 
 log = logging.getLogger(__name__)
 
-LEASE_NAMESPACE = "kube-node-lease"
-LEASE_API = "coordination.k8s.io/v1"
 READY_MESSAGE = "kubelet is posting ready status"
 NOT_READY_MESSAGE = "container runtime is down"
 
 #: What a kubelet reports for a node: None (stopped: nothing), True (Ready) or False (NotReady).
 Readiness = Callable[[str], bool | None]
-
-
-def lease_path(node: str | None = None) -> str:
-    return resource_path(LEASE_API, "leases", LEASE_NAMESPACE, node)
-
-
-def ready_condition_of(node: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    for condition in (node.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == "Ready":
-            found: Mapping[str, Any] = condition
-            return found
-    return None
 
 
 class Heartbeats:
