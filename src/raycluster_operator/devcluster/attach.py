@@ -87,6 +87,7 @@ async def operator_attached(
     from raycluster_operator.controller.manager import Manager, ManagerOptions
     from raycluster_operator.controller.raycluster.registration import ControllerOptions
     from raycluster_operator.controller.rayjob.reconciler import RayJobOptions
+    from raycluster_operator.controller.rayservice.reconciler import RayServiceOptions
     from raycluster_operator.controller.runtime.serving import ServingOptions
     from raycluster_operator.kube import KubeClient
 
@@ -105,6 +106,7 @@ async def operator_attached(
             planning=planning,
             # On the host, the operator reaches a head's Jobs API at the head pod's IP.
             rayjobs=RayJobOptions(jobs_api_via=jobs_api_via(cluster)),
+            rayservices=RayServiceOptions(serve_api_via=jobs_api_via(cluster)),
         ),
     )
     task = asyncio.create_task(manager.run(), name="operator")
