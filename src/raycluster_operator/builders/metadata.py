@@ -51,7 +51,7 @@ def rayservice_serve_label(cluster: RayCluster, *, head: bool, multi_host: bool)
     KubeRay sets it: a worker is ``true`` (its readiness probe checks its Serve proxy), the
     head ``false`` until the RayService controller sees its proxy healthy. A host of a
     multi-host slice starts ``false`` too, and the controller turns its slice ``true`` once
-    every host is ready (docs/design.md §12, rule 12d): a partial slice never serves."""
+    every host is ready (docs/design.md §12, RS4): a partial slice never serves."""
     if not serves_rayservice(cluster):
         return {}
     serving = not (head or multi_host)

@@ -4,7 +4,7 @@ controller uses them (docs/design.md §12): read the applications
 Serve applies declaratively: the same config twice is a no-op), and ask a proxy
 ``/-/healthz``.
 
-Where they are reached is a resolver's choice, as for the Jobs API (§11, rule 11k): the head
+Where they are reached is a resolver's choice, as for the Jobs API (§11, 11k): the head
 service's DNS name inside a cluster (``service``), the head pod's IP from the host
 (``head-pod-ip``, the dev cluster's process runtime); a proxy is always asked at its pod's IP,
 as KubeRay does. Tests point both at a stand-in on 127.0.0.1.

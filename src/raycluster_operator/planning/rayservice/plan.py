@@ -1,11 +1,11 @@
 """One pass for one RayService: from what was observed to the writes, the status and the Events
 (docs/design.md §12). Pure: the clock, the random suffix and the Serve API's answers come in.
 
-KubeRay v1.7's ``RayServiceReconciler.Reconcile`` in order, rule by rule (12a..12f): validate;
+KubeRay v1.7's ``RayServiceReconciler.Reconcile`` in order, rule by rule (RS1..RS7): validate;
 delete the clusters traffic left once their delay has passed; create the pending cluster;
 update a cluster in place when worker groups were only appended; keep ``ray.io/serve`` on the
-pods (12d); deploy the Serve config where it is not yet deployed; point the serve service at
-the pending cluster once it is ready (12c: every slice whole, every application RUNNING),
+pods (RS4); deploy the Serve config where it is not yet deployed; point the serve service at
+the pending cluster once it is ready (RS5: every slice whole, every application RUNNING),
 which promotes it; name a new pending cluster when rayClusterConfig changed (NewCluster);
 then the status and conditions.
 """
@@ -166,7 +166,7 @@ def _without_stamp(status: Mapping[str, Any]) -> dict[str, Any]:
 _NOW = "now"
 
 
-# -- 12a: clusters traffic left ---------------------------------------------------------------
+# -- RS6: clusters traffic left ---------------------------------------------------------------
 
 
 def _clean_up(observed: Observed, ctx: Context, plan: Plan) -> None:
@@ -197,7 +197,7 @@ def _requeue(plan: Plan, seconds: float) -> None:
         plan.requeue_after = max(0.0, seconds)
 
 
-# -- 12b: which cluster the spec wants --------------------------------------------------------
+# -- RS2: which cluster the spec wants --------------------------------------------------------
 
 
 def _annotations(cluster: Mapping[str, Any]) -> Mapping[str, str]:
@@ -257,7 +257,7 @@ def _update_in_place(observed: Observed, plan: Plan, cluster: Mapping[str, Any])
     plan.events.append(Event("Normal", "UpdatedRayCluster", f"Updated the RayCluster {name}"))
 
 
-# -- 12d: ray.io/serve ------------------------------------------------------------------------
+# -- RS4: ray.io/serve ------------------------------------------------------------------------
 
 
 def _relabel(observed: Observed, plan: Plan, cluster_name: str) -> list[Relabel]:
@@ -290,13 +290,13 @@ def _slice_event(cluster: str, change: Relabel) -> Event:
     return Event("Warning", "SliceNotServing", note)
 
 
-# -- 12c: Serve applications ------------------------------------------------------------------
+# -- RS3: Serve applications ------------------------------------------------------------------
 
 
 def _serve(observed: Observed, plan: Plan, cluster_name: str, which: str) -> bool:
     """Deploy serveConfigV2 where it is not deployed, read the applications back; whether the
     cluster may take traffic: every application RUNNING (KubeRay) and every worker slice
-    whole (ours, rule 12c)."""
+    whole (ours, RS5)."""
     answer = observed.serve.get(cluster_name, ServeAnswer())
     section = plan.status.setdefault(which, {})
     if not answer.asked or not answer.reachable:
@@ -348,7 +348,7 @@ def _status_message(found: Mapping[str, Any]) -> dict[str, str]:
     return entry
 
 
-# -- 12c: the serve service -------------------------------------------------------------------
+# -- RS5: the serve service -------------------------------------------------------------------
 
 
 def _service_cluster(service: Mapping[str, Any] | None) -> str:

@@ -1,5 +1,5 @@
 """Which pods of a RayService's cluster are behind the serve service (docs/design.md §12,
-rule 12d), and how many endpoints that gives.
+RS4), and how many endpoints that gives.
 
 ``ray.io/serve`` is the serve service's selector. KubeRay keeps it on the head by its Serve
 proxy's health (asked each pass; ``false`` when ``excludeHeadPodFromServeSvc``) and leaves it
