@@ -15,6 +15,7 @@ import k8s_schemas
 
 from raycluster_operator.api.crd import crd_manifest
 from raycluster_operator.api.rayjob_crd import rayjob_crd_manifest
+from raycluster_operator.api.rayservice_crd import rayservice_crd_manifest
 from raycluster_operator.cli.manifests import render
 from raycluster_operator.controller import install
 
@@ -39,6 +40,7 @@ def main() -> None:
     k8s_openapi.main()
     write("base/crd.yaml", [crd_manifest()], "the rayclusters.ray.io CRD")
     write("base/rayjob-crd.yaml", [rayjob_crd_manifest()], "the rayjobs.ray.io CRD")
+    write("base/rayservice-crd.yaml", [rayservice_crd_manifest()], "the rayservices.ray.io CRD")
     write(
         "base/rbac.yaml",
         [install.service_account(NS), *install.cluster_rbac(NS)],

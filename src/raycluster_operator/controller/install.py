@@ -54,6 +54,7 @@ def operator_rules() -> list[Obj]:
         _rule([""], ["pods/resize"], ["patch"]),
         _rule(["ray.io"], ["rayclusters"], ["delete"]),
         *rayjob_rules(),
+        *rayservice_rules(),
     ]
 
 
@@ -67,6 +68,18 @@ def rayjob_rules() -> list[Obj]:
         _rule(["ray.io"], ["rayjobs/status"], ["patch"]),
         _rule(["ray.io"], ["rayclusters"], ["create"]),
         _rule(["batch"], ["jobs"], ["list", "watch", "create", "delete"]),
+    ]
+
+
+def rayservice_rules() -> list[Obj]:
+    """The RayService controller (docs/design.md §12): it watches RayServices and writes their
+    status; creates their RayClusters (deleting those traffic left, with the rayclusters
+    delete above); creates the serve and head services and patches their selector when traffic
+    moves (watched by their labels); patches pods' ``ray.io/serve`` label (pods patch above)."""
+    return [
+        _rule(["ray.io"], ["rayservices"], ["list", "watch"]),
+        _rule(["ray.io"], ["rayservices/status"], ["patch"]),
+        _rule([""], ["services"], ["patch"]),
     ]
 
 

@@ -27,6 +27,7 @@ from raycluster_operator.kube.config import SingleConfig, load_config
 from raycluster_operator.kube.errors import (
     Gone,
     KubeError,
+    NotFound,
     ServerError,
     TooManyRequests,
     error_for,
@@ -140,6 +141,15 @@ class KubeClient:
             raise err
 
     # -- reads ----------------------------------------------------------------------------
+
+    async def serves_group(self, group: str) -> bool:
+        """Whether the API server serves an API group (its discovery document, readable by
+        every authenticated user): a feature that needs another project's kind asks first."""
+        try:
+            await self._request("get", "GET", f"/apis/{group}")
+        except NotFound:
+            return False
+        return True
 
     async def get(self, kind: Kind, namespace: str | None, name: str) -> Obj:
         result: Obj = await self._request("get", "GET", kind.object_path(namespace, name))

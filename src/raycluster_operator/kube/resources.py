@@ -34,6 +34,7 @@ class Kind:
 
 RAYCLUSTERS = Kind("ray.io", "v1", "RayCluster", "rayclusters")
 RAYJOBS = Kind("ray.io", "v1", "RayJob", "rayjobs")
+RAYSERVICES = Kind("ray.io", "v1", "RayService", "rayservices")
 BATCH_JOBS = Kind("batch", "v1", "Job", "jobs")
 PODS = Kind("", "v1", "Pod", "pods")
 SERVICES = Kind("", "v1", "Service", "services")
@@ -64,6 +65,7 @@ _BY_API = {
     for k in (
         RAYCLUSTERS,
         RAYJOBS,
+        RAYSERVICES,
         BATCH_JOBS,
         PODS,
         SERVICES,
