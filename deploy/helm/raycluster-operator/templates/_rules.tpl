@@ -52,7 +52,7 @@
   - watch
   - create
 - apiGroups:
-  - events.k8s.io
+  - ''
   resources:
   - events
   verbs:
