@@ -159,13 +159,14 @@ async def test_cluster_wide_and_watch_namespace_rbac_by_kubectl_auth_can_i(
     kube: Installing, tmp_path: Path
 ) -> None:
     wide, narrow = "rco-wide", "rco-narrow"
+    # A watched namespace must exist before the install puts a Role in it (KubeRay's too).
+    await kube.kubectl.run("create", "namespace", "team-a")
     for release, sets in ((wide, []), (narrow, ["--set", "watchNamespace={team-a}"])):
         await kube.kubectl.run("create", "namespace", release)
         await kube.helm.run(
             "install", release, str(CHART), "-n", release, f"--set=fullnameOverride={release}",
             "--set=replicas=1", "--set=podDisruptionBudget.enabled=false", *sets,
         )  # fmt: skip
-    await kube.kubectl.run("create", "namespace", "team-a")
     w, n = user_of(wide, wide), user_of(narrow, narrow)
 
     for who in (w, n):  # both run RayClusters in team-a, with leader election at home
