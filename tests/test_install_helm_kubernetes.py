@@ -4,10 +4,10 @@ install, a RayCluster's TPU slice Ready, an upgrade that changes `resources` rol
 Deployment, uninstall leaves nothing but the CRDs; and the RBAC of a cluster-wide install
 against a `watchNamespace` one, asked of the API server with `kubectl auth can-i`.
 
-The operator runs out of cluster with a token of the chart's ServiceAccount, so it holds exactly
-the chart's RBAC: running it in-cluster as the Deployment's pods needs the process runtime on
-the real control plane, which is not there yet (the Deployment's pods run on simulated
-kubelets, which is enough for the rollouts Helm drives)."""
+The operator runs in-cluster as the chart's Deployment: its pods are local processes (the dev
+cluster's process runtime) running this checkout's `raycluster-operator`, configured from their
+mounted ServiceAccount token, so they hold exactly the chart's RBAC, one of them leading.
+(Run under `flock /tmp/realray.lock`: process-runtime pod IPs are per machine.)"""
 
 from __future__ import annotations
 
@@ -27,15 +27,30 @@ from tests.harness import manifests as m
 from tests.harness.cluster import running_cluster
 from tests.harness.helm import CHART, Helm, helm_binary
 from tests.harness.kubectl import KubectlEnv, user_of
-from tests.harness.operator import launch_operator
-from tests.harness.operator_world import SMALL, fast_options
+from tests.harness.operator_world import SMALL
 from tests.harness.waiting import eventually
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.process_runtime]
 
 NS = install.NAME
 RELEASE = install.NAME
 CRDS = ("rayclusters.ray.io", "rayjobs.ray.io")
+#: What the process runtime needs of the chart (deploy/overlays/dev does the same for
+#: kustomize): the local `raycluster-operator` (it ignores images, this virtualenv's bin comes
+#: first on PATH), and servers on the pod's IP, in case pods share the host's network.
+IN_CLUSTER = {
+    "operatorCommand": "raycluster-operator",
+    "extraArgs": ["--health-addr=$(POD_IP):8082", "--metrics-addr=$(POD_IP):8080"],
+    "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+    "readinessProbe": {"initialDelaySeconds": 1, "periodSeconds": 1, "timeoutSeconds": 2},
+}
+# The Ray containers block before `ray start` and bring their own probes: no Ray is needed to
+# see a slice reconciled (a user's probes are kept, docs/design.md, rule 3.4c).
+BLOCK = ["sleep", "infinity"]
+NO_RAY_PROBES = {
+    "readinessProbe": {"exec": {"command": ["true"]}, "periodSeconds": 1},
+    "livenessProbe": {"exec": {"command": ["true"]}},
+}
 
 
 @dataclass
@@ -43,6 +58,7 @@ class Installing:
     cluster: DevCluster
     helm: Helm
     kubectl: KubectlEnv
+    values: Path  # IN_CLUSTER as a values file
 
     async def json(self, *args: str) -> Any:
         _, out, _ = await self.kubectl.run(*args, "-o", "json")
@@ -62,20 +78,23 @@ async def kube(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Instal
     control_planes.require(control_planes.KUBERNETES)
     helm_binary()  # skip (or fail under CI) before starting a cluster
     home = tmp_path_factory.mktemp("helm-kube")
+    values = home / "in-cluster.yaml"
+    values.write_text(json.dumps(IN_CLUSTER))
     async with running_cluster(
-        ["tpu:v5p:2x2x2:1", "cpu:2"], control_plane=control_planes.KUBERNETES
+        ["tpu:v5p:2x2x2:1", "cpu:2"], runtime="process", control_plane=control_planes.KUBERNETES
     ) as cluster:
         kubeconfig = cluster.write_kubeconfig(home / "kubeconfig")
-        yield Installing(cluster, Helm(home, kubeconfig), KubectlEnv(kubeconfig, home))
+        yield Installing(cluster, Helm(home, kubeconfig), KubectlEnv(kubeconfig, home), values)
 
 
 def slice_cluster(name: str) -> dict[str, Any]:
     """One v5p 2x2x2 slice (2 hosts, 4 chips each) and a head."""
     tpu = {**SMALL, "google.com/tpu": "4"}
     worker = m.template(
-        m.container("ray-worker", requests=tpu, limits=tpu), nodeSelector=dict(m.V5P_2X2X2)
+        m.container("ray-worker", command=BLOCK, limits=tpu, **NO_RAY_PROBES),
+        nodeSelector=dict(m.V5P_2X2X2),
     )
-    head = m.head_group(m.container("ray-head", requests=SMALL))
+    head = m.head_group(m.container("ray-head", command=BLOCK, limits=SMALL, **NO_RAY_PROBES))
     group = m.worker_group("tpu", worker, replicas=1, min_replicas=0, max_replicas=1, hosts=2)
     return m.raycluster(name, head, [group])
 
@@ -83,31 +102,27 @@ def slice_cluster(name: str) -> dict[str, Any]:
 async def test_install_reconcile_upgrade_uninstall(kube: Installing) -> None:
     helm, kubectl = kube.helm, kube.kubectl
     await helm.run(
-        "install", RELEASE, str(CHART), "-n", NS, "--create-namespace", "--wait", "--timeout=3m"
-    )
+        "install", RELEASE, str(CHART), "-n", NS, "--create-namespace", "-f", str(kube.values),
+        "--wait", "--timeout=3m",
+    )  # fmt: skip
     for crd in CRDS:
         await kubectl.run("get", "crd", crd)
     await kubectl.run("rollout", "status", f"deploy/{RELEASE}", "-n", NS, "--timeout=120s")
     before = await kube.json("get", "deploy", RELEASE, "-n", NS)
     assert before["status"]["readyReplicas"] == 2
+    first = await leader_among_pods(kube)
 
-    # The operator, as the chart's ServiceAccount with the chart's RBAC, serves a RayCluster.
-    config = await kube.cluster.service_account_kubeconfig(NS, RELEASE)
-    operator = launch_operator(config, fast_options())
-    try:
-        await operator.synced(60)
-        await kubectl.run("apply", "-f", "-", stdin=json.dumps(slice_cluster("helm-slice")))
+    # The operator in its pods, as the chart's ServiceAccount, serves a RayCluster.
+    await kubectl.run("apply", "-f", "-", stdin=json.dumps(slice_cluster("helm-slice")))
 
-        async def slice_ready() -> None:
-            got = await kube.json("get", "raycluster", "helm-slice")
-            status = got.get("status") or {}
-            assert status.get("readyWorkerSlices") == 1, status
-            assert status.get("readyWorkerReplicas") == 2, status
+    async def slice_ready() -> None:
+        got = await kube.json("get", "raycluster", "helm-slice")
+        status = got.get("status") or {}
+        assert status.get("readyWorkerSlices") == 1, status
+        assert status.get("readyWorkerReplicas") == 2, status
 
-        await eventually(slice_ready, 120, interval=0.5)
-        await kubectl.run("delete", "raycluster", "helm-slice", "--wait=true")
-    finally:
-        await operator.stop()
+    await eventually(slice_ready, 120, interval=0.5)
+    await kubectl.run("delete", "raycluster", "helm-slice", "--wait=true")
 
     # An upgrade that changes a value of the pod template rolls the Deployment.
     await helm.run(
@@ -129,6 +144,8 @@ async def test_install_reconcile_upgrade_uninstall(kube: Installing) -> None:
         assert limits == [{"memory": "1Gi"}] * 2, limits
 
     await eventually(rolled, 60, interval=0.5)
+    # The old pods are gone, so a new one leads now.
+    assert await leader_among_pods(kube) != first
     assert (await helm.run("history", RELEASE, "-n", NS)).stdout.count("\n") == 3
 
     # Uninstall: everything the chart made is gone, but Helm leaves CRDs (crds/) in place.
@@ -136,14 +153,35 @@ async def test_install_reconcile_upgrade_uninstall(kube: Installing) -> None:
     await assert_only_crds_left(kube, NS, RELEASE)
 
 
+async def leader_among_pods(kube: Installing) -> str:
+    """The Lease's holder, once it is one of the Deployment's live pods."""
+
+    async def held() -> str:
+        lease = await kube.json("get", "lease", f"{RELEASE}-leader", "-n", NS)
+        pods = (await kube.json("get", "pods", "-n", NS))["items"]
+        live = {p["metadata"]["name"] for p in pods if not p["metadata"].get("deletionTimestamp")}
+        holder = str(lease["spec"].get("holderIdentity"))
+        assert holder in live, (holder, live)
+        return holder
+
+    result: str = await eventually(held, 60, interval=0.5)
+    return result
+
+
 async def assert_only_crds_left(kube: Installing, namespace: str, release: str) -> None:
-    kinds = "deploy,rs,svc,sa,role,rolebinding,pdb,configmap,secret"
+    kinds = "deploy,rs,svc,sa,role,rolebinding,pdb,configmap,secret,lease"
+    # What Kubernetes itself puts in every namespace, and the Lease the operator made at run
+    # time (released on SIGTERM, not deleted: Helm never owned it).
+    kept = {
+        ("ServiceAccount", "default"),
+        ("ConfigMap", "kube-root-ca.crt"),
+        ("Lease", f"{release}-leader"),
+    }
 
     async def gone() -> None:
         left = (await kube.json("get", kinds, "-n", namespace))["items"]
         names = {(o["kind"], o["metadata"]["name"]) for o in left}
-        # What Kubernetes itself puts in every namespace.
-        assert names <= {("ServiceAccount", "default"), ("ConfigMap", "kube-root-ca.crt")}, names
+        assert names <= kept, names
         assert not (await kube.json("get", "pods", "-n", namespace))["items"]
 
     await eventually(gone, 60, interval=0.5)
@@ -164,7 +202,8 @@ async def test_cluster_wide_and_watch_namespace_rbac_by_kubectl_auth_can_i(
     for release, sets in ((wide, []), (narrow, ["--set", "watchNamespace={team-a}"])):
         await kube.kubectl.run("create", "namespace", release)
         await kube.helm.run(
-            "install", release, str(CHART), "-n", release, f"--set=fullnameOverride={release}",
+            "install", release, str(CHART), "-n", release, "-f", str(kube.values),
+            f"--set=fullnameOverride={release}",
             "--set=replicas=1", "--set=podDisruptionBudget.enabled=false", *sets,
         )  # fmt: skip
     w, n = user_of(wide, wide), user_of(narrow, narrow)
