@@ -119,16 +119,11 @@ PROBE = _closed(
 )
 
 
-def values() -> Group:
-    """Every value of the chart, in values.yaml's order."""
-    deployment = install.deployment(install.NAME)
-    pod = deployment["spec"]["template"]["spec"]
+def _deployment_values() -> dict[str, Leaf | Group]:
+    """Names, image, command and placement of the operator's pods."""
+    replicas = install.deployment(install.NAME)["spec"]["replicas"]
     repository = install.DEFAULT_IMAGE.rpartition(":")[0]
-    resources = {"type": "object", "additionalProperties": QUANTITY}
-    gate = _closed(name={"enum": sorted(KNOWN_GATES)}, enabled=BOOL)
-    gate["required"] = ["name", "enabled"]
-    return _group(
-        "",
+    return dict(
         fullnameOverride=Leaf(
             "",
             "Name of the Deployment, ServiceAccount and RBAC objects (default: the release "
@@ -138,7 +133,7 @@ def values() -> Group:
             kuberay=True,
         ),
         replicas=Leaf(
-            deployment["spec"]["replicas"],
+            replicas,
             "Operator pods; one leads (leaderElectionEnabled), the others stand by",
             _int(1),
             kuberay=True,
@@ -183,6 +178,14 @@ def values() -> Group:
             STRING,
             kuberay=True,
         ),
+    )
+
+
+def _scope_values() -> dict[str, Leaf | Group]:
+    """What the operator serves and may do: RBAC, namespaces, its run flags."""
+    gate = _closed(name={"enum": sorted(KNOWN_GATES)}, enabled=BOOL)
+    gate["required"] = ["name", "enabled"]
+    return dict(
         serviceAccount=_group(
             "The operator's ServiceAccount",
             kuberay=True,
@@ -236,6 +239,12 @@ def values() -> Group:
             _array(gate),
             kuberay=True,
         ),
+    )
+
+
+def _lifecycle_values() -> dict[str, Leaf | Group]:
+    """The slice lifecycle switches, logs and metrics."""
+    return dict(
         lifecycle=_group(
             "Switches of the slice lifecycle features (README: Node lifecycle, Crash-loop "
             "backoff per slice, Maintenance and drains)",
@@ -312,6 +321,14 @@ def values() -> Group:
             ),
             port=Leaf(8080, "Service port", _int(1, 65535), kuberay=True),
         ),
+    )
+
+
+def _pod_values() -> dict[str, Leaf | Group]:
+    """Resources, probes, security and disruption budget of the operator's pods."""
+    pod = install.deployment(install.NAME)["spec"]["template"]["spec"]
+    resources = {"type": "object", "additionalProperties": QUANTITY}
+    return dict(
         resources=Leaf(
             _container()["resources"],
             "The operator container's requests and limits",
@@ -338,6 +355,19 @@ def values() -> Group:
                 {"anyOf": [_int(0), {"type": "string", "pattern": "^[0-9]+%$"}]},
             ),
         ),
+    )
+
+
+def values() -> Group:
+    """Every value of the chart, in values.yaml's order."""
+    return Group(
+        "",
+        {
+            **_deployment_values(),
+            **_scope_values(),
+            **_lifecycle_values(),
+            **_pod_values(),
+        },
     )
 
 

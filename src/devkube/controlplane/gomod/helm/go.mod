@@ -1,4 +1,4 @@
-// Real Helm, built from the Go module proxy for the Helm chart's tests (docs/design.md §9):
+// Real Helm, built from the Go module proxy for the Helm chart's tests (docs/design.md §3.11):
 // `helm lint`, `helm template`, and install/upgrade/uninstall on the real control plane.
 // A module of its own: its dependency graph stays apart from Kubernetes'. It only pins versions.
 module raycluster-operator/devkube/controlplane/gomod/helm
