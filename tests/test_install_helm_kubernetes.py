@@ -1,8 +1,9 @@
 """The Helm chart on Kubernetes' own control plane (kube-apiserver, kube-controller-manager,
 kube-scheduler, etcd; our kubelets as nodes), driven by real helm and kubectl as a user does:
 install, a RayCluster's TPU slice Ready, an upgrade that changes `resources` rolls the
-Deployment, uninstall leaves nothing but the CRDs; and the RBAC of a cluster-wide install
-against a `watchNamespace` one, asked of the API server with `kubectl auth can-i`.
+Deployment, uninstall leaves nothing but the CRDs; the RBAC of a cluster-wide install against a
+`watchNamespace` one, asked of the API server with `kubectl auth can-i`; and an install beside
+CRDs another manager owns (KubeRay's chart).
 
 The operator runs in-cluster as the chart's Deployment: its pods are local processes (the dev
 cluster's process runtime) running this checkout's `raycluster-operator`, configured from their
@@ -21,6 +22,7 @@ import pytest
 import pytest_asyncio
 
 from devkube import DevCluster
+from raycluster_operator.api.crd import crd_manifest
 from raycluster_operator.controller import install
 from tests.harness import control_planes
 from tests.harness import manifests as m
@@ -230,3 +232,25 @@ async def test_cluster_wide_and_watch_namespace_rbac_by_kubectl_auth_can_i(
         await kube.helm.run("uninstall", release, "-n", release, "--wait")
         await assert_only_crds_left(kube, release, release)
     assert not await kube.can(n, "create", "pods", "-n", "team-a")
+
+
+async def test_beside_another_owner_of_the_crds_install_with_skip_crds(kube: Installing) -> None:
+    """Helm 4 server-side applies crds/ even where the CRD exists (Helm 3 skipped it): over a
+    CRD another manager owns (KubeRay's chart, kubectl) the install is refused with a conflict,
+    and `--skip-crds` installs beside it, leaving that CRD as it is."""
+    theirs = crd_manifest()
+    theirs["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["description"] = "KubeRay's"
+    await kube.kubectl.run(
+        "apply", "--server-side", "--force-conflicts", "--field-manager=kuberay-operator",
+        "-f", "-", stdin=json.dumps(theirs),
+    )  # fmt: skip
+    install_ = ["install", "beside", str(CHART), "-n", "beside", "--create-namespace"]
+    refused = await kube.helm.run(*install_, "-f", str(kube.values), ok=False)
+    assert refused.returncode != 0
+    assert 'conflict with "kuberay-operator"' in refused.stderr, refused.stderr
+    await kube.helm.run(*install_, "-f", str(kube.values), "--skip-crds")
+    description = "jsonpath={.spec.versions[0].schema.openAPIV3Schema.description}"
+    _, kept, _ = await kube.kubectl.run("get", "crd", "rayclusters.ray.io", "-o", description)
+    assert kept == "KubeRay's"
+    await kube.helm.run("uninstall", "beside", "-n", "beside", "--wait")
+    await assert_only_crds_left(kube, "beside", "beside")
