@@ -28,6 +28,7 @@ WORLDS = (
     "tests/ray/",
     "tests/devcluster/test_process_",
     "tests/test_install_kustomize.py",
+    "tests/test_install_helm",
 )
 
 
