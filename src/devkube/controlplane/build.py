@@ -22,8 +22,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 GOMOD = Path(__file__).resolve().parent / "gomod"
-#: The modules `make test` needs for the real-Kubernetes tier, in build order.
+#: The control plane's modules, in build order.
 CONTROL_PLANE = ("etcd", "kubernetes")
+
+
+def modules() -> list[str]:
+    """Every pinned module (`make kube` builds them all): the control plane first, then the
+    peers (Helm, KubeRay's operator, Kueue) the tier's tests run beside it."""
+    found = sorted(p.name for p in GOMOD.iterdir() if (p / "go.mod").is_file())
+    return [*CONTROL_PLANE, *(m for m in found if m not in CONTROL_PLANE)]
 
 
 class BuildError(RuntimeError):
