@@ -118,7 +118,28 @@ def structural(node: dict[str, Any], defs: dict[str, Any], seen: tuple[str, ...]
     if kind == "object" and "properties" not in out and "additionalProperties" not in out:
         # Free-form objects (e.g. a RawExtension) keep what they are given.
         out["x-kubernetes-preserve-unknown-fields"] = True
+    _default_list_map_keys(out)
     return out
+
+
+#: Kubernetes' `+default` markers on list-map keys that are not required (what controller-gen
+#: writes as `default:`). kube-apiserver refuses a CRD whose list-map key has neither a default
+#: nor `required` ("this property is in x-kubernetes-list-map-keys, so it must have a default
+#: or be a required property"); the published OpenAPI this is generated from leaves them out.
+_LIST_MAP_KEY_DEFAULTS = {"protocol": "TCP", "name": ""}
+
+
+def _default_list_map_keys(node: dict[str, Any]) -> None:
+    if node.get("x-kubernetes-list-type") != "map":
+        return
+    items = node.get("items") or {}
+    props = items.get("properties") or {}
+    for key in node.get("x-kubernetes-list-map-keys") or ():
+        if key in (items.get("required") or ()) or "default" in props.get(key, {}):
+            continue
+        if key not in _LIST_MAP_KEY_DEFAULTS:
+            raise ValueError(f"list-map key {key!r} has neither a default nor required")
+        props[key]["default"] = _LIST_MAP_KEY_DEFAULTS[key]
 
 
 def generate() -> dict[str, Any]:

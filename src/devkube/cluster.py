@@ -599,6 +599,23 @@ class DevCluster:
         except ApiError as error:
             if error.status != 409:
                 raise
+        if self._kube is not None:
+            await self._service_account_made(name)
+
+    async def _service_account_made(self, namespace: str, within: float = 30.0) -> None:
+        """Kubernetes' ServiceAccount admission refuses pods until kube-controller-manager has
+        made the namespace's `default` account, moments after the namespace: a namespace
+        this cluster makes is handed over with it (as a user's, made minutes before, is)."""
+        path = resource_path("v1", "serviceaccounts", namespace, "default")
+        deadline = asyncio.get_running_loop().time() + within
+        while True:
+            try:
+                await self.client.get(path)
+                return
+            except ApiError as error:
+                if error.status != 404 or asyncio.get_running_loop().time() > deadline:
+                    raise
+            await asyncio.sleep(0.1)
 
     async def _create_node(self, node: Mapping[str, Any]) -> None:
         created = await self.client.create(resource_path("v1", "nodes"), node)

@@ -39,7 +39,8 @@ def operator_rules() -> list[Obj]:
         _rule(
             ["rbac.authorization.k8s.io"], ["roles", "rolebindings"], ["list", "watch", "create"]
         ),
-        _rule(["events.k8s.io"], ["events"], ["create", "patch"]),
+        # core/v1 Events, as client-go's core/v1 recorder writes them (runtime/events.py).
+        _rule([""], ["events"], ["create", "patch"]),
         # A ComputeDomain per GB200/GB300 slice (§3.9, rule 13b): created with the slice,
         # deleted after it; list/watch: the informer (and finding whether the kind is served).
         _rule(["resource.nvidia.com"], ["computedomains"], ["list", "watch", "create", "delete"]),

@@ -18,6 +18,7 @@ from raycluster_operator.kube.pruning import prune
 from raycluster_operator.kube.resources import (
     BATCH_JOBS,
     COMPUTE_DOMAINS,
+    CORE_EVENTS,
     CRDS,
     EVENTS,
     LEASES,
@@ -39,6 +40,7 @@ from raycluster_operator.kube.resources import (
 __all__ = [
     "BATCH_JOBS",
     "COMPUTE_DOMAINS",
+    "CORE_EVENTS",
     "CRDS",
     "EVENTS",
     "LEASES",

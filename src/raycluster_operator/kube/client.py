@@ -31,7 +31,7 @@ from raycluster_operator.kube.errors import (
     TooManyRequests,
     error_for,
 )
-from raycluster_operator.kube.resources import EVENTS, LEASES, Kind
+from raycluster_operator.kube.resources import CORE_EVENTS, LEASES, Kind
 
 Throttle = Callable[[], Awaitable[None]]
 
@@ -318,10 +318,10 @@ class KubeClient:
     # -- events and leases ----------------------------------------------------------------
 
     async def create_event(self, event: Obj) -> Obj:
-        return await self.create(EVENTS, event)
+        return await self.create(CORE_EVENTS, event)
 
     async def patch_event(self, namespace: str, name: str, patch: Obj) -> Obj:
-        return await self.patch(EVENTS, namespace, name, patch)
+        return await self.patch(CORE_EVENTS, namespace, name, patch)
 
     async def get_lease(self, namespace: str, name: str) -> Obj:
         return await self.get(LEASES, namespace, name)

@@ -41,6 +41,8 @@ SERVICE_ACCOUNTS = Kind("", "v1", "ServiceAccount", "serviceaccounts")
 ROLES = Kind("rbac.authorization.k8s.io", "v1", "Role", "roles")
 ROLE_BINDINGS = Kind("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings")
 EVENTS = Kind("events.k8s.io", "v1", "Event", "events")
+#: Where the operator writes Events: core/v1, as client-go's core/v1 recorder does.
+CORE_EVENTS = Kind("", "v1", "Event", "events")
 LEASES = Kind("coordination.k8s.io", "v1", "Lease", "leases")
 NODES = Kind("", "v1", "Node", "nodes", namespaced=False)
 NAMESPACES = Kind("", "v1", "Namespace", "namespaces", namespaced=False)

@@ -166,6 +166,9 @@ class HoldReason(StrEnum):
     #: The API refused a pod of the slice as built (Pod Security, a LimitRange, a quota's
     #: `must specify`): a spec problem, retried when the template changes or after a wait.
     POD_REJECTED = "PodRejected"
+    #: The namespace's ServiceAccount does not exist yet (kube-controller-manager makes
+    #: `default` moments after the namespace): a race like quota's, retried soon.
+    SERVICE_ACCOUNT_PENDING = "ServiceAccountPending"
 
 
 #: Every reason an Event of the operator may carry.

@@ -72,11 +72,12 @@ from raycluster_operator.planning.quota import (
     HOLD_KIND,
     LIMIT_RANGE_KIND,
     QUOTA_KIND,
+    RACES,
     hold_object,
     refusal_reason,
     settle_creates,
 )
-from raycluster_operator.planning.reasons import DISRUPTION_REASONS, DeleteReason, HoldReason
+from raycluster_operator.planning.reasons import DISRUPTION_REASONS, DeleteReason
 
 log = logging.getLogger(__name__)
 
@@ -457,11 +458,9 @@ class Reconciler:
 
 
 def _quota_race(error: BaseException) -> bool:
-    """A quota refusal is handled by the hold (rule 13c), not a failed pass."""
-    return (
-        isinstance(error, Forbidden)
-        and refusal_reason(str(error)) == HoldReason.SLICE_QUOTA_EXCEEDED
-    )
+    """A refusal that clears by itself (quota, a ServiceAccount not made yet) is handled by
+    the hold (rule 13c), not a failed pass."""
+    return isinstance(error, Forbidden) and refusal_reason(str(error)) in RACES
 
 
 def _version(obj: Obj) -> str:
