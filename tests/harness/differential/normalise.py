@@ -59,9 +59,7 @@ class Normaliser:
     def _names(self) -> re.Pattern[str]:
         if self._pattern is None:
             alternatives = "|".join(re.escape(p) for p in sorted(self.prefixes, key=len)[::-1])
-            self._pattern = re.compile(
-                f"(?<![a-z0-9.-])({alternatives}){GENERATED}(?![a-z0-9-])"
-            )
+            self._pattern = re.compile(f"(?<![a-z0-9.-])({alternatives}){GENERATED}(?![a-z0-9-])")
         return self._pattern
 
     def text(self, value: str) -> str:

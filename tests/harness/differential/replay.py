@@ -68,6 +68,8 @@ class Replay:
         self.normaliser = Normaliser()
         self._sessions: dict[str, aiohttp.ClientSession] = {}
         self._ssl = ssl_context(cluster.ca_pem)
+        #: Seconds each area took (the slowest bounds the whole replay).
+        self.took: dict[str, float] = {}
 
     async def close(self) -> None:
         for session in self._sessions.values():
@@ -98,11 +100,15 @@ class Replay:
         return {k: self._outcome(steps[k][0], v, steps[k][1]) for k, v in answers.items()}
 
     async def _area(self, area: Area) -> dict[str, _Answer]:
+        started = time.monotonic()
         await self._namespace(area)
         saved: dict[str, Any] = {"ns": area.namespace}
         out: dict[str, _Answer] = {}
         for step in area.steps:
+            begun = time.monotonic()
             out[step.id] = await self._step(area, step, saved)
+            self.took[step.id] = time.monotonic() - begun
+        self.took[area.name] = time.monotonic() - started
         return out
 
     async def _namespace(self, area: Area) -> None:

@@ -29,6 +29,19 @@ def _short(value: Any, width: int = 160) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
+def _pair(left: Any, right: Any) -> str:
+    """Two differing values; two long strings from a little before where they part."""
+    if isinstance(left, str) and isinstance(right, str) and min(len(left), len(right)) > 80:
+        same = next(
+            (i for i, (a, b) in enumerate(zip(left, right, strict=False)) if a != b),
+            min(len(left), len(right)),
+        )
+        start = max(0, same - 40)
+        if start:
+            return f"...{_short(left[start:])} | ...{_short(right[start:])}"
+    return f"{_short(left)} | {_short(right)}"
+
+
 def differences(left: Any, right: Any, where: str = "") -> list[str]:
     """Where two JSON values differ, one line a leaf: `path: left | right`."""
     if isinstance(left, dict) and isinstance(right, dict):
@@ -49,7 +62,7 @@ def differences(left: Any, right: Any, where: str = "") -> list[str]:
             for line in differences(a, b, f"{where}[{i}]")
         ]
     if left != right:
-        return [f"{where or '.'}: {_short(left)} | {_short(right)}"]
+        return [f"{where or '.'}: {_pair(left, right)}"]
     return []
 
 
@@ -60,16 +73,14 @@ def judge(step: str, embedded: Outcome, kubernetes: Outcome) -> Verdict:
         if aspect == "body":
             found.extend(f"body {d}" for d in differences(ours["body"], theirs["body"]))
         elif ours[aspect] != theirs[aspect]:
-            found.append(f"{aspect}: {_short(ours[aspect])} | {_short(theirs[aspect])}")
+            found.append(f"{aspect}: {_pair(ours[aspect], theirs[aspect])}")
     return Verdict(step, found)
 
 
 def verdicts(
     areas: list[Area], embedded: dict[str, Outcome], kubernetes: dict[str, Outcome]
 ) -> list[Verdict]:
-    return [
-        judge(s.id, embedded[s.id], kubernetes[s.id]) for area in areas for s in area.steps
-    ]
+    return [judge(s.id, embedded[s.id], kubernetes[s.id]) for area in areas for s in area.steps]
 
 
 def table(areas: list[Area], found: list[Verdict]) -> str:
