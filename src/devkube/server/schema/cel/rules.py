@@ -29,6 +29,7 @@ field is an evaluation error, not a compile error.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -332,7 +333,9 @@ def _run(node: Node, value: Any, old: Any, has_old: bool, path: str, found: list
         if rule.field_path:
             relative = rule.field_path.lstrip(".")
             where = f"{path}.{relative}" if path else relative
-        found.append(_field_error(where, node.type, _message(rule, data), rule.source))
+        detail, from_expression = _message(rule, data)
+        shown = _OMITTED if from_expression else value
+        found.append(_field_error(where, node.type, shown, detail, rule.source))
 
 
 def _eval_error(result: Any) -> str:
@@ -349,23 +352,50 @@ def _rule_error_string(rule: Mapping[str, Any]) -> str:
     return str(rule.get("rule") or "").strip()
 
 
-def _message(rule: Rule, data: dict[str, Any]) -> str:
+def _message(rule: Rule, data: dict[str, Any]) -> tuple[str, bool]:
+    """The failure's message, and whether a messageExpression wrote it."""
     if rule.message_program is not None:
         # ``oldSelf`` here is the plain old value (never the optional), as kube binds it.
         result = rule.message_program.eval(data=data)
         if result.type() == cel.Type.STRING:
             text = str(result.value()).strip()
             if text and "\n" not in text and len(text) <= 5 * 1024:
-                return text
+                return text, True
     if rule.source.get("message"):
-        return str(rule.source["message"]).strip()
-    return f"failed rule: {_rule_error_string(rule.source)}"
+        return str(rule.source["message"]).strip(), False
+    return f"failed rule: {_rule_error_string(rule.source)}", False
 
 
-def _field_error(path: str, type_name: str, detail: str, rule: Mapping[str, Any]) -> Cause:
+#: What kube v1.37 shows of the value a rule refused (docs/design.md §8, "CEL"): a scalar as
+#: Go's field errors print it, nothing for an object or a list ("avoid outputting complex
+#: structured field values"), and nothing when a messageExpression wrote the message (it is
+#: expected to embed the value itself).
+_OMITTED = object()
+
+
+def _go_value(value: Any) -> str:
+    """A scalar as Go's field errors print it: strings quoted, numbers and booleans plain."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, int | float):
+        return str(value)
+    return json.dumps(value)
+
+
+def _invalid_value(value: Any) -> str:
+    if value is _OMITTED or isinstance(value, dict | list):
+        return "Invalid value: "
+    return f"Invalid value: {_go_value(value)}: "
+
+
+def _field_error(
+    path: str, type_name: str, value: Any, detail: str, rule: Mapping[str, Any]
+) -> Cause:
     kind = _REASONS.get(str(rule.get("reason") or ""))
     if kind is None:
-        return (path, f'Invalid value: "{type_name}": {detail}', "FieldValueInvalid")
+        return (path, f"{_invalid_value(value)}{detail}", "FieldValueInvalid")
     if kind[1] == "FieldValueDuplicate":
         return (path, f'Duplicate value: "{type_name}"', kind[1])
     return (path, f"{kind[0]}: {detail}", kind[1])
