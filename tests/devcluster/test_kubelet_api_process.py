@@ -33,9 +33,7 @@ async def web() -> AsyncIterator[DevCluster]:
     """A process-runtime cluster on Kubernetes' control plane with a pod `web` serving HTTP
     on its IP:8080."""
     control_planes.require(control_planes.KUBERNETES)
-    async with running_cluster(
-        ["cpu:1"], runtime="process", control_plane="kubernetes"
-    ) as cluster:
+    async with running_cluster(["cpu:1"], runtime="process", control_plane="kubernetes") as cluster:
         await cluster.apply(
             python_pod("web", SERVER, container={"ports": [{"containerPort": 8080}]})
         )
