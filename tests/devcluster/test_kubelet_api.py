@@ -5,6 +5,7 @@ caller without a client certificate is refused."""
 
 from __future__ import annotations
 
+import re
 import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -64,6 +65,14 @@ async def test_kubectl_logs_reach_the_kubelet_through_kube_apiserver(
     # kubectl's options reach the kubelet as kube-apiserver rewrites them.
     assert await ok(kubectl, "logs", "logs", "--tail=0") == ""
     assert await ok(kubectl, "logs", "logs", "--limit-bytes=7") == text[:7]
+    stamped = await ok(kubectl, "logs", "logs", "--timestamps")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z " + re.escape(text), stamped)
+    assert await ok(kubectl, "logs", "logs", "--since=1h") == text
+
+    async def aged_out() -> None:
+        assert await ok(kubectl, "logs", "logs", "--since=1s") == ""
+
+    await eventually(aged_out, 30)
 
 
 async def test_nodes_say_where_their_kubelet_api_is(cluster: DevCluster) -> None:

@@ -544,6 +544,8 @@ class Kubelet:
             follow=request.follow,
             tail_lines=request.tail_lines,
             alive=lambda: record.uid in self.records,
+            timestamps=request.timestamps,
+            since_seconds=request.since_seconds,
         ):
             yield chunk
 
