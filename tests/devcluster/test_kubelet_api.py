@@ -75,6 +75,18 @@ async def test_kubectl_logs_reach_the_kubelet_through_kube_apiserver(
     await eventually(aged_out, 30)
 
 
+async def test_exec_on_the_simulated_runtime_is_refused_with_the_reason(
+    cluster: DevCluster, kubectl: Run
+) -> None:
+    await cluster.apply(_pod("noexec"))
+
+    async def refusal() -> None:
+        done = await kubectl("exec", "noexec", "--", "echo", "hi")
+        assert "containers are not processes" in done.stderr, done.stderr
+
+    await eventually(refusal, 30)
+
+
 async def test_nodes_say_where_their_kubelet_api_is(cluster: DevCluster) -> None:
     status = (await _node(cluster))["status"]
     port = status["daemonEndpoints"]["kubeletEndpoint"]["Port"]
