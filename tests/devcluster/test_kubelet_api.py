@@ -18,7 +18,7 @@ import pytest_asyncio
 from devkube import DevCluster
 from tests.harness import control_planes
 from tests.harness.cluster import running_cluster
-from tests.harness.kubectl import Run, ok, runner
+from tests.harness.kubectl import Run, ok, refused, runner
 from tests.harness.waiting import eventually
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.kubernetes]
@@ -73,6 +73,26 @@ async def test_kubectl_logs_reach_the_kubelet_through_kube_apiserver(
         assert await ok(kubectl, "logs", "logs", "--since=1s") == ""
 
     await eventually(aged_out, 30)
+
+
+async def test_previous_logs_are_the_run_before_the_restart(
+    cluster: DevCluster, kubectl: Run
+) -> None:
+    await cluster.apply(_pod("restarts"))
+
+    async def started() -> None:
+        assert "started" in await ok(kubectl, "logs", "restarts")
+
+    await eventually(started, 30)
+    never = await refused(kubectl, "logs", "restarts", "--previous")
+    assert never == (
+        'Error from server (BadRequest): previous terminated container "main" in pod '
+        '"restarts" not found'
+    )
+    await cluster.fail_pod("default", "restarts", exit_code=3)
+    before = await ok(kubectl, "logs", "restarts", "--previous")
+    assert before.splitlines()[-1].endswith("container main exited with code 3"), before
+    assert "exited" in await ok(kubectl, "logs", "restarts", "-p", "--tail=1")
 
 
 async def test_exec_on_the_simulated_runtime_is_refused_with_the_reason(

@@ -26,7 +26,7 @@ from aiohttp import web
 
 from devkube.kubelet.agent import Kubelet
 from devkube.kubelet.streams import stream_backend
-from devkube.streaming.logs import limited, log_request
+from devkube.streaming.logs import LogUnavailable, limited, log_request
 from devkube.streaming.sessions import (
     ExecRequest,
     StreamRefused,
@@ -131,10 +131,14 @@ class KubeletApi:
             wanted = log_request(request.query, info["namespace"], info["pod"], info["container"])
         except ValueError as error:
             return _text(400, f"invalid log options: {error}")
+        try:
+            chunks = kubelet.log_source(wanted)
+        except LogUnavailable as missing:
+            return _text(400, str(missing))
         response = web.StreamResponse(status=200, headers={"Content-Type": "text/plain"})
         response.enable_chunked_encoding()
         await response.prepare(request)
-        async for chunk in limited(kubelet.log_source(wanted), wanted.limit_bytes):
+        async for chunk in limited(chunks, wanted.limit_bytes):
             await response.write(chunk)
         await response.write_eof()
         return response

@@ -33,6 +33,11 @@ class ContainerLogs:
         self._limit = limit
         self._lines: dict[tuple[str, str], list[_Line]] = {}
         self._written = asyncio.Event()
+        #: When each container last restarted: `--previous` reads the lines before it.
+        self._restarts: dict[tuple[str, str], datetime] = {}
+
+    def restarted(self, uid: str, container: str) -> None:
+        self._restarts[(uid, container)] = datetime.now(UTC)
 
     def write(self, uid: str, container: str, text: str) -> None:
         lines = self._lines.setdefault((uid, container), [])
@@ -45,6 +50,8 @@ class ContainerLogs:
     def forget(self, uid: str) -> None:
         for key in [k for k in self._lines if k[0] == uid]:
             del self._lines[key]
+        for key in [k for k in self._restarts if k[0] == uid]:
+            del self._restarts[key]
 
     async def stream(
         self,
@@ -56,16 +63,27 @@ class ContainerLogs:
         alive: Callable[[], bool],
         timestamps: bool = False,
         since_seconds: int | None = None,
+        previous: bool = False,
     ) -> AsyncIterator[bytes]:
         """The lines so far (those of the last `since_seconds`, then the last `tail_lines` of
-        them), then new ones while following and the pod lives."""
+        them), then new ones while following and the pod lives. `previous`: the lines written
+        before the container last restarted, and no following (that run is over)."""
         lines = self._lines.get((uid, container), [])
+        end = len(lines)
+        if previous:
+            restart = self._restarts.get((uid, container))
+            end = sum(1 for line in lines if restart is not None and line.at < restart)
+            follow = False
         sent = 0
         if since_seconds is not None:
             since = datetime.now(UTC) - timedelta(seconds=since_seconds)
             sent = next((i for i, line in enumerate(lines) if line.at >= since), len(lines))
         if tail_lines is not None:
-            sent = max(sent, len(lines) - tail_lines)
+            sent = max(sent, end - tail_lines)
+        if previous:
+            for line in lines[sent:end]:
+                yield line.render(timestamps)
+            return
         while True:
             lines = self._lines.get((uid, container), [])
             for line in lines[sent:]:

@@ -25,6 +25,12 @@ class LogRequest:
 LogSource = Callable[[LogRequest], AsyncIterator[bytes]]
 
 
+class LogUnavailable(Exception):
+    """What was asked is not there (`--previous` of a container that never restarted): the
+    source raises it before streaming, and the server answers 400 with its words, as the
+    kubelet does."""
+
+
 def truthy(value: str | None) -> bool:
     return (value or "").lower() in ("1", "true", "yes")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from devkube.server.errors import ApiError
-from devkube.streaming.logs import LogRequest, LogSource, limited, log_request
+from devkube.streaming.logs import LogRequest, LogSource, LogUnavailable, limited, log_request
 
 __all__ = ["LogRequest", "LogSource", "log_request", "serve"]
 
@@ -20,10 +20,14 @@ async def serve(
             f'container logs of pod "{log.pod}" are not available: '
             "this dev cluster has no log source",
         )
+    try:
+        chunks = source(log)
+    except LogUnavailable as missing:
+        raise ApiError(400, "BadRequest", str(missing)) from None
     response = web.StreamResponse(status=200, headers={"Content-Type": "text/plain"})
     response.enable_chunked_encoding()
     await response.prepare(request)
-    async for chunk in limited(source(log), log.limit_bytes):
+    async for chunk in limited(chunks, log.limit_bytes):
         await response.write(chunk)
     await response.write_eof()
     return response
