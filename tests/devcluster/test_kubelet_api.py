@@ -1,7 +1,8 @@
 """The kubelet API on Kubernetes' control plane (docs/design.md §8.2): `kubectl logs` goes
 through the real kube-apiserver, which proxies it to our kubelet's HTTPS server with its
 client certificate and checks the kubelet's serving certificate against the cluster CA; a
-caller without a client certificate is refused."""
+caller without a client certificate is refused. The same kubectl commands run against the
+embedded control plane, whose API server serves pods/log itself, and read the same."""
 
 from __future__ import annotations
 
@@ -21,13 +22,15 @@ from tests.harness.cluster import running_cluster
 from tests.harness.kubectl import Run, ok, refused, runner
 from tests.harness.waiting import eventually
 
-pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.kubernetes]
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.control_planes]
+
+NO_KUBELET_API = "the embedded API server serves pods/log itself: there is no kubelet API"
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def cluster() -> AsyncIterator[DevCluster]:
-    control_planes.require(control_planes.KUBERNETES)
-    async with running_cluster(["cpu:1"], control_plane="kubernetes") as started:
+async def cluster(control_plane: str) -> AsyncIterator[DevCluster]:
+    control_planes.require(control_plane)
+    async with running_cluster(["cpu:1"], control_plane=control_plane) as started:
         yield started
 
 
@@ -107,7 +110,11 @@ async def test_exec_on_the_simulated_runtime_is_refused_with_the_reason(
     await eventually(refusal, 30)
 
 
-async def test_nodes_say_where_their_kubelet_api_is(cluster: DevCluster) -> None:
+async def test_nodes_say_where_their_kubelet_api_is(
+    cluster: DevCluster, control_plane: str
+) -> None:
+    if control_plane == control_planes.EMBEDDED:
+        pytest.skip(NO_KUBELET_API)
     status = (await _node(cluster))["status"]
     port = status["daemonEndpoints"]["kubeletEndpoint"]["Port"]
     assert port > 0
@@ -117,8 +124,10 @@ async def test_nodes_say_where_their_kubelet_api_is(cluster: DevCluster) -> None
 
 
 async def test_the_kubelet_api_refuses_a_caller_without_a_client_certificate(
-    cluster: DevCluster,
+    cluster: DevCluster, control_plane: str
 ) -> None:
+    if control_plane == control_planes.EMBEDDED:
+        pytest.skip(NO_KUBELET_API)
     port = (await _node(cluster))["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"]
     # Its serving certificate is the cluster CA's: verification passes; the caller is unknown.
     context = ssl.create_default_context(cadata=cluster.ca_pem.decode())
