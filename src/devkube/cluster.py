@@ -37,6 +37,7 @@ from devkube.controllers.resourcequota import ResourceQuotaController
 from devkube.controllers.tainteviction import TaintEvictionController
 from devkube.controlplane.kube import KubeControlPlane
 from devkube.kubelet.agent import Kubelet
+from devkube.kubelet.api import KubeletApi
 from devkube.kubelet.runtime import Runtime, RuntimeContext, simulated_runtime
 from devkube.kubelet.streams import stream_backend
 from devkube.machinery.client import ApiClient, ApiError, resource_path
@@ -184,6 +185,7 @@ class DevCluster:
         self._shared: list[Informer] = []
         self._node_clients: dict[str, ApiClient] = {}
         self._network: Any = None
+        self._kubelet_api: KubeletApi | None = None
         self.shared_network_reason = ""  # why process-runtime pods share the host's network
 
     def _control_plane(
@@ -235,6 +237,8 @@ class DevCluster:
     async def start(self) -> None:
         self._plan_network()
         await self.api.start()
+        if self._kube is not None:
+            await self._serve_kubelet_api(self._kube)
         self._client = ApiClient(self.url, self.token, self.ca_pem)
         self._discovery = Discovery(self._client)
         await self._discovery.refresh()
@@ -267,6 +271,25 @@ class DevCluster:
             await addon.start(self)
         log.info("dev cluster up at %s with %d nodes", self.url, len(self.node_manifests))
 
+    async def _serve_kubelet_api(self, kube: KubeControlPlane) -> None:
+        """The kubelet API kube-apiserver proxies logs, exec and port-forward to (docs/
+        design.md §8.2), and each Node pointed at it: its InternalIP an address the server
+        listens on (127.0.0.1 for simulated nodes, whose own addresses lead nowhere), its
+        port in daemonEndpoints."""
+        hosts = ("127.0.0.1", *([self._network.gateway] if self._network is not None else []))
+        self._kubelet_api = KubeletApi(kube.kubelet_tls(), hosts)
+        await self._kubelet_api.start()
+        served = self._kubelet_api.node_status()
+        for node in self.node_manifests:
+            status = node.setdefault("status", {})
+            status["addresses"] = [
+                {**a, "address": "127.0.0.1"}
+                if a.get("type") == "InternalIP" and a.get("address") not in hosts
+                else a
+                for a in status.get("addresses") or []
+            ]
+            status.update(served)
+
     async def _start_node_side(self) -> None:
         """On Kubernetes' control plane only the node side is ours: the kubelets (one per
         simulated node, over the shared pods and nodes watches), host maintenance and the
@@ -288,6 +311,8 @@ class DevCluster:
         )
         self._maintenance = HostMaintenance(self._client, nodes=nodes)
         await self._kubelet.start()
+        if self._kubelet_api is not None:
+            self._kubelet_api.kubelet = self._kubelet
         await self._maintenance.start()
         for addon in self.addons:
             self._addons_started.append(addon)
@@ -412,6 +437,9 @@ class DevCluster:
         ):
             if part is not None:
                 await part.stop()
+        if self._kubelet_api is not None:
+            await self._kubelet_api.stop()
+            self._kubelet_api = None
         for informer in self._shared:
             await informer.stop()
         for client in self._node_clients.values():

@@ -98,6 +98,16 @@ class KubeControlPlane:
             self.url, self.ca_pem, token or self.token, context=context, namespace=namespace
         )
 
+    def kubelet_tls(self) -> ssl.SSLContext:
+        """The kubelet API's side of TLS: its serving certificate from the cluster CA, and
+        kube-apiserver's client certificate (the same CA) checked when one is presented; the
+        kubelet API answers 401 to a caller that presents none (devkube/kubelet/api.py)."""
+        p = self._require_pki()
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(p.ca_file))
+        context.load_cert_chain(p.path("kubelet.crt"), p.path("kubelet.key"))
+        context.verify_mode = ssl.CERT_OPTIONAL
+        return context
+
     def logs(self) -> dict[str, Path]:
         """Each binary's log file, by name (a failing test prints their tails)."""
         return {child.name: child.log_path for child in self._children}
@@ -190,6 +200,7 @@ class KubeControlPlane:
             f"--tls-private-key-file={p.path('apiserver.key')}",
             f"--kubelet-client-certificate={p.path('kubelet-client.crt')}",
             f"--kubelet-client-key={p.path('kubelet-client.key')}",
+            f"--kubelet-certificate-authority={p.ca_file}",
             "--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             f"--service-account-key-file={p.path('sa.pub')}",

@@ -1,6 +1,6 @@
 """The files a kubeadm-made control plane starts from, minted per start: one CA (serving and
-client certificates), the ServiceAccount signing key, and a static token file for the
-identities the dev tier hands out (docs/design.md §8.2).
+client certificates, the kubelet API's serving certificate), the ServiceAccount signing key,
+and a static token file for the identities the dev tier hands out (docs/design.md §8.2).
 
 Static tokens stand in for kubeadm's client certificates: the admin is in `system:masters`,
 the controller manager and the scheduler are the users Kubernetes' bootstrap RBAC binds, and
@@ -74,12 +74,19 @@ def mint(
         common_name="kube-apiserver-kubelet-client",
         organization_name="kubeadm:cluster-admins",
     )
+    # What the kubelet API presents to kube-apiserver, which checks it against the cluster CA
+    # (--kubelet-certificate-authority): the nodes' addresses are all in `sans`.
+    kubelet_serving = ca.issue_cert(*sans, common_name="kubelet")
     (directory / "ca.crt").write_bytes(ca.cert_pem.bytes())
     (directory / "ca.key").write_bytes(ca.private_key_pem.bytes())
     (directory / "apiserver.crt").write_bytes(b"".join(b.bytes() for b in serving.cert_chain_pems))
     (directory / "apiserver.key").write_bytes(serving.private_key_pem.bytes())
     (directory / "kubelet-client.crt").write_bytes(kubelet_client.cert_chain_pems[0].bytes())
     (directory / "kubelet-client.key").write_bytes(kubelet_client.private_key_pem.bytes())
+    (directory / "kubelet.crt").write_bytes(
+        b"".join(b.bytes() for b in kubelet_serving.cert_chain_pems)
+    )
+    (directory / "kubelet.key").write_bytes(kubelet_serving.private_key_pem.bytes())
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     (directory / "sa.key").write_bytes(
         key.private_bytes(

@@ -46,7 +46,7 @@ from devkube.kubelet.runtime import Runtime
 from devkube.machinery.client import ApiClient, ApiError, WatchEvent, resource_path
 from devkube.machinery.informer import Informer
 from devkube.machinery.pods import TERMINAL_PHASES
-from devkube.server import LogRequest
+from devkube.streaming.logs import LogRequest, LogUnavailable
 from kubefacts.timestamps import now_rfc3339
 
 log = logging.getLogger(__name__)
@@ -512,6 +512,7 @@ class Kubelet:
             self.logs.write(uid, c.name, f"container {c.name} exited with code {exit_code}")
             if restart:
                 c.last_terminated = c.terminated()
+                self.logs.restarted(uid, c.name)
                 c.restart_count += 1
                 c.state, c.reason = "waiting", "CrashLoopBackOff"
                 c.started_at = ""
@@ -524,12 +525,26 @@ class Kubelet:
 
     def log_source(self, request: LogRequest) -> AsyncIterator[bytes]:
         """pods/log for the API server: the runtime's own logs when it has them (a `logs`
-        method taking the LogRequest), else the simulated lifecycle lines."""
+        method taking the LogRequest), else the simulated lifecycle lines. `--previous` of a
+        container that has not restarted raises `LogUnavailable` in the kubelet's words."""
+        if request.previous:
+            self._check_previous(request)
         runtime_logs = getattr(self.runtime, "logs", None)
         if runtime_logs is not None:
             stream: AsyncIterator[bytes] = runtime_logs(request)
             return stream
         return self._lifecycle_lines(request)
+
+    def _check_previous(self, request: LogRequest) -> None:
+        try:
+            record = self._record(request.namespace, request.pod)
+        except LookupError:
+            return
+        name = request.container or (record.containers[0].name if record.containers else "")
+        if not any(c.last_terminated for c in record.container(name)):
+            raise LogUnavailable(
+                f'previous terminated container "{name}" in pod "{request.pod}" not found'
+            )
 
     async def _lifecycle_lines(self, request: LogRequest) -> AsyncIterator[bytes]:
         try:
@@ -544,6 +559,9 @@ class Kubelet:
             follow=request.follow,
             tail_lines=request.tail_lines,
             alive=lambda: record.uid in self.records,
+            timestamps=request.timestamps,
+            since_seconds=request.since_seconds,
+            previous=request.previous,
         ):
             yield chunk
 

@@ -183,15 +183,10 @@ class Handlers:
         q = request.query
         stored = self.objects.get(rt, ns, name or "")
         if sub == "log":
-            tail = q.get("tailLines")
-            log = logs.LogRequest(
-                namespace=ns or "",
-                pod=name or "",
-                container=q.get("container"),
-                follow=_truthy(q.get("follow")),
-                tail_lines=int(tail) if tail else None,
-                previous=_truthy(q.get("previous")),
-            )
+            try:
+                log = logs.log_request(q, ns or "", name or "", q.get("container"))
+            except ValueError as error:
+                raise bad_request(f"invalid log options: {error}") from None
             return await logs.serve(request, self.log_source, log)
         if sub == "scale":
             return json_response(scale.view(rt, stored.obj))

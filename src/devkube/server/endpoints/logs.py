@@ -2,27 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
-
 from aiohttp import web
 
 from devkube.server.errors import ApiError
+from devkube.streaming.logs import LogRequest, LogSource, LogUnavailable, limited, log_request
 
-
-@dataclass(frozen=True)
-class LogRequest:
-    """What `kubectl logs` asked for (query parameters of GET pods/<name>/log)."""
-
-    namespace: str
-    pod: str
-    container: str | None
-    follow: bool
-    tail_lines: int | None
-    previous: bool
-
-
-LogSource = Callable[[LogRequest], AsyncIterator[bytes]]
+__all__ = ["LogRequest", "LogSource", "log_request", "serve"]
 
 
 async def serve(
@@ -35,10 +20,14 @@ async def serve(
             f'container logs of pod "{log.pod}" are not available: '
             "this dev cluster has no log source",
         )
+    try:
+        chunks = source(log)
+    except LogUnavailable as missing:
+        raise ApiError(400, "BadRequest", str(missing)) from None
     response = web.StreamResponse(status=200, headers={"Content-Type": "text/plain"})
     response.enable_chunked_encoding()
     await response.prepare(request)
-    async for chunk in source(log):
+    async for chunk in limited(chunks, log.limit_bytes):
         await response.write(chunk)
     await response.write_eof()
     return response
