@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,8 @@ NO_RAY = (
 )
 #: `--- PASS: TestName (1.23s)` for a top-level test (subtests are indented).
 OUTCOME = re.compile(r"^--- (PASS|FAIL|SKIP): (\S+) \(([\d.]+)s\)", re.MULTILINE)
+#: `=== RUN   TestName`: a test that began (a failure in its cleanup can leave no outcome line).
+BEGAN = re.compile(r"^=== RUN\s+([^/\s]+)$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -92,27 +95,32 @@ async def run(
     env: Mapping[str, str] | None = None,
 ) -> list[Outcome]:
     """Runs the tests one after another (as `go test -p 1` would), verbose, and reads each
-    top-level test's outcome from the output; the whole output goes to ``log``."""
+    top-level test's outcome from the output; the whole output goes to ``log`` as it comes."""
     names = list(tests)
     binary = await asyncio.to_thread(test_binary)
-    process = await asyncio.create_subprocess_exec(
-        str(binary),
-        "-test.v",
-        f"-test.run=^({'|'.join(names)})$",
-        f"-test.timeout={go_timeout}",
-        "-test.count=1",
-        cwd=binary.parent,
-        env={**os.environ, **(env or {}), "KUBECONFIG": str(kubeconfig)},
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    output, _ = await process.communicate()
-    text = output.decode(errors="replace")
-    if log is not None:
-        await asyncio.to_thread(log.write_text, text)
+    if log is None:
+        log = Path(tempfile.mkdtemp(prefix="kuberay-e2e-")) / "go-test.log"
+    with log.open("wb") as out:  # written as it runs: `tail -f` shows where a run is
+        process = await asyncio.create_subprocess_exec(
+            str(binary),
+            "-test.v",
+            f"-test.run=^({'|'.join(names)})$",
+            f"-test.timeout={go_timeout}",
+            "-test.count=1",
+            cwd=binary.parent,
+            env={**os.environ, **(env or {}), "KUBECONFIG": str(kubeconfig)},
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=out,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        await process.wait()
+    text = await asyncio.to_thread(log.read_text, errors="replace")
     found = {
         m.group(2): Outcome(m.group(2), m.group(1), float(m.group(3)))
         for m in OUTCOME.finditer(text)
     }
-    return [found.get(name, Outcome(name, "NOT RUN", 0.0)) for name in names]
+    began = set(BEGAN.findall(text))
+    return [
+        found.get(name, Outcome(name, "FAIL" if name in began else "NOT RUN", 0.0))
+        for name in names
+    ]
