@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from devkube.server import ApiServer
-from devkube.server.protobuf import ProtobufError, decode
+from devkube.server.schema.protobuf import ProtobufError, decode
 from tests.harness.cluster import client_ssl_context
 from tests.harness.kubectl import KubectlEnv
 

@@ -20,6 +20,8 @@ from raycluster_operator.api.crd import crd_manifest
 from tests.harness.kubectl import KubectlEnv
 from tests.harness.manifests import container, head_group, raycluster
 
+pytestmark = pytest.mark.control_planes
+
 OUTSIDE = (
     'The RayCluster "rc" is invalid: spec.managedBy: Invalid value: "string": the managedBy '
     "field value must be either 'ray.io/kuberay-operator' or 'kueue.x-k8s.io/multikueue'"

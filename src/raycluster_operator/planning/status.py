@@ -49,6 +49,9 @@ class ConditionType(StrEnum):
     #: Ours (rule 2b): True while live pods carry the cluster's label that no controller of
     #: it made (they are left alone); present once it has been.
     STRAY_PODS = "StrayPods"
+    #: Ours (rule 12b): True while a user's PodDisruptionBudget selects pods of a multi-host
+    #: group, whose per-slice budgets the operator then does not keep; present once it has been.
+    DISRUPTION_BUDGET_OVERLAP = "DisruptionBudgetOverlap"
 
 
 HEAD_POD_READY = ConditionType.HEAD_POD_READY
@@ -113,6 +116,8 @@ class Observed:
     unsupported: tuple[bool, ConditionReason, str] | None = None
     #: The StrayPods condition (status, reason, message); None leaves it out.
     strays: tuple[bool, ConditionReason, str] | None = None
+    #: The DisruptionBudgetOverlap condition (status, reason, message); None leaves it out.
+    budget_overlap: tuple[bool, ConditionReason, str] | None = None
 
 
 def previous_status(cluster: RayCluster) -> dict[str, Any]:
@@ -306,6 +311,8 @@ def _conditions(
         out.append(WantedCondition(ConditionType.UNSUPPORTED_FIELDS, *seen.unsupported))
     if seen.strays is not None:
         out.append(WantedCondition(ConditionType.STRAY_PODS, *seen.strays))
+    if seen.budget_overlap is not None:
+        out.append(WantedCondition(ConditionType.DISRUPTION_BUDGET_OVERLAP, *seen.budget_overlap))
     return out
 
 
@@ -378,9 +385,15 @@ def _head_info(cluster: RayCluster, seen: Observed) -> dict[str, str]:
         info["podName"] = seen.head.name
         if seen.head.pod_ip:
             info["podIP"] = seen.head.pod_ip
-    ip = Service(seen.head_service).cluster_ip if seen.head_service is not None else None
-    if ip is not None:
-        info["serviceIP"] = ip
+    if seen.head_service is not None:
+        service = Service(seen.head_service)
+        # As KubeRay: a headless head service (ours by default) has no virtual IP, so the
+        # head pod's IP stands for it, and `kubectl get rayclusters -o wide` shows one.
+        ip = service.cluster_ip
+        if ip is None and service.headless and seen.head is not None:
+            ip = seen.head.pod_ip
+        if ip:
+            info["serviceIP"] = ip
     return info
 
 
