@@ -266,7 +266,12 @@ def _conditions(
         for c in before.get("conditions") or ()
     )
     if suspended or seen.suspending:
-        out.append(WantedCondition(PROVISIONED, False, why.SUSPENDED, "the cluster is suspended"))
+        # KubeRay's reason and message, which its own e2e test (TestRayClusterSuspend) reads.
+        out.append(
+            WantedCondition(
+                PROVISIONED, False, why.PODS_PROVISIONING, "RayCluster has been suspended"
+            )
+        )
     elif all_ready or was_provisioned:
         out.append(WantedCondition(PROVISIONED, True, why.ALL_PODS_READY_FIRST_TIME))
     else:
