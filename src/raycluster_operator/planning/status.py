@@ -297,11 +297,12 @@ def _conditions(
             WantedCondition(SUSPENDING, True, why.SUSPENDING, f"{seen.pods_remaining} pods left")
         )
     else:
-        out.append(WantedCondition(SUSPENDING, False, why.NOT_SUSPENDING))
+        # KubeRay keeps the condition's own name as the reason when False too.
+        out.append(WantedCondition(SUSPENDING, False, why.SUSPENDING))
     if suspended and not remaining:
         out.append(WantedCondition(SUSPENDED, True, why.SUSPENDED))
     else:
-        out.append(WantedCondition(SUSPENDED, False, why.NOT_SUSPENDED))
+        out.append(WantedCondition(SUSPENDED, False, why.SUSPENDED))
 
     if seen.problems:
         text = "; ".join(str(p) for p in seen.problems)
