@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 RUN_STAMP := $(VENV)/.run-stamp
 PIP := $(BIN)/python -m pip install -q --disable-pip-version-check
 
-.PHONY: run test lint fmt unit bench install clean dist kube flake-check
+.PHONY: run test lint fmt unit bench install clean dist kube flake-check kuberay-e2e
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -68,6 +68,11 @@ flake-check: $(STAMP)
 fmt: $(STAMP)
 	$(BIN)/ruff format src tests benchmarks
 	$(BIN)/ruff check --fix src tests benchmarks
+
+## KubeRay's own e2e tests against ours (both control planes) and KubeRay's operator, as a
+## table (`make test` runs the same matrix as tests/kuberay/test_kuberay_e2e.py).
+kuberay-e2e: $(STAMP) kube
+	$(BIN)/python -m tests.kuberay.e2e_run
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/planning.py

@@ -26,6 +26,7 @@ WORLDS = (
     "tests/hardening/",
     "tests/rayjob/",
     "tests/ray/",
+    "tests/kuberay/",
     "tests/devcluster/test_process_",
     "tests/test_install_kustomize.py",
     "tests/test_install_helm",

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from devkube.addons import addons_for
+    from devkube.addons.kuberay import KubeRayOperator
     from devkube.cluster import RUNTIMES, DevCluster
     from devkube.nodes import SPEC_HELP, NodeSpecError, build_nodes, parse_spec
     from devkube.process import process_runtime_available
@@ -21,6 +22,7 @@ __all__ = [
     "RUNTIMES",
     "SPEC_HELP",
     "DevCluster",
+    "KubeRayOperator",
     "NodeSpecError",
     "addons_for",
     "build_nodes",
@@ -37,6 +39,7 @@ _HOMES = {
     "SPEC_HELP": "nodes",
     "process_runtime_available": "process",
     "addons_for": "addons",
+    "KubeRayOperator": "addons.kuberay",
 }
 
 

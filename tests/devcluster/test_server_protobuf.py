@@ -12,11 +12,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 import yaml
 
 from devkube.server import ApiServer
 from devkube.server.schema.protobuf import ProtobufError, decode
+from tests.harness.cluster import client_ssl_context
 from tests.harness.kubectl import KubectlEnv
 
 DEPLOY = Path(__file__).parent.parent.parent / "deploy"
@@ -124,3 +126,42 @@ def test_the_field_table_is_current() -> None:
     finally:
         sys.path.remove(str(DEPLOY))
     assert generator.OUT.read_text() == generator.render()
+
+
+def _delete_options(api_version: str) -> bytes:
+    """DeleteOptions as client-go's typed clientsets send them (protobuf by default since
+    client-go 0.35): gracePeriodSeconds 0 (field 1), propagationPolicy Background (field 4),
+    in the envelope of the resource's group version."""
+    raw = bytes([0x08, 0x00, 0x22, 0x0A]) + b"Background"
+    meta = bytes([0x0A, len(api_version)]) + api_version.encode() + b"\x12\x0dDeleteOptions"
+    return b"k8s\x00" + bytes([0x0A, len(meta)]) + meta + bytes([0x12, len(raw)]) + raw
+
+
+def test_delete_options_decode_in_every_group_version() -> None:
+    for api_version in ("v1", "apps/v1"):
+        assert decode(_delete_options(api_version)) == {
+            "apiVersion": api_version,
+            "kind": "DeleteOptions",
+            "gracePeriodSeconds": 0,
+            "propagationPolicy": "Background",
+        }
+
+
+async def test_a_go_client_deletes_with_protobuf_options(server: ApiServer) -> None:
+    """KubeRay's e2e support deletes its namespaces and pods this way (client-go)."""
+    async with aiohttp.ClientSession() as session:
+        ssl = client_ssl_context(server)
+        auth = {"Authorization": f"Bearer {server.token}"}
+        namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gone"}}
+        async with session.post(
+            server.url + "/api/v1/namespaces", json=namespace, headers=auth, ssl=ssl
+        ) as created:
+            assert created.status == 201
+        async with session.delete(
+            server.url + "/api/v1/namespaces/gone",
+            data=_delete_options("v1"),
+            headers={**auth, "Content-Type": "application/vnd.kubernetes.protobuf"},
+            ssl=ssl,
+        ) as deleted:
+            assert deleted.status == 200, await deleted.text()
+            assert (await deleted.json())["metadata"]["name"] == "gone"

@@ -17,7 +17,7 @@ from typing import Any
 import click
 import yaml
 
-from raycluster_operator.cli.run import backoff_options
+from raycluster_operator.cli.run import backoff_options, split_namespaces
 from raycluster_operator.devcluster.foreground import (
     AUTO,
     node_spec_help,
@@ -80,6 +80,28 @@ DEFAULT_KUBECONFIG = Path(".devcluster") / "kubeconfig"
     "into a cache; the first build takes minutes), with this command's nodes joined to it.",
 )
 @click.option(
+    "--with",
+    "beside",
+    type=click.Choice(["kuberay"]),
+    multiple=True,
+    help="Also run KubeRay's own operator (the release gomod/kuberay pins, built once from the "
+    "Go module proxy), with the CRDs and RBAC of its kustomize base in place of ours. "
+    "Partition the namespaces with --namespace and --kuberay-namespace.",
+)
+@click.option(
+    "--namespace",
+    "namespaces",
+    multiple=True,
+    help="The operator watches only these (as `run --namespace`): repeatable or comma-separated.",
+)
+@click.option(
+    "--kuberay-namespace",
+    "kuberay_namespaces",
+    multiple=True,
+    help="With --with kuberay: KubeRay's --watch-namespace (repeatable or comma-separated; "
+    "default every namespace).",
+)
+@click.option(
     "--kubelet-delay", type=float, default=0.2, show_default=True, help="Seconds to start a pod."
 )
 @click.option("--watch", is_flag=True, help="Print a live table of pods to stdout.")
@@ -101,6 +123,9 @@ def dev(
     deployed: bool,
     runtime: str,
     control_plane: str,
+    beside: tuple[str, ...],
+    namespaces: tuple[str, ...],
+    kuberay_namespaces: tuple[str, ...],
     kubelet_delay: float,
     watch: bool,
     unready_slice_timeout: float,
@@ -139,6 +164,8 @@ def dev(
             f"--deployed runs the operator's pods as processes: needs the process runtime ({why})",
             param_hint="--deployed",
         )
+    if kuberay_namespaces and "kuberay" not in beside:
+        raise click.BadParameter("needs --with kuberay", param_hint="--kuberay-namespace")
     documents = [doc for path in apply_files for doc in _load_documents(path)]
     kubeconfig.unlink(missing_ok=True)  # a script waiting for it must not see the old one
     try:
@@ -152,6 +179,8 @@ def dev(
                 deployed=deployed,
                 runtime=runtime,
                 control_plane=control_plane,
+                namespaces=split_namespaces(namespaces),
+                kuberay=split_namespaces(kuberay_namespaces) if "kuberay" in beside else None,
                 kubelet_delay=kubelet_delay,
                 watch=watch,
                 planning=PlanOptions(

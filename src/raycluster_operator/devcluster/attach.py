@@ -76,16 +76,22 @@ async def operator_kubeconfig(cluster: DevCluster) -> dict[str, Any]:
 
 @contextlib.asynccontextmanager
 async def operator_attached(
-    cluster: DevCluster, *, enabled: bool, planning: PlanOptions = DEFAULT_PLANNING
+    cluster: DevCluster,
+    *,
+    enabled: bool,
+    planning: PlanOptions = DEFAULT_PLANNING,
+    namespaces: tuple[str, ...] = (),
 ) -> AsyncIterator[None]:
     """The operator runs in this process as a task, but reaches the cluster only over HTTPS
     with its own ServiceAccount's kubeconfig (`operator_kubeconfig`), exactly as a deployed
-    operator does; it is stopped (drained) when the block exits."""
+    operator does; it is stopped (drained) when the block exits. ``namespaces``: `run
+    --namespace` (all when empty)."""
     if not enabled:
         yield
         return
     from raycluster_operator.controller.manager import Manager, ManagerOptions
     from raycluster_operator.controller.raycluster.registration import ControllerOptions
+    from raycluster_operator.controller.raycluster.sources import SourceOptions
     from raycluster_operator.controller.rayjob.reconciler import RayJobOptions
     from raycluster_operator.controller.rayservice.reconciler import RayServiceOptions
     from raycluster_operator.controller.runtime.serving import ServingOptions
@@ -103,6 +109,7 @@ async def operator_attached(
                 identity="dev-operator",
             ),
             controller=ControllerOptions(resync_period=60.0),
+            sources=SourceOptions(namespaces=namespaces),
             planning=planning,
             # On the host, the operator reaches a head's Jobs API at the head pod's IP.
             rayjobs=RayJobOptions(jobs_api_via=jobs_api_via(cluster)),
@@ -130,7 +137,9 @@ async def operator_attached(
         await client.close()
 
 
-def deployed_manifests(unready_slice_timeout: float = 60.0) -> list[dict[str, Any]]:
+def deployed_manifests(
+    unready_slice_timeout: float = 60.0, namespaces: tuple[str, ...] = ()
+) -> list[dict[str, Any]]:
     """The dev overlay's objects. The process runtime ignores images and puts the dev
     cluster's own bin directory first on PATH, so the pods run this installation; all pods
     share one network namespace there, so the servers bind the pod IP rather than every
@@ -148,6 +157,8 @@ def deployed_manifests(unready_slice_timeout: float = 60.0) -> list[dict[str, An
             container["args"] = list(DEV_ARGS)
             if unready_slice_timeout != DEFAULT_UNREADY_SLICE_TIMEOUT:
                 container["args"].append(f"--unready-slice-timeout={unready_slice_timeout:g}")
+            if namespaces:
+                container["args"].append(f"--namespace={','.join(namespaces)}")
             container["env"] = [
                 *container.get("env", []),
                 {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
@@ -161,13 +172,17 @@ def deployed_manifests(unready_slice_timeout: float = 60.0) -> list[dict[str, An
 
 @contextlib.asynccontextmanager
 async def operator_deployed(
-    cluster: DevCluster, *, enabled: bool = True, planning: PlanOptions = DEFAULT_PLANNING
+    cluster: DevCluster,
+    *,
+    enabled: bool = True,
+    planning: PlanOptions = DEFAULT_PLANNING,
+    namespaces: tuple[str, ...] = (),
 ) -> AsyncIterator[None]:
     """The operator as a Deployment in the cluster: ready once the rollout is complete (both
     replicas Ready: caches synced), as `kubectl rollout status` sees it. Its pods go with the
     cluster. (Of ``planning`` only the unready-slice timeout reaches the Deployment's flags.)"""
     deployment = None
-    for obj in deployed_manifests(planning.unready_slice_timeout):
+    for obj in deployed_manifests(planning.unready_slice_timeout, namespaces):
         await cluster.apply(obj)
         if obj["kind"] == "Deployment":
             deployment = obj

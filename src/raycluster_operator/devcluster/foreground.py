@@ -82,10 +82,21 @@ async def serve(
     deployed: bool = False,
     planning: PlanOptions = DEFAULT_PLANNING,
     control_plane: str = "embedded",
+    namespaces: Sequence[str] = (),
+    kuberay: Sequence[str] | None = None,
 ) -> int:
-    """Runs the dev cluster until a signal; the exit code (1: it failed, said in the log)."""
+    """Runs the dev cluster until a signal; the exit code (1: it failed, said in the log).
+
+    ``kuberay``: KubeRay's operator runs too, watching those namespaces (all when empty); its
+    kustomize base's CRDs are installed instead of ours (docs/design.md §3.7: ours runs under
+    either), so the CEL rules and pruning are KubeRay's own."""
     from devkube import DevCluster, addons_for
 
+    addons = addons_for(list(nodes))
+    if kuberay is not None:
+        from devkube import KubeRayOperator
+
+        addons.append(KubeRayOperator(kuberay))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -98,14 +109,17 @@ async def serve(
             kubelet_delay=kubelet_delay,
             control_plane=control_plane,
             # NVIDIA's DRA driver (simulated) when the nodes hold GB200/GB300 NVLink domains.
-            addons=addons_for(list(nodes)),
+            addons=addons,
         ) as cluster:
-            await install_crd(cluster)
+            if kuberay is None:
+                await install_crd(cluster)
             for doc in documents:
                 applied = Resource(await cluster.apply(doc))
                 log.info("applied %s %s", applied.kind, applied.name)
             attach = operator_deployed if deployed else operator_attached
-            async with attach(cluster, enabled=operator, planning=planning):
+            async with attach(
+                cluster, enabled=operator, planning=planning, namespaces=tuple(namespaces)
+            ):
                 path = cluster.write_kubeconfig(kubeconfig)
                 log.info("dev cluster ready at %s", cluster.url)
                 hint(f"export KUBECONFIG={path.resolve()}")

@@ -192,8 +192,6 @@ class ConditionReason(StrEnum):
     SUSPENDED = "RayClusterSuspended"
     NO_REPLICA_FAILURE = "NoReplicaFailure"
     SUSPENDING = "RayClusterSuspending"
-    NOT_SUSPENDING = "RayClusterNotSuspending"
-    NOT_SUSPENDED = "RayClusterNotSuspended"
     INVALID_SPEC = "InvalidSpec"
     SPEC_VALID = "SpecValid"
     #: Ours, condition RollingUpdate (docs/design.md §6): pods of an older template remain

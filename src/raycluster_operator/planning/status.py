@@ -266,7 +266,12 @@ def _conditions(
         for c in before.get("conditions") or ()
     )
     if suspended or seen.suspending:
-        out.append(WantedCondition(PROVISIONED, False, why.SUSPENDED, "the cluster is suspended"))
+        # KubeRay's reason and message, which its own e2e test (TestRayClusterSuspend) reads.
+        out.append(
+            WantedCondition(
+                PROVISIONED, False, why.PODS_PROVISIONING, "RayCluster has been suspended"
+            )
+        )
     elif all_ready or was_provisioned:
         out.append(WantedCondition(PROVISIONED, True, why.ALL_PODS_READY_FIRST_TIME))
     else:
@@ -292,11 +297,12 @@ def _conditions(
             WantedCondition(SUSPENDING, True, why.SUSPENDING, f"{seen.pods_remaining} pods left")
         )
     else:
-        out.append(WantedCondition(SUSPENDING, False, why.NOT_SUSPENDING))
+        # KubeRay keeps the condition's own name as the reason when False too.
+        out.append(WantedCondition(SUSPENDING, False, why.SUSPENDING))
     if suspended and not remaining:
         out.append(WantedCondition(SUSPENDED, True, why.SUSPENDED))
     else:
-        out.append(WantedCondition(SUSPENDED, False, why.NOT_SUSPENDED))
+        out.append(WantedCondition(SUSPENDED, False, why.SUSPENDED))
 
     if seen.problems:
         text = "; ".join(str(p) for p in seen.problems)

@@ -36,6 +36,12 @@ REVIEW_KINDS = (
 )
 
 
+#: Options kinds every group version registers (apimachinery's AddToGroupVersion): a typed
+#: client-go clientset sends its DELETE's DeleteOptions as protobuf in the resource's own
+#: group version (v1, apps/v1, ...).
+OPTIONS = {"DeleteOptions": "k8s.io/apimachinery/pkg/apis/meta/v1.DeleteOptions"}
+
+
 class ProtobufError(ValueError):
     pass
 
@@ -242,7 +248,7 @@ def decode(body: bytes) -> dict[str, Any]:
                     kind = bytes(item).decode()
         elif number == 2:
             raw = bytes(value)
-    type_key = _table()["kinds"].get(f"{api_version}/{kind}")
+    type_key = _table()["kinds"].get(f"{api_version}/{kind}") or OPTIONS.get(kind)
     if type_key is None:
         raise ProtobufError(f"protobuf bodies of {api_version}/{kind} are not supported")
     obj = message(type_key, raw)
