@@ -51,6 +51,19 @@ TIMEOUTS = {
 }
 
 
+#: KubeRay's operator, for reference, on its multi-host tests only in `make test`.
+REFERENCE = ("TestRayClusterSingleHostMultiSlice", "TestRayClusterMultiHostMultiSlice")
+
+
+def in_make_test(operator: str, expected: dict[str, str]) -> dict[str, str]:
+    """What `make test` runs of a column, within its 15-minute budget: ours, the tests
+    expected to pass (each known failure waits out KubeRay's timeout, 30 s of nothing); KubeRay,
+    its multi-host tests. `make kuberay-e2e` runs every test of every column."""
+    if operator == KUBERAY:
+        return {t: r for t, r in expected.items() if t in REFERENCE}
+    return {t: r for t, r in expected.items() if r == P}
+
+
 @pytest.mark.parametrize(
     ("operator", "plane"), list(EXPECTED), ids=[f"{op}-on-{plane}" for op, plane in EXPECTED]
 )
@@ -59,7 +72,7 @@ async def test_kuberay_e2e_outcomes(
 ) -> None:
     for name, value in TIMEOUTS.items():
         monkeypatch.setenv(name, value)
-    expected = EXPECTED[(operator, plane)]
+    expected = in_make_test(operator, EXPECTED[(operator, plane)])
     outcomes = await run_against(operator, plane, list(expected), logs=tmp_path)
     got = {o.test: o.result for o in outcomes}
     assert got == expected, f"Go output in {tmp_path}"
