@@ -127,6 +127,7 @@ def test_the_scaling_drain_and_quota_blocks_in_order(
     run_block(cwd, _second_block(scaling))
     drained = run_block(cwd, readme_block("## Maintenance and drains"))
     assert "drained" in drained
+    assert "is moved off its nodes" in drained  # the NodeDrain Event: moved, not evicted
     run_block(cwd, readme_block("## Shared clusters: quotas"))
 
 
