@@ -2,7 +2,7 @@
 
 Each block is taken from README.md as it stands and run with `bash -e -o pipefail` in a fresh
 shell, in a directory laid out like a clone after `make install` (`.venv` and `examples/`),
-with nothing in the environment but a bare PATH and what the README says to set: its one
+with nothing in the environment but a login shell's PATH and what the README says to set: its one
 `export KUBECONFIG=... PATH=...` line (the quickstart's), put before the blocks that do not
 start with it. A failing command fails the test with the block's output.
 
@@ -13,8 +13,8 @@ The dev clusters are the ones the README starts, on the simulated runtime:
 
 Real-Ray blocks run elsewhere, as written: "Use the Ray cluster, the KubeRay way" in
 tests/e2e/test_ray_quickstart.py, the slice-reservation program in
-tests/e2e/test_ray_slice_reservation.py, the RayJob quickstart (after its first three lines,
-which that test does itself on the same dev cluster) in tests/e2e/test_rayjob_quickstart.py.
+tests/e2e/test_ray_slice_reservation.py, the RayJob quickstart (the whole block, its
+background dev cluster included) in tests/e2e/test_rayjob_quickstart.py.
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ from tests.harness.examples import EXAMPLES, README, ROOT, readme_block
 
 pytestmark = pytest.mark.slow(seconds=60)
 
+#: A root login shell's PATH (Debian's): all a fresh shell has before the README's export.
+LOGIN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 EXPORT = re.compile(r"^export KUBECONFIG=.*$", re.M)
 #: The Makefile's `run` target: its nodes and example (the test adds `--runtime simulated`).
 MAKE_RUN = re.compile(r"raycluster-operator dev (.*)$", re.M)
@@ -45,7 +47,7 @@ def clone(tmp: Path) -> Path:
 
 
 def fresh_env(home: Path) -> dict[str, str]:
-    return {"HOME": str(home), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+    return {"HOME": str(home), "PATH": LOGIN_PATH, "LANG": "C.UTF-8"}
 
 
 def export_line() -> str:

@@ -5,7 +5,10 @@ maxReplicas 2, Ray's own autoscaler v2 in the head's sidecar), and the README's
 `kubectl delete pod -l ray.io/replica-host-index=1` five times in a row, each once the
 replacement's Ray has started. Ray's autoscaler used to find `minReplicas` unmet while the
 broken slice was terminating and its replacement not yet created, and raised `replicas` to 2
-(docs/design.md, rule 7b, "the minimum is the operator's"). Watches on the pods and the
+(docs/design.md, rule 7b, "the minimum is the operator's"). That window is short and a pass
+every 5 s fell into it only sometimes, so each time a finalizer on the other host's pod holds
+it open for two of the autoscaler's passes (its Ray stops as usual; only the object stays,
+and the replacement waits for its index, rule 13). Watches on the pods and the
 RayCluster see every write: `replicas` never leaves 1 and no pod at replica index 1 is ever
 created. A fast, deterministic twin with Ray's v2 loop against the simulated runtime is
 tests/ray/test_ray_autoscaler_loop.py::test_a_lost_host_never_buys_a_slice_for_the_min_count.
@@ -30,7 +33,7 @@ import yaml
 from raycluster_operator.kube import PODS, RAYCLUSTERS, Gone, KubeError
 from raycluster_operator.kube.resources import Kind
 from tests.harness.examples import EXAMPLES
-from tests.harness.pods import REPLICA_INDEX, labels
+from tests.harness.pods import HOST_INDEX, REPLICA_INDEX, labels
 from tests.harness.ray_world import REAL_RAY_MODULE, RayWorld, eventually, module_world
 
 pytestmark = [*REAL_RAY_MODULE, pytest.mark.slow(seconds=180)]
@@ -41,6 +44,7 @@ KUBECTL = Path(sys.executable).parent / "kubectl"
 LOSSES = 5
 #: A line Ray's v2 autoscaler logs once per pass (its provider listing the pods).
 PASS_LINE = "Fetched pod data at resource version"
+HOLD = "test.raycluster-operator/hold"
 
 world = module_world(applied=(yaml.safe_load(EXAMPLE.read_text()),))
 
@@ -115,30 +119,46 @@ async def kubectl(kubeconfig: Path, *argv: str) -> str:
     return out.decode()
 
 
+async def autoscaler_passes(world: RayWorld, head: str) -> int:
+    return world.log_of(head, "autoscaler").count(PASS_LINE)
+
+
 async def test_five_lost_hosts_in_a_row_never_grow_the_group(
     world: RayWorld, tmp_path: Path
 ) -> None:
     config = world.cluster.write_kubeconfig(tmp_path / "kubeconfig")
     head = await world.ray_up(NAME, workers=2)
+    assert "raycluster-operator slice scaling: applied" in world.log_of(head, "autoscaler")
     async with watching(world) as seen:
         for _ in range(LOSSES):
-            before = {p["metadata"]["name"] for p in await world.workers(NAME)}
+            workers = await world.workers(NAME)
+            before = {p["metadata"]["name"] for p in workers}
+            (host0,) = [p["metadata"]["name"] for p in workers if labels(p).get(HOST_INDEX) == "0"]
+            # The window the bug needs (the slice terminating, its replacement not yet made)
+            # lasts as long as the other host's pod object: a finalizer keeps it for two of
+            # Ray's autoscaler passes (its Ray stops at once, as the kubelet kills it).
+            await world.kube.patch(PODS, "default", host0, {"metadata": {"finalizers": [HOLD]}})
             await kubectl(config, "delete", "pod", "-l", "ray.io/replica-host-index=1")
 
-            async def replaced(before: set[str] = before) -> None:
-                workers = {p["metadata"]["name"] for p in await world.workers(NAME)}
-                assert not workers & before, workers
+            async def slice_down(before: set[str] = before) -> None:
+                live = {p["metadata"]["name"] for p in await world.workers(NAME)}
+                assert not live & before, live
 
-            await eventually(replaced, within=300)
+            await eventually(slice_down, within=120)
+            passes = await autoscaler_passes(world, head)
+
+            async def two_passes_in_the_window(passes: int = passes) -> None:
+                assert await autoscaler_passes(world, head) >= passes + 2
+
+            await eventually(two_passes_in_the_window, within=120)
+            await world.kube.patch(PODS, "default", host0, {"metadata": {"finalizers": None}})
             await world.ray_up(NAME, workers=2)
 
         # Ray's autoscaler has looked at the last replacement: two more passes after it.
-        log = world.log_of(head, "autoscaler")
-        assert "raycluster-operator slice scaling: applied" in log
-        passes = log.count(PASS_LINE)
+        passes = await autoscaler_passes(world, head)
 
         async def two_more_passes() -> None:
-            assert world.log_of(head, "autoscaler").count(PASS_LINE) >= passes + 2
+            assert await autoscaler_passes(world, head) >= passes + 2
 
         await eventually(two_more_passes, within=120)
 
