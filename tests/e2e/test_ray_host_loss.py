@@ -36,7 +36,7 @@ from tests.harness.examples import EXAMPLES
 from tests.harness.pods import HOST_INDEX, REPLICA_INDEX, labels
 from tests.harness.ray_world import REAL_RAY_MODULE, RayWorld, eventually, module_world
 
-pytestmark = [*REAL_RAY_MODULE, pytest.mark.slow(seconds=180)]
+pytestmark = [*REAL_RAY_MODULE, pytest.mark.slow(seconds=190)]
 
 NAME = "local-tpu"
 EXAMPLE = EXAMPLES / "tpu-v5p-2x2x2-local.yaml"
