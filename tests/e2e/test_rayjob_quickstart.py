@@ -34,7 +34,7 @@ BIN = Path(sys.executable).parent
 #: A root login shell's PATH (Debian's): all a fresh shell has before the block's export.
 LOGIN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-pytestmark = pytest.mark.slow(seconds=65)
+pytestmark = pytest.mark.slow(seconds=125)
 
 
 def readme_rayjob_block() -> str:
