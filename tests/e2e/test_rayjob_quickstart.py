@@ -1,4 +1,4 @@
-"""The README's "RayJob quickstart", run as written on the process runtime: a RayJob whose
+"""The README's "RayJob quickstart", run as pasted on the process runtime: a RayJob whose
 cluster has one 2-host TPU v5p slice runs, from a task pinned to each host, a script printing
 its TPU_WORKER_ID, TPU_NAME and hostname; the RayJob reaches SUCCEEDED/Complete, `kubectl
 logs job/<submitter>` shows both hosts, and the RayCluster is gone after the TTL
@@ -12,9 +12,11 @@ Run under `flock /tmp/realray.lock`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -23,55 +25,72 @@ import pytest
 import yaml
 
 from raycluster_operator.api.rayjob_crd import rayjob_crd_manifest
+from tests.harness.examples import readme_block
 from tests.harness.ray_world import RayWorld
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 EXAMPLE = README.parent / "examples" / "rayjob-tpu-v5p-2x2x2-local.yaml"
 BIN = Path(sys.executable).parent
+#: A root login shell's PATH (Debian's): all a fresh shell has before the block's export.
+LOGIN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-pytestmark = pytest.mark.slow(seconds=65)
+pytestmark = pytest.mark.slow(seconds=125)
 
 
-def readme_commands() -> str:
-    """The quickstart's shell block after the `export` and `dev` lines (the test starts the
-    same dev cluster itself and sets the environment); the block's own wait for the dev
-    cluster runs."""
-    text = README.read_text()
-    block = text[text.index("## RayJob quickstart") :]
-    block = block[block.index("```sh\n") + 6 :]
-    block = block[: block.index("```")]
-    lines = block.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.lstrip().startswith("--apply"))
-    return "\n".join(lines[start + 1 :]) + "\n"
+def readme_rayjob_block() -> str:
+    """The quickstart's shell block, whole: what a user pastes."""
+    return readme_block("## RayJob quickstart")
+
+
+async def stop_group(pgid: int, within: float = 60.0) -> None:
+    """SIGTERM (how `raycluster-operator dev` is stopped besides Ctrl-C, which a background
+    job of a non-interactive shell ignores) to the process group the test started, SIGKILL
+    if it is still there after ``within`` seconds."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGTERM)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while loop.time() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        await asyncio.sleep(0.2)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGKILL)
 
 
 async def test_the_readme_rayjob_quickstart(tmp_path: Path) -> None:
-    world = await RayWorld.start(["tpu:v5p:2x2x2:1", "cpu:1"], runtime="process")
-    try:
-        await world.cluster.apply(rayjob_crd_manifest())
-        # What `raycluster-operator dev` does on the process runtime: the operator on the
-        # host reaches each head's Jobs API at the head pod's IP.
-        await world.start_operator(jobs_api_via="head-pod-ip")
-        await world.cluster.apply(yaml.safe_load(EXAMPLE.read_text()))
-        kubeconfig = world.cluster.write_kubeconfig(tmp_path / "kubeconfig")
-        env = {**os.environ, "KUBECONFIG": str(kubeconfig), "PATH": f"{BIN}:{os.environ['PATH']}"}
+    """The block as pasted in a fresh shell of a clone's directory: it exports what it needs,
+    starts the dev cluster in the background itself and waits for it."""
+    (tmp_path / ".venv").symlink_to(README.parent / ".venv")
+    (tmp_path / "examples").symlink_to(README.parent / "examples")
+    output = tmp_path / "out.log"
+    with output.open("wb") as out:
+        # Not a pipe: the backgrounded dev cluster keeps the shell's stdout open.
         proc = await asyncio.create_subprocess_exec(
             "bash",
-            "-ec",
-            "set -x\n" + readme_commands(),
-            env=env,
-            stdout=subprocess.PIPE,
+            "-e",
+            "-o",
+            "pipefail",
+            "-c",
+            "set -x\n" + readme_rayjob_block(),
+            cwd=tmp_path,
+            env={"HOME": str(tmp_path), "PATH": LOGIN_PATH, "LANG": "C.UTF-8"},
+            stdout=out,
             stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
-        out, _ = await proc.communicate()
-        text = out.decode(errors="replace")
-        assert proc.returncode == 0, text[-6000:]
-        assert "SUCCEEDED" in text and "Complete" in text, text[-6000:]
-        for host in ("0", "1"):
-            line = f"TPU_WORKER_ID={host} TPU_NAME=tpu-v5p-0 hostname=tpu-v5p-0-{host}"
-            assert line in text, text[-6000:]
-    finally:
-        await world.close()
+        try:
+            await proc.wait()
+        finally:
+            await stop_group(proc.pid)
+    text = output.read_text(errors="replace")
+    assert proc.returncode == 0, text[-6000:]
+    assert "SUCCEEDED" in text and "Complete" in text, text[-6000:]
+    for host in ("0", "1"):
+        line = f"TPU_WORKER_ID={host} TPU_NAME=tpu-v5p-0 hostname=tpu-v5p-0-{host}"
+        assert line in text, text[-6000:]
 
 
 async def kubectl(env: dict[str, str], *args: str, stdin: str | None = None) -> str:

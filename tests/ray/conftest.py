@@ -438,3 +438,21 @@ class Kit:
 @pytest.fixture
 def kit() -> type[Kit]:
     return Kit
+
+
+@pytest.fixture
+def corrected(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Ray as the autoscaler sidecar runs it: `slice_autoscaler.install()` applied, undone when
+    the test ends (monkeypatch restores every attribute it saved)."""
+    from raycluster_operator.sidecar import slice_autoscaler
+
+    producer = importlib.import_module(CONFIG_PRODUCER).AutoscalingConfigProducer
+    provider = importlib.import_module(CLOUD_PROVIDER).KubeRayProvider
+    monkeypatch.setattr(producer, "__call__", producer.__call__)
+    monkeypatch.setattr(provider, "_initialize_scale_request", provider._initialize_scale_request)
+    scheduler = importlib.import_module("ray.autoscaler.v2.scheduler").ResourceDemandScheduler
+    for name in ("_enforce_idle_termination", "_enforce_min_workers_per_type"):
+        monkeypatch.setattr(scheduler, name, scheduler.__dict__[name])
+    monkeypatch.setattr(producer, "_slice_scaling", False, raising=False)
+    assert slice_autoscaler.install()
+    yield

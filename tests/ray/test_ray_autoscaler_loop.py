@@ -173,3 +173,55 @@ def test_ray_autoscaler_idle_hosts_of_a_busy_slice(world: Any, ns: str, kit: Any
     assert sorted(spec["scaleStrategy"]["workersToDelete"]) == sorted(members[1:])
     assert spec["replicas"] == 0
     world.wait("the whole slice deleting", lambda: not set(members) & world.live_names(ns, "busy"))
+
+
+HOLD = "test.raycluster-operator/hold"
+
+
+def test_a_lost_host_never_buys_a_slice_for_the_min_count(
+    world: Any, ns: str, kit: Any, corrected: None
+) -> None:
+    """Issue #38 item 2, deterministically. A host is deleted; the operator deletes its slice
+    whole and recreates it at its own index once no pod carries that index (rule 13). Until
+    then Ray's provider sees no worker of the group (it skips terminating pods), so Ray's
+    scheduler found `minReplicas` unmet and launched a slice, which the provider added on top
+    of `replicas`: 1 -> 2, a slice bought and idled away. A finalizer on the other host holds
+    that window open for as many autoscaler passes as the test likes."""
+    group = kit.tpu_group("tpu", replicas=1, min_replicas=1, max_replicas=2)
+    world.create_cluster(ns, kit.raycluster("lost", group))
+    hosts = world.wait_slices(ns, "lost", "tpu", HOSTS, 1, running=True)[0]
+    gcs = PodGcs(world, ns, "lost")
+    autoscaler = _autoscaler(world, ns, "lost", gcs)
+
+    def replicas_after_a_pass() -> int:
+        assert autoscaler.update_autoscaling_state() is not None
+        return int(world.get_cluster(ns, "lost")["spec"]["workerGroupSpecs"][0]["replicas"])
+
+    assert replicas_after_a_pass() == 1
+    held, lost = hosts[0]["metadata"]["name"], hosts[1]["metadata"]["name"]
+    pod_path = f"/api/v1/namespaces/{ns}/pods"
+    world.call(
+        "PATCH",
+        f"{pod_path}/{held}",
+        {"metadata": {"finalizers": [HOLD]}},
+        "application/merge-patch+json",
+    )
+    world.call("DELETE", f"{pod_path}/{lost}")
+    # The operator has taken the slice down whole; its replacement waits for the index.
+    world.wait("the slice terminating", lambda: not world.live_names(ns, "lost", "tpu"))
+    for _ in range(3):
+        assert replicas_after_a_pass() == 1
+        assert not world.live_names(ns, "lost", "tpu")
+
+    world.call(
+        "PATCH",
+        f"{pod_path}/{held}",
+        {"metadata": {"finalizers": None}},
+        "application/merge-patch+json",
+    )
+    back = world.wait_slices(ns, "lost", "tpu", HOSTS, 1, running=True)
+    assert list(back) == [0]
+    assert held not in {p["metadata"]["name"] for p in back[0]}
+    assert replicas_after_a_pass() == 1
+    indices = {kit.labels(p)[kit.REPLICA_INDEX] for p in kit.workers(world.pods(ns, "lost"), "tpu")}
+    assert indices == {"0"}

@@ -10,7 +10,6 @@ while terminations keep Ray's arithmetic.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,26 +20,6 @@ from raycluster_operator.sidecar import slice_autoscaler
 HOSTS = 4
 # No skip on another Ray: the installed Ray is one the correction is written for, or
 # tests/test_ray_versions.py fails, and so do these.
-
-
-@pytest.fixture
-def corrected(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """install(), undone when the test ends (monkeypatch restores what it saved)."""
-    producer = importlib.import_module(
-        "ray.autoscaler._private.kuberay.autoscaling_config"
-    ).AutoscalingConfigProducer
-    provider = importlib.import_module(
-        "ray.autoscaler.v2.instance_manager.cloud_providers.kuberay.cloud_provider"
-    ).KubeRayProvider
-    monkeypatch.setattr(producer, "__call__", producer.__call__)
-    monkeypatch.setattr(provider, "_initialize_scale_request", provider._initialize_scale_request)
-    scheduler = importlib.import_module("ray.autoscaler.v2.scheduler").ResourceDemandScheduler
-    monkeypatch.setattr(
-        scheduler, "_enforce_idle_termination", scheduler.__dict__["_enforce_idle_termination"]
-    )
-    monkeypatch.setattr(producer, "_slice_scaling", False, raising=False)
-    assert slice_autoscaler.install()
-    yield
 
 
 def _replicas(world: Any, ns: str, name: str) -> int:

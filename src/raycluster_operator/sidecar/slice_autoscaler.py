@@ -1,9 +1,9 @@
 """Ray's in-tree autoscaler with the slice-scaling correction (docs/design.md, rule 7b).
 
 This is the autoscaler sidecar's program. It runs Ray's own ``run_kuberay_autoscaler``
-(what ``ray kuberay-autoscaler`` runs), unforked, after correcting two things in Ray 2.60's
-KubeRay support that keep ``ray.util.tpu.slice_placement_group`` (and Ray Train's JaxTrainer,
-which reserves slices the same way) from scaling multi-host slices:
+(what ``ray kuberay-autoscaler`` runs), unforked, after correcting what in Ray 2.60's KubeRay
+support keeps ``ray.util.tpu.slice_placement_group`` (and Ray Train's JaxTrainer, which
+reserves slices the same way) from scaling multi-host slices, and buys a slice per lost host:
 
 1. **Node-type labels.** ``reserve_tpu_slice`` asks for ``{TPU-<pod type>-head: 1}`` with the
    label selector ``ray.io/tpu-worker-id=0, ray.io/tpu-pod-type=<pod type>``. Autoscaler v2
@@ -31,6 +31,18 @@ which reserves slices the same way) from scaling multi-host slices:
    Ray allows above ``min_worker_nodes`` fall on whole slices (ungrouped, two idle slices
    would each lose one host to the budget, both kept whole, and never scale down). Upstream
    fix: idle termination at the granularity of a node type's launch unit.
+4. **The minimum is the operator's.** The v2 scheduler launches nodes while it counts fewer
+   than a node type's ``min_worker_nodes``, and it counts the non-terminating pods it sees.
+   ``KubeRayProvider`` adds a launch on top of ``max(replicas, minReplicas) * numOfHosts``,
+   a count the operator already keeps alive; so a min-count launch always buys more than
+   the minimum. It fires whenever a slice is being replaced: after a lost host the operator
+   deletes the slice whole and recreates it once no pod carries its index (the provider
+   skips terminating pods), and a pass in that window saw no worker, launched a slice, and
+   ``replicas`` went 1 -> 2 (issue 38). The correction skips that launch: the operator
+   holds ``minReplicas`` itself (KubeRay's clamp), whatever Ray sees. Ray's other use of the
+   minimum (no idle termination below it) is untouched. Upstream fix: the KubeRay provider
+   counts ``max(replicas, minReplicas)`` as the min-count baseline, or v2 leaves the minimum
+   to KubeRay.
 
 All are applied only to the Ray versions they were written and tested against
 (``CORRECTED_VERSIONS``); any other version, or a Ray whose wrapped internals moved, runs
@@ -167,6 +179,7 @@ def _ray_internals() -> tuple[Any, Any, Any, Any]:
         (KubeRayProvider, "_initialize_scale_request"),
         (ResourceDemandScheduler, "_enforce_idle_termination"),
         (ResourceDemandScheduler, "_sort_nodes_for_termination"),
+        (ResourceDemandScheduler, "_enforce_min_workers_per_type"),
     ):
         getattr(owner, name)
     return AutoscalingConfigProducer, KubeRayProvider, ResourceDemandScheduler, SchedulingNodeStatus
@@ -192,7 +205,8 @@ def install() -> bool:
     _wrap(producer, provider, scheduler, status)
     print(
         f"{MARK} applied to Ray {ray.__version__} "
-        "(slice-head labels, whole-slice launches, idle termination by slice)"
+        "(slice-head labels, whole-slice launches, idle termination by slice, "
+        "the minimum left to the operator)"
     )
     return True
 
@@ -230,7 +244,13 @@ def _wrap(producer: Any, provider: Any, scheduler: Any, status: Any) -> None:
         if marked and keep_slices_whole(nodes, marked, terminate, schedulable):
             ctx.update(nodes)
 
+    def minimum_left_to_the_operator(ctx: Any) -> None:
+        """Launch nothing for ``min_worker_nodes``: the operator keeps the minimum."""
+
     setattr(scheduler, "_enforce_idle_termination", staticmethod(enforce_idle_by_slice))  # noqa: B010
+    setattr(  # noqa: B010
+        scheduler, "_enforce_min_workers_per_type", staticmethod(minimum_left_to_the_operator)
+    )
     setattr(producer, "__call__", produce_with_labels)  # noqa: B010
     setattr(provider, "_initialize_scale_request", initialize_whole_slices)  # noqa: B010
     setattr(producer, "_slice_scaling", True)  # noqa: B010
