@@ -4,6 +4,7 @@ drive a fake dashboard (docs/design.md §12)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -80,6 +81,20 @@ async def test_a_service_serves_from_whole_slices(world: RayServiceWorld, tmp_pa
     assert svc["spec"]["ports"] == [
         {"name": "serve", "port": 8000, "protocol": "TCP", "targetPort": 8000}
     ]
+    # The RayService's own head service: the serving cluster's head, under the service's name
+    # (KubeRay's `<name>-head-svc`), read as a user would.
+    head_svc = json.loads(
+        (await kubectl("get", "svc", "llm-head-svc", "-n", ns, "-o", "json")).stdout
+    )
+    assert head_svc["spec"]["selector"] == {"ray.io/cluster": cluster, "ray.io/node-type": "head"}
+    assert head_svc["metadata"]["labels"] == {
+        "ray.io/originated-from-cr-name": "llm",
+        "ray.io/originated-from-crd": "RayService",
+        "ray.io/node-type": "head",
+        "ray.io/identifier": "llm-head",
+    }
+    assert head_svc["metadata"]["ownerReferences"][0]["kind"] == "RayService"
+    assert {p["name"] for p in head_svc["spec"]["ports"]} >= {"dashboard", "serve"}
     (config,) = world.serve.deployed[cluster]
     assert config["applications"][0]["import_path"] == "serve_app:app"
     conditions = {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}
@@ -157,6 +172,8 @@ async def test_new_cluster_upgrade_switches_once_apps_run(
     }
     svc = await world.service(ns, "web-serve-svc")
     assert svc is not None and svc["spec"]["selector"]["ray.io/cluster"] == old
+    head_svc = await world.service(ns, "web-head-svc")
+    assert head_svc is not None and head_svc["spec"]["selector"]["ray.io/cluster"] == old
     assert status["serviceStatus"] == "Running" and status["numServeEndpoints"] == 3
     # Serve recovers: the switch, the old cluster deleted (rayClusterDeletionDelaySeconds 0).
     world.serve.set_status(new, "RUNNING")
@@ -168,6 +185,8 @@ async def test_new_cluster_upgrade_switches_once_apps_run(
     status = await world.until(ns, "web", switched)
     svc = await world.service(ns, "web-serve-svc")
     assert svc is not None and svc["spec"]["selector"]["ray.io/cluster"] == new
+    head_svc = await world.service(ns, "web-head-svc")  # moved with the traffic
+    assert head_svc is not None and head_svc["spec"]["selector"]["ray.io/cluster"] == new
 
     async def old_gone() -> None:
         assert await world.clusters(ns) == [new]
