@@ -44,7 +44,7 @@ REQUEST_TIMEOUT = 10.0
 #: An answer of the application in a block's output (curl prints no newline after it).
 ANSWER = re.compile(r'\{"version":[^{}]*\}')
 
-pytestmark = pytest.mark.slow(seconds=150)
+pytestmark = pytest.mark.slow(seconds=100)
 
 
 def readme_blocks() -> tuple[str, str]:
