@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import importlib
 import json
 import os
 import re
@@ -158,7 +159,18 @@ async def shell(env: dict[str, str], script: str) -> str:
     return text
 
 
+def require_serve() -> None:
+    """Fail at once, saying why, when Ray Serve's dependencies are missing: the pods run this
+    interpreter, and without them the application never deploys and the README's wait would
+    only time out."""
+    try:
+        importlib.import_module("ray.serve")
+    except ImportError as error:
+        pytest.fail(f"Ray Serve cannot be imported ({error}): pip install -e '.[ray]'")
+
+
 async def test_the_readme_rayservice_quickstart(tmp_path: Path) -> None:
+    require_serve()
     world = await RayWorld.start(["tpu:v5p:2x2x2:1", "cpu:1"], runtime="process")
     try:
         # What the README's `export PYTHONPATH=...` gives the pods (they get the host's
