@@ -116,9 +116,10 @@ def test_every_overlay_renders_valid_objects(overlay: str) -> None:
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_what_the_builders_make_for_each_example_is_valid(path: Path) -> None:
     (raycluster,) = documents(path)
-    if raycluster["kind"] == "RayJob":  # the cluster its rayClusterSpec makes
-        spec = raycluster["spec"]["rayClusterSpec"]
-        raycluster = {**raycluster, "kind": "RayCluster", "spec": spec}
+    # A RayJob's or RayService's example: the cluster its rayClusterSpec/rayClusterConfig makes.
+    field = {"RayJob": "rayClusterSpec", "RayService": "rayClusterConfig"}.get(raycluster["kind"])
+    if field:
+        raycluster = {**raycluster, "kind": "RayCluster", "spec": raycluster["spec"][field]}
     objects = built_objects(raycluster)
     assert {"Pod", "Service"} <= {o["kind"] for o in objects}
     for obj in objects:

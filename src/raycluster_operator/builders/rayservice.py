@@ -23,10 +23,12 @@ import yaml
 
 from raycluster_operator import OPERATOR_NAME
 from raycluster_operator.api import labels
+from raycluster_operator.api.models import load_cluster
 from raycluster_operator.api.objects import Obj
 from raycluster_operator.builders.metadata import RAYSERVICE_CRD
 from raycluster_operator.builders.probes import DEFAULT_SERVE_PORT, SERVE_PORT_NAME
 from raycluster_operator.builders.rayjob import LAST_APPLIED
+from raycluster_operator.builders.services import build_head_service
 
 API_VERSION = "ray.io/v1"
 #: rayClusterConfig's hash (without the counts) a cluster was built from.
@@ -47,6 +49,12 @@ def _spec(rayservice: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def serve_service_name(rayservice_name: str) -> str:
     return f"{rayservice_name}-serve-svc"
+
+
+def head_service_name(rayservice_name: str) -> str:
+    """KubeRay's ``GenerateHeadServiceName`` for a RayService: ``<name>-head-svc``, never the
+    cluster's own ``headService`` name."""
+    return f"{rayservice_name}-head-svc"
 
 
 def owner_reference(rayservice: Mapping[str, Any]) -> Obj:
@@ -174,6 +182,26 @@ def serve_service(rayservice: Mapping[str, Any], cluster: str) -> Obj:
     service_spec["selector"] = selector(cluster)
     service_spec["ports"] = ports
     service.pop("status", None)
+    return service
+
+
+def head_service(rayservice: Mapping[str, Any], cluster: Mapping[str, Any]) -> Obj:
+    """``<name>-head-svc``: the head service of ``cluster`` (its ports, type and selector, as
+    the RayCluster controller builds it) under the RayService's name, labels and ownership, so
+    the dashboard, GCS and client of whichever cluster serves keep one stable address across
+    upgrades (KubeRay's ``BuildHeadServiceForRayService``)."""
+    name = str(_meta(rayservice)["name"])
+    service = build_head_service(load_cluster(copy.deepcopy(dict(cluster))))
+    service["metadata"] = {
+        "name": head_service_name(name),
+        "namespace": _meta(rayservice).get("namespace"),
+        "labels": {
+            **origin_labels(rayservice),
+            labels.NODE_TYPE: labels.NODE_TYPE_HEAD,
+            labels.IDENTIFIER: f"{name}-{labels.NODE_TYPE_HEAD}",
+        },
+        "ownerReferences": [owner_reference(rayservice)],
+    }
     return service
 
 

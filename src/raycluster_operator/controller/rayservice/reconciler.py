@@ -29,6 +29,7 @@ from kubefacts.names import SUFFIX_ALPHABET
 from raycluster_operator.api import labels
 from raycluster_operator.api.objects import Obj
 from raycluster_operator.builders.metadata import RAYSERVICE_CRD
+from raycluster_operator.builders.rayservice import head_service_name
 from raycluster_operator.controller.raycluster.mergepatch import merge_patch
 from raycluster_operator.controller.raycluster.sources import BY_CLUSTER, Change, Sources
 from raycluster_operator.controller.rayservice.serve_api import (
@@ -267,6 +268,7 @@ class RayServiceReconciler:
         service_name = f"{name}-serve-svc"
         custom = ((rayservice.get("spec") or {}).get("serveService") or {}).get("metadata") or {}
         service = self._service_view.get(f"{namespace}/{custom.get('name') or service_name}")
+        head_service = self._service_view.get(f"{namespace}/{head_service_name(name)}")
         return Observed(
             rayservice,
             clusters,
@@ -276,6 +278,7 @@ class RayServiceReconciler:
             service,
             self.gateway_api,
             dict(dangling),
+            head_service,
         )
 
     async def _ask(self, cluster: Obj, pods: Sequence[Obj]) -> ServeAnswer:

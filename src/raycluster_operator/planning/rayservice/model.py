@@ -63,6 +63,8 @@ class Observed:
     gateway_api: bool = False
     #: Since when each cluster neither active nor pending has been seen so (deletion delay).
     dangling_since: Mapping[str, datetime] = field(default_factory=dict)
+    #: The RayService's own ``<name>-head-svc``, if it exists.
+    head_service: Obj | None = None
 
 
 @dataclass(frozen=True)

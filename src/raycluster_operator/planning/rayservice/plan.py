@@ -123,6 +123,7 @@ def plan_rayservice(observed: Observed, ctx: Context) -> Plan:
         active_ready = _serve(observed, plan, active_name, ACTIVE)
     target = pending_name if pending_ready else active_name if active_ready else ""
     if target:
+        _point_head_service(observed, plan, target)
         _point_service(observed, plan, target)
     served = _served_cluster(observed, plan)
     if served and served == pending_name:
@@ -376,13 +377,30 @@ def _point_service(observed: Observed, plan: Plan, target: str) -> None:
         plan.events.append(Event("Normal", "UpdatedService", note))
 
 
+def _point_head_service(observed: Observed, plan: Plan, target: str) -> None:
+    """``<name>-head-svc`` follows the serve service: created with it, its selector moved to
+    the head of the cluster traffic moves to (KubeRay updates it only when the cluster
+    switches; a head service is headless, so there is no cluster IP to keep)."""
+    goal = build.head_service(observed.rayservice, observed.clusters[target])
+    name = goal["metadata"]["name"]
+    current = observed.head_service
+    if current is None:
+        plan.actions.append(Action(ActionKind.CREATE_SERVICE, name, goal))
+        plan.events.append(Event("Normal", "CreatedService", f"Created the service {name}"))
+    elif _service_cluster(current) != target:
+        patch = {"spec": {"selector": goal["spec"]["selector"]}}
+        plan.actions.append(Action(ActionKind.PATCH_SERVICE, name, patch))
+        plan.events.append(Event("Normal", "UpdatedService", f"Updated the service {name}"))
+
+
 def _served_cluster(observed: Observed, plan: Plan) -> str:
-    """The cluster the serve service points at once this plan is written."""
+    """The cluster the serve service points at once this plan is written (the head
+    service's actions, whose selector names no ``ray.io/serve``, are not the switch)."""
     for action in plan.actions:
-        if action.kind == ActionKind.CREATE_SERVICE:
-            return str(action.body["spec"]["selector"][labels.CLUSTER])
-        if action.kind == ActionKind.PATCH_SERVICE:
-            return str(action.body["spec"]["selector"][labels.CLUSTER])
+        if action.kind in (ActionKind.CREATE_SERVICE, ActionKind.PATCH_SERVICE):
+            selector = action.body["spec"]["selector"]
+            if labels.SERVE in selector:
+                return str(selector[labels.CLUSTER])
     return _service_cluster(observed.serve_service)
 
 
