@@ -12,7 +12,7 @@ from typing import Any
 from raycluster_operator.api.models import dump_cluster, load_cluster
 from raycluster_operator.planning import ClusterState, PlanContext, PlanOptions, plan_cluster
 from raycluster_operator.planning.actions import PodCreate
-from raycluster_operator.planning.quota import (
+from raycluster_operator.planning.features.quota import (
     TEMPLATE_HASH,
     AdmissionHold,
     hold_after,

@@ -80,8 +80,8 @@ def crd_reader_rules() -> list[Obj]:
 
 
 def node_reader_rules() -> list[Obj]:
-    """Host-loss failover (planning/host_loss.py) watches Nodes: list and watch (an informer;
-    no ``get``: the shipped RBAC holds exactly what a run uses), never a write.
+    """Host-loss failover (planning/features/host_loss.py) watches Nodes: list and watch (an
+    informer; no ``get``: the shipped RBAC holds exactly what a run uses), never a write.
     Nodes are cluster-scoped, so even the namespaced install holds this one ClusterRole;
     without it, run the operator with ``--unready-slice-timeout 0`` (no node watch)."""
     return [_rule([""], ["nodes"], ["list", "watch"])]

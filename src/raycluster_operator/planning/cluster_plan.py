@@ -94,7 +94,7 @@ class ClusterPlan:
     #: Every slice this plan moves, and why (``slice_state.TRANSITIONS``).
     transitions: tuple[SliceTransition, ...] = ()
     #: RayCluster metadata annotations to merge-patch (None removes one): the crash-loop
-    #: backoff's records (planning/backoff.py); empty when nothing changed.
+    #: backoff's records (planning/features/backoff.py); empty when nothing changed.
     annotations: dict[str, str | None] = field(default_factory=dict)
     #: Seconds until a timed rule is due (a host's unready timeout runs out, a backoff wait
     #: ends or falls due for reset); None: no timed look.

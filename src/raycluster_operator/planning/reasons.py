@@ -46,7 +46,7 @@ class DeleteReason(StrEnum):
     DUPLICATE_HEAD = "DuplicateHead"
     #: Gate RayMultiHostIndexing off: a single pod failed and is replaced on its own.
     POD_FAILED = "PodFailed"
-    # -- host loss (planning/host_loss.py, docs/design.md §4 rules 8a and 8b) --
+    # -- host loss (planning/features/host_loss.py, docs/design.md §4 rules 8a and 8b) --
     #: A host's node is NotReady/Unknown or tainted unreachable/not-ready NoExecute: the
     #: slice is replaced at once, without waiting for Kubernetes' eviction.
     HOST_LOST = "HostLost"
@@ -61,7 +61,7 @@ class DeleteReason(StrEnum):
     #: the slice, or its creation failed): without it the hosts share no NVLink, so the slice
     #: is replaced whole, with a fresh domain.
     COMPUTE_DOMAIN_LOST = "ComputeDomainLost"
-    # -- planned disruptions (planning/disruption.py, docs/design.md §4 rule 12b) --
+    # -- planned disruptions (planning/features/disruption.py, docs/design.md §4 rule 12b) --
     #: A host's node is cordoned (``kubectl drain`` cordons first): the slice is moved whole.
     NODE_DRAIN = "NodeDrain"
     #: A host's node is tainted ToBeDeletedByClusterAutoscaler (a scale-down drains it).
@@ -122,7 +122,7 @@ class CreateReason(StrEnum):
     #: A slice of the current template made by a rolling upgrade (a surge slice, or the
     #: stand-in for an outdated slice deleted in the same pass).
     UPGRADE = "Upgrade"
-    # -- crash-loop backoff (planning/backoff.py, docs/design.md §4 rule 13a) --
+    # -- crash-loop backoff (planning/features/backoff.py, docs/design.md §4 rule 13a) --
     #: The backoff of a slice that kept breaking is over: it is tried again at its index.
     BACKOFF_RETRY = "BackoffRetry"
     #: The group's template changed since the slice broke: its backoff ends at once.
@@ -155,7 +155,8 @@ class EventReason(StrEnum):
 
 
 class HoldReason(StrEnum):
-    """Why the planner holds back a slice it would otherwise create (planning/backoff.py)."""
+    """Why the planner holds back a slice it would otherwise create
+    (planning/features/backoff.py)."""
 
     #: The slice at this index broke again soon after it was recreated: its re-creation waits
     #: out an exponential backoff (docs/design.md §4 rule 13a).

@@ -103,9 +103,9 @@ class Observed:
     groups_suspending: frozenset[str] = frozenset()
     #: The RollingUpdate condition (status, reason, message); None leaves it out.
     rolling_update: tuple[bool, ConditionReason, str] | None = None
-    #: Group -> its indices waiting out a crash-loop backoff (planning/backoff.py).
+    #: Group -> its indices waiting out a crash-loop backoff (planning/features/backoff.py).
     backoff: Mapping[str, Sequence[Mapping[str, Any]]] = field(default_factory=dict)
-    #: Group -> indices of slices waiting for quota (planning/quota.py, rule 13c).
+    #: Group -> indices of slices waiting for quota (planning/features/quota.py, rule 13c).
     quota_waiting: Mapping[str, Sequence[int]] = field(default_factory=dict)
     #: The SliceQuotaExceeded condition (status, reason, message); None leaves it out.
     quota: tuple[bool, ConditionReason, str] | None = None

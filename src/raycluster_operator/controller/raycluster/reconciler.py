@@ -68,7 +68,7 @@ from raycluster_operator.planning import (
     object_id,
     plan_pass,
 )
-from raycluster_operator.planning.quota import (
+from raycluster_operator.planning.features.quota import (
     HOLD_KIND,
     LIMIT_RANGE_KIND,
     QUOTA_KIND,
@@ -385,7 +385,7 @@ class Reconciler:
     async def _patch_annotations(
         self, key: str, obj: Obj, annotations: dict[str, str | None], failures: list[_Failure]
     ) -> None:
-        """The crash-loop backoff's records (planning/backoff.py): written before the pod
+        """The crash-loop backoff's records (planning/features/backoff.py): written before the pod
         writes of the same pass, so a restart never forgets a counted break. Until the cache
         shows the write, the written values stand in for the cached ones."""
         ns, name = split_key(key)

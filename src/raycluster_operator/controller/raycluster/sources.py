@@ -5,8 +5,8 @@ objects the controller reconciles: a RayCluster is its own key, a pod names its 
 ``ray.io/cluster`` label, a service names it in its owner reference, the autoscaler's
 ServiceAccount/Role/RoleBinding carry the label too (watched by it, so that deleting one is
 healed by the next pass, and a converged cluster costs no request to check them), and a Node
-concerns every cluster with a pod bound to it (host-loss failover, planning/host_loss.py; the
-pods are found by ``spec.nodeName`` in the pod cache). Listeners
+concerns every cluster with a pod bound to it (host-loss failover,
+planning/features/host_loss.py; the pods are found by ``spec.nodeName`` in the pod cache). Listeners
 get each change as a ``Change``; the caches are read through ``Caches``.
 """
 

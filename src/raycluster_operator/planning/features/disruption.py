@@ -56,7 +56,7 @@ from raycluster_operator.api.objects import Pod
 from raycluster_operator.builders.budgets import PDB_KIND, avoid_nodes, slice_budget
 from raycluster_operator.planning.context import Cached
 from raycluster_operator.planning.feature import Feature
-from raycluster_operator.planning.quota import groups_that_waited
+from raycluster_operator.planning.features.quota import groups_that_waited
 from raycluster_operator.planning.reasons import CreateReason, DeleteReason
 from raycluster_operator.planning.replicas import GroupPods, Replica
 from raycluster_operator.planning.slice_state import SliceState
