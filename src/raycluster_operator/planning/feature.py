@@ -19,9 +19,13 @@ every feature in that order, at the point of the rules where it stands:
             slices (a ``GroupHold``).
 ``settle``  after the group's plan: records, the group's tally, events (may return a new plan).
 ``finish``  after every group and the head: writes of the cluster (``turn.objects``,
-            ``turn.annotations``, ``turn.grace``), Events, status (``turn.seen``), and when to
-            look again (``turn.requeue``).
+            ``turn.annotations``, ``turn.grace``), Events, and when to look again
+            (``turn.requeue``).
 =========  ==================================================================================
+
+Then the status builder asks each feature, in the same order, for its contributions to the
+status, typed: ``conditions()``, the conditions it owns (listed after the planner's own), and
+``status(group)``, fields of that group's ``workerGroups`` entry.
 
 Every hook does nothing unless a feature overrides it, so a feature overrides the few it needs.
 A feature with unindexed pods (gate RayMultiHostIndexing off) sees only ``settle``.
@@ -29,8 +33,10 @@ A feature with unindexed pods (gate RayMultiHostIndexing off) sees only ``settle
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
+from raycluster_operator.planning.reasons import Condition
 from raycluster_operator.planning.turn import (
     NO_HOLD,
     ClusterTurn,
@@ -63,3 +69,9 @@ class Feature:
 
     def finish(self, turn: ClusterTurn) -> None:
         return None
+
+    def conditions(self) -> Sequence[Condition]:
+        return ()
+
+    def status(self, group: str) -> Mapping[str, Any]:
+        return {}

@@ -8,6 +8,7 @@ values, and their string values are the CamelCase Event reasons Kubernetes users
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import NamedTuple
 
 
 class DeleteReason(StrEnum):
@@ -209,3 +210,38 @@ class ConditionReason(StrEnum):
     #: but no controller of it made them; none is live any more.
     STRAY_PODS = "StrayPods"
     NO_STRAY_PODS = "NoStrayPods"
+
+
+class ConditionType(StrEnum):
+    """Condition types: KubeRay's where KubeRay has one, ours otherwise."""
+
+    HEAD_POD_READY = "HeadPodReady"
+    PROVISIONED = "RayClusterProvisioned"
+    REPLICA_FAILURE = "RayClusterReplicaFailure"
+    SUSPENDING = "RayClusterSuspending"
+    SUSPENDED = "RayClusterSuspended"
+    #: Ours: validation problems; the affected part of the cluster is left untouched.
+    INVALID_SPEC = "InvalidSpec"
+    #: Ours, with upgradeStrategy RollingUpdate only: True while pods of an older template
+    #: remain (Progressing, or Paused while suspended), False once none do (Complete).
+    ROLLING_UPDATE = "RollingUpdate"
+    #: Ours (rule 13c): True while slices are not created because they do not fit the
+    #: namespace's quotas (or a pod of their group was refused); present once it has been.
+    SLICE_QUOTA_EXCEEDED = "SliceQuotaExceeded"
+    #: Ours (rule 3a): True while the spec sets KubeRay fields the operator does not act on;
+    #: present once it has been.
+    UNSUPPORTED_FIELDS = "UnsupportedFields"
+    #: Ours (rule 2b): True while live pods carry the cluster's label that no controller of
+    #: it made (they are left alone); present once it has been.
+    STRAY_PODS = "StrayPods"
+
+
+class Condition(NamedTuple):
+    """One status condition as a pass sees it (the status builder adds its
+    ``lastTransitionTime``): the planner's own, or a lifecycle feature's ``conditions()``. A
+    feature may name a type and reason of its own; the enums above are plain strings too."""
+
+    type: str
+    status: bool
+    reason: str
+    message: str = ""

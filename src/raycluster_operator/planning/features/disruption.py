@@ -56,7 +56,6 @@ from raycluster_operator.api.objects import Pod
 from raycluster_operator.builders.budgets import PDB_KIND, avoid_nodes, slice_budget
 from raycluster_operator.planning.context import Cached
 from raycluster_operator.planning.feature import Feature
-from raycluster_operator.planning.features.quota import groups_that_waited
 from raycluster_operator.planning.reasons import CreateReason, DeleteReason
 from raycluster_operator.planning.replicas import GroupPods, Replica
 from raycluster_operator.planning.slice_state import SliceState
@@ -384,7 +383,7 @@ class Disruptions(Feature):
                 own, context.state.nodes, now=context.now, window=options.maintenance_window
             )
         self.cluster = turn.cluster
-        self.waited = groups_that_waited(turn.cluster) if self.enabled else frozenset()
+        self.waited = turn.groups_that_waited() if self.enabled else frozenset()
         self.moves: dict[str, GroupMoves] = {}
         self.budgets: list[dict[str, Any]] = []
         self.planned: set[str] = set()
