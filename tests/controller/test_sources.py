@@ -82,7 +82,7 @@ def test_the_autoscalers_rbac_objects_name_their_cluster_by_label() -> None:
 def test_a_cluster_is_its_own_key_and_every_namespace_gets_its_informers() -> None:
     src, seen = sources("a", "b")
     assert {i.namespace for i in src.informers} == {"a", "b"}
-    assert len(src.informers) == 2 * 7  # ResourceQuotas too (rule 13c)
+    assert len(src.informers) == 2 * 8  # ResourceQuotas and LimitRanges too (rule 13c)
     src.clusters[1].apply("ADDED", {"metadata": {"name": "c", "namespace": "b"}})
     assert seen == [Change("b/c", "RayCluster", "c", False)]
 

@@ -4,7 +4,7 @@ per pass and calls its hooks in this order (planning/feature.py). A new feature 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from raycluster_operator.planning.feature import Feature
 from raycluster_operator.planning.features.backoff import Backoff
@@ -34,6 +34,19 @@ FEATURES: Sequence[Callable[[ClusterTurn], Feature]] = (
     ComputeDomains,
     Quota,
 )
+
+
+class _Types:
+    """``FEATURES`` as classes, read when asked (a test may plug a toy feature in)."""
+
+    def __iter__(self) -> Iterator[type[Feature]]:
+        for make in FEATURES:
+            if isinstance(make, type) and issubclass(make, Feature):
+                yield make
+
+
+#: The feature classes of ``FEATURES``, for what each declares (``watches``, ``rules``).
+FEATURE_TYPES = _Types()
 
 
 def features_for(turn: ClusterTurn) -> list[Feature]:

@@ -188,8 +188,8 @@ class Reconciler:
     def _objects(self, key: str, now: datetime) -> dict[str, list[Any]]:
         """Other cached kinds the features plan from: the cluster's per-slice budgets (rule
         12b), its ComputeDomains, only when the cluster serves them (rule 13b; the key's
-        absence says it does not), the namespace's quotas (rule 13c; absent when not watched)
-        and the groups held after a refused pod."""
+        absence says it does not), the namespace's quotas (rule 13c; absent when not watched),
+        the groups held after a refused pod, and any other kind a feature watches."""
         caches = self.caches
         out: dict[str, list[Any]] = {}
         if caches.budgets is not None:
@@ -203,6 +203,8 @@ class Reconciler:
             ranges = quotas.limit_ranges_in(split_key(key)[0])
             if ranges:
                 out[LIMIT_RANGE_KIND] = list(ranges)  # the charge's defaults (rule 13c)
+        for kind, view in caches.watched.items():
+            out[kind] = list(view.by_index(BY_CLUSTER, key))
         holds = self.holds.active(key, now)
         if holds:
             out[HOLD_KIND] = [hold_object(g, h) for g, h in holds.items()]
@@ -217,6 +219,7 @@ class Reconciler:
             by_kind[COMPUTE_DOMAINS.kind] = caches.domains
         if caches.budgets is not None:
             by_kind[POD_DISRUPTION_BUDGETS.kind] = caches.budgets
+        by_kind.update(caches.watched)
         return Present(split_key(key)[0], by_kind, self.expectations.vouched(key))
 
     # -- writing ---------------------------------------------------------------------------

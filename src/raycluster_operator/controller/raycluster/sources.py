@@ -39,10 +39,12 @@ from raycluster_operator.controller.runtime.store import (
 )
 from raycluster_operator.kube import (
     COMPUTE_DOMAINS,
+    LIMIT_RANGES,
     NODES,
     POD_DISRUPTION_BUDGETS,
     PODS,
     RAYCLUSTERS,
+    RESOURCE_QUOTAS,
     ROLE_BINDINGS,
     ROLES,
     SERVICE_ACCOUNTS,
@@ -52,6 +54,7 @@ from raycluster_operator.kube import (
     KubeClient,
     NotFound,
 )
+from raycluster_operator.planning.lifecycle import FEATURE_TYPES
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +66,23 @@ BY_NAMESPACE = "namespace"
 BY_NODE = "node"
 #: The autoscaler's RBAC kinds the operator creates for an autoscaling cluster.
 RBAC_KINDS = (SERVICE_ACCOUNTS, ROLES, ROLE_BINDINGS)
+#: Kinds the lifecycle features watch that are routed here by hand: Nodes by the pods bound to
+#: them, quotas and LimitRanges by namespace (``QuotaWatch``), ComputeDomains only where
+#: served, budgets only while Nodes are watched. Any other kind a feature declares in its
+#: ``watches`` gets label-selected informers of its own (``Sources.watched``).
+ROUTED = frozenset(
+    k.kind for k in (NODES, POD_DISRUPTION_BUDGETS, COMPUTE_DOMAINS, RESOURCE_QUOTAS, LIMIT_RANGES)
+)
+
+
+def feature_kinds() -> dict[str, Kind]:
+    """The kinds ``lifecycle.FEATURES`` watch that are routed by the cluster label."""
+    out: dict[str, Kind] = {}
+    for feature in FEATURE_TYPES:
+        for w in feature.watches:
+            if w.kind not in ROUTED:
+                out.setdefault(w.kind, Kind(w.group, w.version, w.kind, w.plural, w.namespaced))
+    return out
 
 
 @dataclass(frozen=True)
@@ -114,6 +134,8 @@ class Caches:
     budgets: StoreView | None = None
     #: ResourceQuotas by namespace (rule 13c); answers None when they are not watched.
     quotas: QuotaWatch | None = None
+    #: Other kinds the features watch (``feature_kinds``), by kind, indexed ``BY_CLUSTER``.
+    watched: Mapping[str, StoreView] = field(default_factory=dict)
 
 
 class Sources:
@@ -181,6 +203,17 @@ class Sources:
         self.quotas = QuotaWatch(
             client, self._namespaces, options.watch_timeout, self._on_quota_namespace
         )
+        # Whatever else a lifecycle feature plans from, found by the cluster's label.
+        self.watched = {
+            name: make(
+                kind,
+                functools.partial(self._on_rbac, name),
+                label_selector=CLUSTER,
+                indexers={BY_CLUSTER: by_label(CLUSTER)},
+                transform=without_managed_fields,
+            )
+            for name, kind in feature_kinds().items()
+        }
         self.caches = Caches(
             clusters=_view(self.clusters),
             pods=_view(self.pods),
@@ -190,6 +223,7 @@ class Sources:
             domains=_view(self.domains),
             budgets=_view(self.budgets) if self.budgets else None,
             quotas=self.quotas,
+            watched={name: _view(infs) for name, infs in self.watched.items()},
         )
         self._listeners: list[Listener] = []
 
@@ -222,6 +256,7 @@ class Sources:
     @property
     def informers(self) -> list[Informer]:
         rbac = [inf for infs in self.rbac.values() for inf in infs]
+        watched = [inf for infs in self.watched.values() for inf in infs]
         domains = self.domains if COMPUTE_DOMAINS.kind in self.caches.served else []
         return (
             self.clusters
@@ -233,6 +268,7 @@ class Sources:
             + domains
             + self.quotas.informers
             + self.quotas.limit_informers
+            + watched
         )
 
     async def detect(self, client: KubeClient) -> None:

@@ -35,7 +35,7 @@ from raycluster_operator.api.objects import Pod
 from raycluster_operator.builders.template_hash import worker_template_hash
 from raycluster_operator.planning.actions import PlannedEvent
 from raycluster_operator.planning.backoff_policy import DEFAULT_POLICY, BackoffPolicy
-from raycluster_operator.planning.feature import Feature
+from raycluster_operator.planning.feature import Feature, Rule
 from raycluster_operator.planning.pods import read_pod
 from raycluster_operator.planning.reasons import CreateReason, DeleteReason, HoldReason
 from raycluster_operator.planning.slice_state import SliceState
@@ -298,6 +298,8 @@ class Backoff(Feature):
     plan deletes (``settle``), written back if changed (``finish``)."""
 
     rule = "13a"
+    #: Its records live in an annotation of the RayCluster (metadata only).
+    rules = (Rule("ray.io", "rayclusters", ("patch",)),)
 
     def __init__(self, turn: ClusterTurn) -> None:
         self.cluster = turn.cluster

@@ -55,7 +55,7 @@ from raycluster_operator.api.models import RayCluster
 from raycluster_operator.api.objects import Pod
 from raycluster_operator.builders.budgets import PDB_KIND, avoid_nodes, slice_budget
 from raycluster_operator.planning.context import Cached
-from raycluster_operator.planning.feature import Feature
+from raycluster_operator.planning.feature import Feature, Watch
 from raycluster_operator.planning.reasons import CreateReason, DeleteReason
 from raycluster_operator.planning.replicas import GroupPods, Replica
 from raycluster_operator.planning.slice_state import SliceState
@@ -371,6 +371,12 @@ class Disruptions(Feature):
     break, and every other multi-host slice keeps its own PodDisruptionBudget."""
 
     rule = "12b"
+    #: The nodes' cordons, taints and maintenance labels; a budget per slice, made and removed
+    #: (never changed).
+    watches = (
+        Watch("", "v1", "Node", "nodes", namespaced=False),
+        Watch("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", ("create", "delete")),
+    )
 
     def __init__(self, turn: ClusterTurn) -> None:
         context = turn.context

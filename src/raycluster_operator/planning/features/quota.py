@@ -36,7 +36,7 @@ from kubefacts import quota as q
 from kubefacts.timestamps import parse_time
 from raycluster_operator.planning.actions import CREATE_POD, PlannedEvent, PodCreate, PodDelete
 from raycluster_operator.planning.context import Cached
-from raycluster_operator.planning.feature import Feature
+from raycluster_operator.planning.feature import Feature, Watch
 from raycluster_operator.planning.reasons import (
     Condition,
     ConditionReason,
@@ -358,6 +358,11 @@ class Quota(Feature):
     planned, the pass's new slices are fitted to the quotas in plan order."""
 
     rule = "13c"
+    #: By namespace; without the grant the operator runs without the check.
+    watches = (
+        Watch("", "v1", "ResourceQuota", "resourcequotas"),
+        Watch("", "v1", "LimitRange", "limitranges"),
+    )
 
     def __init__(self, turn: ClusterTurn) -> None:
         objects = turn.context.state.objects
