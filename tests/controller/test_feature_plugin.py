@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from fake_kube import FakeKube
+from test_install import grants
 
 from raycluster_operator.controller import install
 from raycluster_operator.controller.raycluster.sources import Change, SourceOptions, Sources
@@ -40,16 +41,6 @@ class Tickets(Feature):
 @pytest.fixture(autouse=True)
 def plugged(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(lifecycle, "FEATURES", (*lifecycle.FEATURES, Tickets))
-
-
-def grants(rules: Sequence[Mapping[str, Any]]) -> set[tuple[str, str, str]]:
-    return {
-        (group, resource, verb)
-        for r in rules
-        for group in r["apiGroups"]
-        for resource in r["resources"]
-        for verb in r["verbs"]
-    }
 
 
 def test_the_toy_feature_gets_its_rbac_in_both_installs() -> None:
