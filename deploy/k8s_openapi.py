@@ -2,8 +2,9 @@
 
 Run: .venv/bin/python deploy/k8s_openapi.py   (or deploy/generate.py, which runs this too)
 
-- src/devkube/server/builtin_openapi.json.gz: every definition a served built-in kind reaches,
-  with descriptions, in the form kube-apiserver publishes at ``/openapi/v3/<group-version>``
+- src/devkube/server/endpoints/builtin_openapi.json.gz: every definition a served built-in kind
+  reaches, with descriptions, in the form kube-apiserver publishes at
+  ``/openapi/v3/<group-version>``
   (``#/components/schemas/<name>`` references, a ``$ref`` with siblings wrapped in ``allOf``,
   one ``type`` per node), so that ``kubectl explain pods.spec.containers.resources`` works.
 
@@ -22,7 +23,7 @@ from typing import Any
 
 from k8s_schemas import KUBERNETES_VERSION
 
-OUT = Path(__file__).parent.parent / "src/devkube/server/builtin_openapi.json.gz"
+OUT = Path(__file__).parent.parent / "src/devkube/server/endpoints/builtin_openapi.json.gz"
 _PREFIX = "#/$defs/"
 #: How kube-apiserver's v3 documents show the types with custom JSON forms.
 _CUSTOM = {
@@ -89,7 +90,7 @@ def generate(roots: list[str]) -> dict[str, Any]:
 
 def served_roots() -> list[str]:
     sys.path.insert(0, str(Path(__file__).parent.parent / "src"))
-    from devkube.server.resources import BUILTIN
+    from devkube.server.registry.resources import BUILTIN
 
     defs = _definitions()
     wanted = {(r.group, r.version, r.kind) for r in BUILTIN}

@@ -2,10 +2,10 @@
 
 Run: .venv/bin/python deploy/k8s_protobuf.py   (or deploy/generate.py, which runs this too)
 
-- src/devkube/server/protobuf_types.json: for every Go type a served built-in kind reaches,
+- src/devkube/server/schema/protobuf_types.json: for every Go type a served built-in kind reaches,
   its protobuf field numbers with the JSON name, the shape of each field's value and its
   flags (``p`` a pointer: kept when zero; ``o`` omitempty: dropped when zero), so that
-  ``devkube/server/protobuf.py`` decodes any built-in object kubectl sends as protobuf.
+  ``devkube/server/schema/protobuf.py`` decodes any built-in object kubectl sends as protobuf.
 
 Kubernetes' field numbers live in the Go struct tags of ``k8s.io/api`` (``protobuf:"bytes,2,
 opt,name=spec"``). No PyPI package ships them for a current Kubernetes, but the kubectl binary
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-OUT = Path(__file__).parent.parent / "src/devkube/server/protobuf_types.json"
+OUT = Path(__file__).parent.parent / "src/devkube/server/schema/protobuf_types.json"
 
 #: API group -> the Go package of its v1 types.
 _PACKAGES = {
@@ -258,8 +258,8 @@ def generate(kinds: list[tuple[str, str]]) -> dict[str, Any]:
 
 def served_kinds() -> list[tuple[str, str]]:
     sys.path.insert(0, str(Path(__file__).parent.parent / "src"))
-    from devkube.server.protobuf import REVIEW_KINDS
-    from devkube.server.resources import BUILTIN
+    from devkube.server.registry.resources import BUILTIN
+    from devkube.server.schema.protobuf import REVIEW_KINDS
 
     return [(r.api_version, r.kind) for r in BUILTIN] + list(REVIEW_KINDS)
 

@@ -3,9 +3,10 @@
 Run: .venv/bin/python deploy/k8s_schemas.py   (or deploy/generate.py, which runs this too)
 
 - src/raycluster_operator/api/k8s_schemas.json: the Kubernetes types the RayCluster CRD embeds;
-- src/devkube/server/builtin_schemas.json: the built-in kinds the dev API server serves, so it
-  drops and reports unknown fields and refuses wrongly typed values as kube-apiserver's decoder
-  does (``devkube/server/builtin.py``).
+- src/devkube/server/schema/builtin_schemas.json: the built-in kinds the dev API server serves,
+  so it drops and reports unknown fields and refuses wrongly typed values as kube-apiserver's
+  decoder
+  does (``devkube/server/schema/builtin.py``).
 
 The source is the JSON Schema of Kubernetes' published OpenAPI that the ``kubernetes-validate``
 package ships per Kubernetes version. Each type the RayCluster CRD embeds (the pod template,
@@ -118,7 +119,28 @@ def structural(node: dict[str, Any], defs: dict[str, Any], seen: tuple[str, ...]
     if kind == "object" and "properties" not in out and "additionalProperties" not in out:
         # Free-form objects (e.g. a RawExtension) keep what they are given.
         out["x-kubernetes-preserve-unknown-fields"] = True
+    _default_list_map_keys(out)
     return out
+
+
+#: Kubernetes' `+default` markers on list-map keys that are not required (what controller-gen
+#: writes as `default:`). kube-apiserver refuses a CRD whose list-map key has neither a default
+#: nor `required` ("this property is in x-kubernetes-list-map-keys, so it must have a default
+#: or be a required property"); the published OpenAPI this is generated from leaves them out.
+_LIST_MAP_KEY_DEFAULTS = {"protocol": "TCP", "name": ""}
+
+
+def _default_list_map_keys(node: dict[str, Any]) -> None:
+    if node.get("x-kubernetes-list-type") != "map":
+        return
+    items = node.get("items") or {}
+    props = items.get("properties") or {}
+    for key in node.get("x-kubernetes-list-map-keys") or ():
+        if key in (items.get("required") or ()) or "default" in props.get(key, {}):
+            continue
+        if key not in _LIST_MAP_KEY_DEFAULTS:
+            raise ValueError(f"list-map key {key!r} has neither a default nor required")
+        props[key]["default"] = _LIST_MAP_KEY_DEFAULTS[key]
 
 
 def generate() -> dict[str, Any]:
@@ -134,7 +156,7 @@ def render() -> str:
     return json.dumps(generate(), sort_keys=True, separators=(",", ":")) + "\n"
 
 
-BUILTIN_OUT = Path(__file__).parent.parent / "src/devkube/server/builtin_schemas.json"
+BUILTIN_OUT = Path(__file__).parent.parent / "src/devkube/server/schema/builtin_schemas.json"
 #: apiVersion/Kind -> OpenAPI definition, for the built-in kinds the dev server serves.
 BUILTIN_KINDS = {
     "v1/Pod": "io.k8s.api.core.v1.Pod",

@@ -10,13 +10,13 @@ import pytest
 import pytest_asyncio
 
 from devkube import DevCluster
-from tests.harness import control_planes, cpu_report, waiting
+from tests.harness import cpu_report, waiting
 from tests.harness import kubectl as kubectl_bin
 from tests.harness.cluster import running_cluster
 
-#: The real-Ray tier: skipped (a failure under CI=true) where pods cannot run as processes,
-#: and counted on the run's last line.
-pytest_plugins = ["tests.harness.real_ray_tier"]
+#: The real-Ray and real-Kubernetes tiers: skipped (a failure under CI=true) where they cannot
+#: run here, and counted on the run's last lines.
+pytest_plugins = ["tests.harness.real_ray_tier", "tests.harness.kube_tier"]
 #: Where every file starts real Ray in process-runtime pods (a minute or more a file): such
 #: files are `slow` as a whole, whatever their tests say.
 REAL_RAY = "tests/e2e/"
@@ -28,50 +28,13 @@ WORLDS = (
     "tests/ray/",
     "tests/devcluster/test_process_",
     "tests/test_install_kustomize.py",
+    "tests/test_install_helm",
 )
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """`PYTEST_CPU_REPORT=<path>`: CPU and wall per test file (tests/harness/cpu_report.py)."""
     cpu_report.register(config)
-    config.addinivalue_line(
-        "markers",
-        "control_planes: the module's worlds run on the embedded control plane and on "
-        "Kubernetes' own (tests/harness/control_planes.py)",
-    )
-    config.addinivalue_line(
-        "markers", "embedded_only(reason): this test cannot run on Kubernetes' control plane"
-    )
-
-
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """A `control_planes` module runs once per control plane, each backend's world shared by
-    the module's tests (module scope: pytest orders the tests by backend)."""
-    if "control_plane" in metafunc.fixturenames and metafunc.definition.get_closest_marker(
-        "control_planes"
-    ):
-        metafunc.parametrize("control_plane", control_planes.BOTH, scope="module")
-
-
-@pytest.fixture(scope="module")
-def control_plane() -> str:
-    """The embedded control plane, unless the module is marked `control_planes`."""
-    return control_planes.EMBEDDED
-
-
-@pytest.fixture(autouse=True)
-def _on_control_plane(request: pytest.FixtureRequest) -> None:
-    """A Kubernetes variant skips where the tier cannot run (fails under CI=true), and where
-    the test says it is embedded only (with its reason)."""
-    if "control_plane" not in request.fixturenames:
-        return
-    plane = request.getfixturevalue("control_plane")
-    if plane != control_planes.KUBERNETES:
-        return
-    only = request.node.get_closest_marker("embedded_only")
-    if only is not None:
-        pytest.skip(f"embedded only: {only.args[0] if only.args else only.kwargs['reason']}")
-    control_planes.require(plane)
 
 
 def _where(item: pytest.Item) -> str:

@@ -28,9 +28,9 @@ from raycluster_operator.builders import (
     build_head_pod,
     build_head_service,
     build_headless_service,
-    build_worker_pod,
     needs_headless_service,
 )
+from tests.builders.conftest import worker_pod
 
 ROOT = Path(__file__).parents[1]
 # The oldest and newest Kubernetes releases we support (kubectl 1.37 is the newest tested).
@@ -87,15 +87,7 @@ def built_objects(raycluster: dict[str, Any]) -> list[dict[str, Any]]:
         hosts = max(1, group.num_of_hosts)
         multi = hosts > 1
         for host in range(hosts):
-            objects.append(
-                build_worker_pod(
-                    cluster,
-                    group,
-                    replica_index=0,
-                    replica_name=f"{group.group_name[:50]}-bcdfg" if multi else None,
-                    host_index=host if multi else None,
-                )
-            )
+            objects.append(worker_pod(cluster, group, host=host if multi else None))
     if (raycluster.get("spec") or {}).get("enableInTreeAutoscaling"):
         objects.extend(build_autoscaler_rbac(cluster))
     return objects

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import importlib.metadata
+import os
 import re
 import subprocess
 import sys
@@ -204,9 +205,14 @@ def test_pip_install_of_the_wheel_into_a_fresh_virtualenv_works(dist: Path, tmp_
     assert {requirement_name(r) for r in requires if not under_extra(r)} == declared()
     link_installed(runtime_closure(requires), site)
     pip = [sys.executable, "-m", "pip", "--python", python, "--disable-pip-version-check"]
+    # No access to the checkout: a PYTHONPATH naming its src/ (as when a worktree runs the
+    # suite) would show pip the checkout's egg-info as installed, and it would install nothing.
+    isolated = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 
     def pip_run(*args: str) -> None:
-        done = subprocess.run([*pip, *args], capture_output=True, text=True, check=False)
+        done = subprocess.run(
+            [*pip, *args], capture_output=True, text=True, check=False, env=isolated
+        )
         assert done.returncode == 0, (args, done.stdout[-3000:], done.stderr[-3000:])
 
     pip_run("install", "-q", "--no-deps", "--no-index", str(wheel))
@@ -215,7 +221,7 @@ def test_pip_install_of_the_wheel_into_a_fresh_virtualenv_works(dist: Path, tmp_
 
     def run(*args: str) -> str:
         done = subprocess.run(
-            [tool, *args], capture_output=True, text=True, check=False, cwd=tmp_path
+            [tool, *args], capture_output=True, text=True, check=False, cwd=tmp_path, env=isolated
         )
         assert done.returncode == 0, (args, done.stderr[-2000:])
         return done.stdout
@@ -234,5 +240,6 @@ def test_pip_install_of_the_wheel_into_a_fresh_virtualenv_works(dist: Path, tmp_
         text=True,
         check=False,
         cwd=tmp_path,
+        env=isolated,
     )
     assert where.returncode == 0 and str(env) in where.stdout, where

@@ -142,9 +142,7 @@ class DevCluster:
         if isinstance(runtime, str) and runtime not in RUNTIMES:
             raise ValueError(f"unknown runtime {runtime!r} (known: {', '.join(RUNTIMES)})")
         if control_plane not in CONTROL_PLANES:
-            raise ValueError(
-                f"unknown control plane {control_plane!r} (known: {', '.join(CONTROL_PLANES)})"
-            )
+            raise ValueError(f"unknown control plane {control_plane!r}: {CONTROL_PLANES}")
         self.control_plane = control_plane
         self._kubelet_delay = kubelet_delay
         self.node_manifests = build_nodes(parse_spec(nodes))
@@ -153,22 +151,7 @@ class DevCluster:
             from devkube.process.runtime import loopback_nodes
 
             self.node_manifests = loopback_nodes(self.node_manifests)
-        self._server: ApiServer | None = None
-        self._kube: KubeControlPlane | None = None
-        if control_plane == "embedded":
-            self._server = ApiServer(host=host, port=port, token=token, faults=faults)
-        else:
-            if faults is not None or token is not None:
-                raise ValueError(
-                    "faults and a fixed token are the embedded server's; Kubernetes' control "
-                    "plane has neither"
-                )
-            self._kube = KubeControlPlane(
-                node_names=[str(n["metadata"]["name"]) for n in self.node_manifests],
-                node_grace=node_grace,
-                host=host,
-                port=port,
-            )
+        self._server, self._kube = self._control_plane(host, port, token, faults, node_grace)
         self._runtime_choice = runtime
         self._termination_cap = termination_cap
         self._eviction_delay = eviction_delay
@@ -199,9 +182,23 @@ class DevCluster:
         self._maintenance: HostMaintenance | None = None
         self._jobs: JobController | None = None
         self._shared: list[Informer] = []
+        self._node_clients: dict[str, ApiClient] = {}
         self._network: Any = None
-        # Why pods of the process runtime share the host's network ("" when they do not).
-        self.shared_network_reason = ""
+        self.shared_network_reason = ""  # why process-runtime pods share the host's network
+
+    def _control_plane(
+        self, host: str, port: int, token: str | None, faults: Faults | None, grace: float
+    ) -> tuple[ApiServer | None, KubeControlPlane | None]:
+        """The embedded server, or Kubernetes' own control plane (docs/design.md §8.2)."""
+        if self.control_plane == "embedded":
+            return ApiServer(host=host, port=port, token=token, faults=faults), None
+        if faults is not None or token is not None:
+            raise ValueError(
+                "faults and a fixed token are the embedded server's; Kubernetes' control "
+                "plane has neither"
+            )
+        names = [str(n["metadata"]["name"]) for n in self.node_manifests]
+        return None, KubeControlPlane(node_names=names, node_grace=grace, host=host, port=port)
 
     # --- lifetime ------------------------------------------------------------------------
 
@@ -287,6 +284,7 @@ class DevCluster:
             nodes=nodes,
             lease_duration=self._node_grace,
             status_every=self._node_status_every,
+            node_clients=self._node_client,
         )
         self._maintenance = HostMaintenance(self._client, nodes=nodes)
         await self._kubelet.start()
@@ -299,6 +297,17 @@ class DevCluster:
             len(self.node_manifests),
             self.url,
         )
+
+    def _node_client(self, node: str) -> ApiClient:
+        """A node's own client on Kubernetes' control plane (system:node:<name>, in
+        system:nodes): what its kubelet writes with, so NodeRestriction holds."""
+        if self._kube is None:
+            return self.client
+        client = self._node_clients.get(node)
+        if client is None:
+            client = ApiClient(self.url, self._kube.node_token(node), self.ca_pem)
+            self._node_clients[node] = client
+        return client
 
     def _runtime(self) -> Runtime:
         runtime = self._runtime_choice
@@ -405,6 +414,9 @@ class DevCluster:
                 await part.stop()
         for informer in self._shared:
             await informer.stop()
+        for client in self._node_clients.values():
+            await client.close()
+        self._node_clients.clear()
         if self._client is not None:
             await self._client.close()
         await self.api.stop()
@@ -599,13 +611,33 @@ class DevCluster:
         except ApiError as error:
             if error.status != 409:
                 raise
+        if self._kube is not None:
+            await self._service_account_made(name)
+
+    async def _service_account_made(self, namespace: str, within: float = 30.0) -> None:
+        """Kubernetes' ServiceAccount admission refuses pods until kube-controller-manager has
+        made the namespace's `default` account, moments after the namespace: a namespace
+        this cluster makes is handed over with it (as a user's, made minutes before, is)."""
+        path = resource_path("v1", "serviceaccounts", namespace, "default")
+        deadline = asyncio.get_running_loop().time() + within
+        while True:
+            try:
+                await self.client.get(path)
+                return
+            except ApiError as error:
+                if error.status != 404 or asyncio.get_running_loop().time() > deadline:
+                    raise
+            await asyncio.sleep(0.1)
 
     async def _create_node(self, node: Mapping[str, Any]) -> None:
-        created = await self.client.create(resource_path("v1", "nodes"), node)
+        """Registered as a kubelet registers its node: by the node itself on Kubernetes'
+        control plane (NodeRestriction lets a node create only its own Node)."""
+        name = str(node["metadata"]["name"])
+        client = self._node_client(name)
+        created = await client.create(resource_path("v1", "nodes"), node)
         if created.get("status") != node["status"]:
             # The server keeps status apart from spec; set it through the subresource.
-            name = str(node["metadata"]["name"])
-            await self.client.patch(
+            await client.patch(
                 resource_path("v1", "nodes", name=name, subresource="status"),
                 {"status": node["status"]},
             )

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 import kustomize_render
-from devkube.server import structural
+from devkube.server.schema import structural
 from raycluster_operator.api.crd import EXTENSION, crd_manifest
 from raycluster_operator.api.models import INT32_MAX
 from raycluster_operator.cli import main

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from api.kuberay_rayjob_facts import CEL_RULES, FIELDS, PRINTER_COLUMNS
-from devkube.server import structural
+from devkube.server.schema import structural
 from raycluster_operator.api.crd import EXTENSION, spec_schema
 from raycluster_operator.api.rayjob_crd import rayjob_crd_manifest
 

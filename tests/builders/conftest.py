@@ -3,7 +3,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from raycluster_operator.api.models import RayCluster, load_cluster
+from raycluster_operator.api.models import RayCluster, WorkerGroupSpec, load_cluster
+from raycluster_operator.builders import build_worker_pod
 
 IMAGE = "rayproject/ray:2.60.0"
 
@@ -91,3 +92,29 @@ def env_of(pod: dict[str, Any], container: int = 0) -> dict[str, Any]:
         e["name"]: e.get("value", e.get("valueFrom"))
         for e in pod["spec"]["containers"][container].get("env", [])
     }
+
+
+def worker_pod(
+    cluster: RayCluster,
+    group: int | WorkerGroupSpec = 0,
+    *,
+    replica: int | None = 0,
+    host: int | None = None,
+    replica_name: str | None = None,
+    **options: bool,
+) -> dict[str, Any]:
+    """A worker pod as the planner asks for one: `group` is the group or its index in the
+    cluster; a `host` makes it that host of a multi-host slice named `replica_name` (by default
+    the group's name and a fixed suffix, as the planner draws one), no `host` a single-host pod.
+    Tests of the builder's own argument contract call `build_worker_pod` directly."""
+    spec = cluster.spec.worker_group_specs[group] if isinstance(group, int) else group
+    if host is not None and replica_name is None:
+        replica_name = f"{spec.group_name[:50]}-bcdfg"
+    return build_worker_pod(
+        cluster,
+        spec,
+        replica_index=replica,
+        replica_name=replica_name if host is not None else None,
+        host_index=host,
+        **options,
+    )

@@ -19,7 +19,7 @@ import yaml
 from raycluster_operator.api.models import load_cluster
 from raycluster_operator.builders import build_head_pod, build_worker_pod
 
-from .conftest import cluster_dict, tpu_worker_group
+from .conftest import cluster_dict, tpu_worker_group, worker_pod
 
 GOLDEN = Path(__file__).with_name("golden_pods.json")
 EXAMPLES = Path(__file__).parents[2] / "examples"
@@ -98,20 +98,17 @@ def _render() -> dict[str, str]:
             for replica in (0, 3):
                 for host in sorted({0, hosts - 1}):
                     for indexed in (True, False):
-                        pod = build_worker_pod(
+                        pod = worker_pod(
                             cluster,
                             group,
-                            replica_index=replica,
-                            replica_name=f"{group.group_name}-bcdfg" if hosts > 1 else None,
-                            host_index=host if hosts > 1 else None,
+                            replica=replica,
+                            host=host if hosts > 1 else None,
                             indexing_labels=indexed,
                         )
                         key = f"{name}/{group.group_name}/{replica}/{host}/{indexed}"
                         out[key] = json.dumps(pod)
             if hosts == 1:
-                pod = build_worker_pod(
-                    cluster, group, replica_index=None, replica_name=None, host_index=None
-                )
+                pod = worker_pod(cluster, group, replica=None)
                 out[f"{name}/{group.group_name}/unindexed"] = json.dumps(pod)
     return out
 

@@ -12,9 +12,9 @@ import shlex
 import pytest
 
 from raycluster_operator.api.models import load_cluster
-from raycluster_operator.builders import build_head_pod, build_worker_pod
+from raycluster_operator.builders import build_head_pod
 
-from .conftest import cluster_dict, env_of, make_cluster
+from .conftest import cluster_dict, env_of, make_cluster, worker_pod
 
 ray_scripts = pytest.importorskip("ray.scripts.scripts")
 POD_IP_REF = {"fieldRef": {"apiVersion": "v1", "fieldPath": "status.podIP"}}
@@ -25,8 +25,8 @@ def _pods(cluster_obj: dict[str, object] | None = None) -> list[dict[str, object
     tpu, cpu = cluster.spec.worker_group_specs[:2]
     return [
         build_head_pod(cluster),
-        build_worker_pod(cluster, tpu, replica_index=0, replica_name="tpu-bcd2f", host_index=1),
-        build_worker_pod(cluster, cpu, replica_index=0, replica_name=None, host_index=None),
+        worker_pod(cluster, tpu, host=1, replica_name="tpu-bcd2f"),
+        worker_pod(cluster, cpu),
     ]
 
 

@@ -12,11 +12,10 @@ from raycluster_operator.api.models import load_cluster
 from raycluster_operator.builders import (
     build_head_pod,
     build_serve_service,
-    build_worker_pod,
     needs_serve_service,
 )
 
-from .conftest import cluster_dict, env_of, tpu_worker_group
+from .conftest import cluster_dict, env_of, tpu_worker_group, worker_pod
 
 SERVE = {"ray.io/enable-serve-service": "true"}
 
@@ -60,7 +59,7 @@ def test_pods_of_a_serving_cluster_are_labelled_unless_the_template_says_no() ->
     cluster = annotated()
     cpu = cluster.spec.worker_group_specs[1]
     assert build_head_pod(cluster)["metadata"]["labels"]["ray.io/serve"] == "true"
-    worker = build_worker_pod(cluster, cpu, replica_index=0, replica_name=None, host_index=None)
+    worker = worker_pod(cluster, cpu)
     assert worker["metadata"]["labels"]["ray.io/serve"] == "true"
     plain = load_cluster(cluster_dict())
     assert "ray.io/serve" not in build_head_pod(plain)["metadata"]["labels"]
@@ -95,7 +94,7 @@ def test_a_v7x_pod_with_two_tpu_containers_gets_two_tpu_workers() -> None:
     cluster = v7x_cluster(2)
     assert validate_cluster(cluster) == []
     group = cluster.spec.worker_group_specs[0]
-    pod = build_worker_pod(cluster, group, replica_index=0, replica_name="tpu-bcd2f", host_index=1)
+    pod = worker_pod(cluster, group, host=1, replica_name="tpu-bcd2f")
     ray, second, sidecar = (env_of(pod, i) for i in range(3))
     assert (ray["TPU_WORKER_ID"], second["TPU_WORKER_ID"]) == ("2", "3")
     assert (ray["TPU_PROCESS_PORT"], second["TPU_PROCESS_PORT"]) == ("8476", "8477")

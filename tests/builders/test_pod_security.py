@@ -9,11 +9,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from devkube.server.podsecurity import violations
+from devkube.server.admission.podsecurity import violations
 from raycluster_operator.api.models import load_cluster
-from raycluster_operator.builders import build_head_pod, build_worker_pod
+from raycluster_operator.builders import build_head_pod
 
-from .conftest import cluster_dict
+from .conftest import cluster_dict, worker_pod
 
 POD = {"runAsNonRoot": True, "runAsUser": 1000, "seccompProfile": {"type": "RuntimeDefault"}}
 CONTAINER = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
@@ -24,15 +24,7 @@ def pods(obj: dict[str, Any]) -> list[dict[str, Any]]:
     out = [build_head_pod(cluster)]
     for group in cluster.spec.worker_group_specs:
         hosts = group.num_of_hosts
-        out.append(
-            build_worker_pod(
-                cluster,
-                group,
-                replica_index=0,
-                replica_name=f"{group.group_name}-bcdfg" if hosts > 1 else None,
-                host_index=0 if hosts > 1 else None,
-            )
-        )
+        out.append(worker_pod(cluster, group, host=0 if hosts > 1 else None))
     return out
 
 

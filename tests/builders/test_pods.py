@@ -18,7 +18,7 @@ from raycluster_operator.api.models import load_cluster
 from raycluster_operator.builders import build_head_pod, build_worker_pod
 from raycluster_operator.builders.ray_start import ULIMIT
 
-from .conftest import cluster_dict, env_of, make_cluster, tpu_worker_group
+from .conftest import cluster_dict, env_of, make_cluster, tpu_worker_group, worker_pod
 
 CLUSTER = make_cluster()
 TPU = CLUSTER.spec.worker_group_specs[0]
@@ -27,7 +27,7 @@ REQ = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
 def tpu_pod(replica: int = 1, host: int = 2, name: str | None = "tpu-bcd2f") -> dict[str, Any]:
-    return build_worker_pod(CLUSTER, TPU, replica_index=replica, replica_name=name, host_index=host)
+    return worker_pod(CLUSTER, TPU, replica=replica, host=host, replica_name=name)
 
 
 OWNER = {
@@ -75,7 +75,7 @@ def test_multi_host_worker_labels() -> None:
 
 
 def test_single_host_worker_has_only_the_replica_index() -> None:
-    pod = build_worker_pod(CLUSTER, CPU, replica_index=0, replica_name=None, host_index=None)
+    pod = worker_pod(CLUSTER, CPU)
     labels = pod["metadata"]["labels"]
     assert labels["ray.io/worker-group-replica-index"] == "0"
     assert "ray.io/worker-group-replica-name" not in labels
@@ -122,13 +122,7 @@ def test_user_labels_never_override_the_operators(user: dict[str, str], multi: b
     obj["spec"]["headGroupSpec"]["template"]["metadata"] = {"labels": user}
     cluster = load_cluster(obj)
     g = cluster.spec.worker_group_specs[0 if multi else 1]
-    pod = build_worker_pod(
-        cluster,
-        g,
-        replica_index=3,
-        replica_name="tpu-bcd2f" if multi else None,
-        host_index=1 if multi else None,
-    )
+    pod = worker_pod(cluster, g, replica=3, host=1 if multi else None, replica_name="tpu-bcd2f")
     labels = pod["metadata"]["labels"]
     assert labels["ray.io/cluster"] == "demo"
     assert labels["ray.io/group"] == g.group_name
@@ -153,13 +147,7 @@ def test_namespace_is_forced_to_the_clusters() -> None:
     obj["spec"]["headGroupSpec"]["template"]["metadata"] = {"namespace": "elsewhere"}
     cluster = load_cluster(obj)
     head = build_head_pod(cluster)
-    worker = build_worker_pod(
-        cluster,
-        cluster.spec.worker_group_specs[0],
-        replica_index=0,
-        replica_name="tpu-x",
-        host_index=0,
-    )
+    worker = worker_pod(cluster, host=0, replica_name="tpu-x")
     assert head["metadata"]["namespace"] == worker["metadata"]["namespace"] == "ml"
 
 
@@ -198,13 +186,7 @@ def test_user_set_tpu_env_is_kept() -> None:
         {"name": "MEGASCALE_NUM_SLICES", "value": "2"},
     ]
     cluster = load_cluster(obj)
-    pod = build_worker_pod(
-        cluster,
-        cluster.spec.worker_group_specs[0],
-        replica_index=1,
-        replica_name="tpu-x",
-        host_index=3,
-    )
+    pod = worker_pod(cluster, replica=1, host=3, replica_name="tpu-x")
     env = env_of(pod)
     assert env["TPU_NAME"] == "mine"
     assert env["MEGASCALE_SLICE_ID"] == "1"
@@ -219,13 +201,7 @@ def test_single_host_tpu_without_index_names_its_slice_after_the_pod() -> None:
     sel = obj["spec"]["workerGroupSpecs"][0]["template"]["spec"]["nodeSelector"]
     sel["cloud.google.com/gke-tpu-topology"] = "2x2"
     cluster = load_cluster(obj)
-    pod = build_worker_pod(
-        cluster,
-        cluster.spec.worker_group_specs[0],
-        replica_index=None,
-        replica_name=None,
-        host_index=None,
-    )
+    pod = worker_pod(cluster, replica=None)
     env = env_of(pod)
     assert env["TPU_NAME"] == {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}}
     assert env["TPU_WORKER_ID"] == "0"
@@ -253,13 +229,7 @@ def test_tpu_placement_is_merged_into_the_users_affinity() -> None:
         "podAffinity": {REQ: [user_term]},
     }
     cluster = load_cluster(obj)
-    pod = build_worker_pod(
-        cluster,
-        cluster.spec.worker_group_specs[0],
-        replica_index=1,
-        replica_name="tpu-x",
-        host_index=0,
-    )
+    pod = worker_pod(cluster, replica=1, host=0, replica_name="tpu-x")
     affinity = pod["spec"]["affinity"]
     assert affinity["nodeAffinity"] == node_affinity
     terms = affinity["podAffinity"][REQ]
@@ -270,7 +240,7 @@ def test_tpu_placement_is_merged_into_the_users_affinity() -> None:
 
 
 def test_worker_ray_start_matches_kuberay() -> None:
-    pod = build_worker_pod(CLUSTER, CPU, replica_index=0, replica_name=None, host_index=None)
+    pod = worker_pod(CLUSTER, CPU)
     container = pod["spec"]["containers"][0]
     assert container["command"] == ["/bin/bash", "-c", "--"]
     assert container["args"] == [
@@ -305,13 +275,7 @@ def test_user_command_runs_before_ray_start_and_params_win() -> None:
     group["rayStartParams"] = {"num-cpus": "3", "resources": '"{\\"Custom\\": 2}"'}
     group["template"]["spec"]["containers"][0]["command"] = ["pip", "install", "x"]
     cluster = load_cluster(obj)
-    pod = build_worker_pod(
-        cluster,
-        cluster.spec.worker_group_specs[1],
-        replica_index=0,
-        replica_name=None,
-        host_index=None,
-    )
+    pod = worker_pod(cluster, 1)
     (line,) = pod["spec"]["containers"][0]["args"]
     assert line.startswith(f"pip install x && {ULIMIT}; ray start ")
     assert "--num-cpus=3" in line
@@ -326,13 +290,7 @@ def test_a_user_command_that_runs_ray_start_is_left_alone() -> None:
     container["command"] = ["bash", "-c"]
     container["args"] = ["ray start --address=x:6379 --block"]
     cluster = load_cluster(obj)
-    pod = build_worker_pod(
-        cluster,
-        cluster.spec.worker_group_specs[1],
-        replica_index=0,
-        replica_name=None,
-        host_index=None,
-    )
+    pod = worker_pod(cluster, 1)
     assert pod["spec"]["containers"][0]["args"] == ["ray start --address=x:6379 --block"]
 
 
@@ -341,13 +299,7 @@ def test_overwrite_container_cmd_annotation_keeps_the_users_command() -> None:
     obj["metadata"]["annotations"] = {"ray.io/overwrite-container-cmd": "true"}
     obj["spec"]["workerGroupSpecs"][1]["template"]["spec"]["containers"][0]["command"] = ["mine"]
     cluster = load_cluster(obj)
-    pod = build_worker_pod(
-        cluster,
-        cluster.spec.worker_group_specs[1],
-        replica_index=0,
-        replica_name=None,
-        host_index=None,
-    )
+    pod = worker_pod(cluster, 1)
     assert pod["spec"]["containers"][0]["command"] == ["mine"]
     assert "args" not in pod["spec"]["containers"][0]
 
@@ -395,13 +347,7 @@ def test_autoscaling_adds_sidecar_and_service_account() -> None:
     assert head["spec"]["serviceAccountName"] == "demo"
     assert {"name": "ray-logs", "mountPath": "/tmp/ray"} in side["volumeMounts"]
     assert {"name": "ray-logs", "mountPath": "/tmp/ray"} in ray["volumeMounts"]
-    worker = build_worker_pod(
-        cluster,
-        cluster.spec.worker_group_specs[1],
-        replica_index=0,
-        replica_name=None,
-        host_index=None,
-    )
+    worker = worker_pod(cluster, 1)
     # Autoscaler v1: pods keep their restart policy (KubeRay).
     assert "restartPolicy" not in worker["spec"] and "restartPolicy" not in head["spec"]
 
@@ -418,13 +364,7 @@ def test_autoscaler_v2_makes_pods_restart_never(by_option: bool) -> None:
         obj["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["env"] = V2_ENV
     cluster = load_cluster(obj)
     head = build_head_pod(cluster)
-    worker = build_worker_pod(
-        cluster,
-        cluster.spec.worker_group_specs[1],
-        replica_index=0,
-        replica_name=None,
-        host_index=None,
-    )
+    worker = worker_pod(cluster, 1)
     assert head["spec"]["restartPolicy"] == worker["spec"]["restartPolicy"] == "Never"
     assert env_of(head)["RAY_enable_autoscaler_v2"] in ("1", "true")
 
@@ -452,13 +392,7 @@ def test_builders_do_not_mutate_the_cluster() -> None:
     before = copy.deepcopy(cluster.model_dump())
     build_head_pod(cluster)
     for h in range(4):
-        build_worker_pod(
-            cluster,
-            cluster.spec.worker_group_specs[0],
-            replica_index=0,
-            replica_name="tpu-x",
-            host_index=h,
-        )
+        worker_pod(cluster, host=h, replica_name="tpu-x")
     assert cluster.model_dump() == before
 
 
@@ -468,13 +402,7 @@ def test_gpu_nvlink_hosts_get_a_ray_gpu_domain_label() -> None:
     container = obj["spec"]["workerGroupSpecs"][1]["template"]["spec"]["containers"][0]
     container["resources"] = {"limits": {"nvidia.com/gpu": "4", "cpu": "16"}}
     cluster = load_cluster(obj)
-    pod = build_worker_pod(
-        cluster,
-        cluster.spec.worker_group_specs[1],
-        replica_index=2,
-        replica_name="cpu-x",
-        host_index=1,
-    )
+    pod = worker_pod(cluster, 1, replica=2, host=1, replica_name="cpu-x")
     start = env_of(pod)["KUBERAY_GEN_RAY_START_CMD"]
     # The slice's ComputeDomain name, <cluster>-<replica name> (rule 13b) ...
     assert "--labels=ray.io/gpu-domain=demo-cpu-x" in start
@@ -488,7 +416,7 @@ def test_gpu_nvlink_hosts_get_a_ray_gpu_domain_label() -> None:
     opted["metadata"] = {"annotations": {"raycluster-operator.io/compute-domain": "false"}}
     cluster = load_cluster(obj)
     group = cluster.spec.worker_group_specs[1]
-    pod = build_worker_pod(cluster, group, replica_index=2, replica_name="cpu-x", host_index=1)
+    pod = worker_pod(cluster, group, replica=2, host=1, replica_name="cpu-x")
     assert "--labels=ray.io/gpu-domain=cpu-2" in env_of(pod)["KUBERAY_GEN_RAY_START_CMD"]
 
 

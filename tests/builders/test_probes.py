@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from raycluster_operator.api.models import load_cluster
-from raycluster_operator.builders import build_head_pod, build_worker_pod
+from raycluster_operator.builders import build_head_pod
 from raycluster_operator.builders.probes import unified_health
 
-from .conftest import cluster_dict
+from .conftest import cluster_dict, worker_pod
 
 
 def _pods(ray_version: str | None, **params: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -22,7 +22,7 @@ def _pods(ray_version: str | None, **params: str) -> tuple[dict[str, Any], dict[
     obj["spec"]["workerGroupSpecs"][1]["rayStartParams"] = dict(params)
     cluster = load_cluster(obj)
     cpu = cluster.spec.worker_group_specs[1]
-    worker = build_worker_pod(cluster, cpu, replica_index=0, replica_name=None, host_index=None)
+    worker = worker_pod(cluster, cpu)
     return build_head_pod(cluster)["spec"]["containers"][0], worker["spec"]["containers"][0]
 
 
@@ -96,14 +96,7 @@ def test_the_opt_out_injects_none() -> None:
     """KubeRay's ENABLE_PROBES_INJECTION=false (PlanOptions.inject_probes)."""
     cluster = load_cluster(cluster_dict(rayVersion="2.60.0"))
     head = build_head_pod(cluster, inject_probes=False)["spec"]["containers"][0]
-    worker = build_worker_pod(
-        cluster,
-        cluster.spec.worker_group_specs[0],
-        replica_index=0,
-        replica_name="tpu-bcdfg",
-        host_index=1,
-        inject_probes=False,
-    )["spec"]["containers"][0]
+    worker = worker_pod(cluster, host=1, inject_probes=False)["spec"]["containers"][0]
     for container in (head, worker):
         assert "readinessProbe" not in container
         assert "livenessProbe" not in container

@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from raycluster_operator.api.models import load_cluster
-from raycluster_operator.builders import build_head_pod, build_worker_pod
+from raycluster_operator.builders import build_head_pod
 
-from .conftest import cluster_dict, env_of, tpu_worker_group
+from .conftest import cluster_dict, env_of, tpu_worker_group, worker_pod
 
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -38,14 +38,7 @@ def test_every_host_of_a_slice_agrees_and_names_fit(
     (g,) = cluster.spec.worker_group_specs
     multi = hosts > 1
     pods = [
-        build_worker_pod(
-            cluster,
-            g,
-            replica_index=replica,
-            replica_name=f"{group[:50]}-bcdfg" if multi else None,
-            host_index=h if multi else None,
-        )
-        for h in range(hosts)
+        worker_pod(cluster, g, replica=replica, host=h if multi else None) for h in range(hosts)
     ]
     assert_valid_labels(build_head_pod(cluster))
     for h, pod in enumerate(pods):

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from raycluster_operator.api.models import load_cluster
-from raycluster_operator.builders import build_head_pod, build_worker_pod
+from raycluster_operator.builders import build_head_pod
 from tpu_topologies import GKE, TABLE
 
-from .conftest import cluster_dict, env_of, make_cluster
+from .conftest import cluster_dict, env_of, make_cluster, worker_pod
 
 tpu_module = pytest.importorskip("ray._private.accelerators.tpu")
 ray_scripts = pytest.importorskip("ray.scripts.scripts")
@@ -28,9 +28,7 @@ TPU = CLUSTER.spec.worker_group_specs[0]
 
 
 def host_env(replica: int, host: int) -> dict[str, Any]:
-    pod = build_worker_pod(
-        CLUSTER, TPU, replica_index=replica, replica_name="tpu-bcd2f", host_index=host
-    )
+    pod = worker_pod(CLUSTER, TPU, replica=replica, host=host, replica_name="tpu-bcd2f")
     return env_of(pod)
 
 
@@ -143,13 +141,7 @@ def test_ray_reads_the_gpu_domain_label_we_pass() -> None:
     group.update(numOfHosts=2, rayStartParams={"labels": "team=a"})
     group["template"]["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "4"}}
     cluster = load_cluster(obj)
-    pod = build_worker_pod(
-        cluster,
-        cluster.spec.worker_group_specs[1],
-        replica_index=3,
-        replica_name="cpu-x",
-        host_index=0,
-    )
+    pod = worker_pod(cluster, 1, replica=3, host=0, replica_name="cpu-x")
     params = parse_start(env_of(pod)["KUBERAY_GEN_RAY_START_CMD"])
     labels = label_utils.parse_node_labels_string(params["labels"])
     # The slice's ComputeDomain name, <cluster>-<replica name> (rule 13b).
@@ -172,13 +164,7 @@ def test_ray_counts_as_many_hosts_per_slice_as_we_create(
         spec["containers"][0]["resources"][kind]["google.com/tpu"] = str(chips)
     cluster = load_cluster(obj)
     multi = hosts > 1
-    pod = build_worker_pod(
-        cluster,
-        cluster.spec.worker_group_specs[0],
-        replica_index=0,
-        replica_name="tpu-x" if multi else None,
-        host_index=0 if multi else None,
-    )
+    pod = worker_pod(cluster, host=0 if multi else None, replica_name="tpu-x")
     env = env_of(pod)
     for key in ("TPU_NAME", "TPU_WORKER_ID", "TPU_ACCELERATOR_TYPE", "TPU_TOPOLOGY"):
         monkeypatch.setenv(key, env[key])

@@ -15,10 +15,9 @@ from raycluster_operator.builders import (
     build_head_pod,
     build_head_service,
     build_headless_service,
-    build_worker_pod,
 )
 
-from .conftest import cluster_dict
+from .conftest import cluster_dict, worker_pod
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-3, 2**32) | st.sampled_from(["", "x", "1", "4x4"]),
@@ -89,10 +88,4 @@ def test_parse_never_raises_and_valid_clusters_always_build(
     for group in cluster.spec.worker_group_specs:
         multi = group.num_of_hosts > 1
         for host in range(min(group.num_of_hosts, 3)):
-            build_worker_pod(
-                cluster,
-                group,
-                replica_index=0,
-                replica_name=f"{group.group_name}-bcdfg" if multi else None,
-                host_index=host if multi else None,
-            )
+            worker_pod(cluster, group, host=host if multi else None)

@@ -8,10 +8,10 @@ import pytest
 
 from raycluster_operator.api import labels
 from raycluster_operator.api.models import load_cluster
-from raycluster_operator.builders import build_head_pod, build_worker_pod
+from raycluster_operator.builders import build_head_pod
 from raycluster_operator.builders.template_hash import head_template_hash, worker_template_hash
 
-from .conftest import cluster_dict
+from .conftest import cluster_dict, worker_pod
 
 
 def _hashes(raw: dict[str, Any]) -> tuple[str, str]:
@@ -76,7 +76,7 @@ def test_the_gcs_port_shapes_both() -> None:
 def test_every_built_pod_carries_its_hash_beside_the_template_annotations() -> None:
     cluster = load_cluster(cluster_dict())
     group = cluster.spec.worker_group_specs[0]
-    worker = build_worker_pod(cluster, group, replica_index=0, replica_name="tpu-x", host_index=1)
+    worker = worker_pod(cluster, group, host=1, replica_name="tpu-x")
     head = build_head_pod(cluster)
     annotations = worker["metadata"]["annotations"]
     assert annotations[labels.POD_TEMPLATE_HASH_ANNOTATION] == worker_template_hash(cluster, group)

@@ -18,9 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from raycluster_operator.api.models import load_cluster
-from raycluster_operator.builders import build_worker_pod
 
-from .conftest import cluster_dict, env_of, tpu_worker_group
+from .conftest import cluster_dict, env_of, tpu_worker_group, worker_pod
 
 label_utils = pytest.importorskip("ray._private.label_utils")
 
@@ -80,12 +79,8 @@ def test_rendered_ray_labels_carry_the_hosts_true_tpu_identity(
     obj = cluster_dict()
     obj["spec"]["workerGroupSpecs"] = [group]
     cluster = load_cluster(obj)
-    pod = build_worker_pod(
-        cluster,
-        cluster.spec.worker_group_specs[0],
-        replica_index=replica,
-        replica_name="tpu-bcdfg" if hosts > 1 else None,
-        host_index=host if hosts > 1 else None,
+    pod = worker_pod(
+        cluster, replica=replica, host=host if hosts > 1 else None, replica_name="tpu-bcdfg"
     )
     labels = _labels_flag(pod)
     assert labels["ray.io/tpu-worker-id"] == str(host)
@@ -111,17 +106,6 @@ def test_the_issue_workaround_no_longer_makes_every_host_worker_zero() -> None:
     obj = cluster_dict()
     obj["spec"]["workerGroupSpecs"] = [group]
     cluster = load_cluster(obj)
-    ids = [
-        _labels_flag(
-            build_worker_pod(
-                cluster,
-                cluster.spec.worker_group_specs[0],
-                replica_index=1,
-                replica_name="tpu-bcdfg",
-                host_index=h,
-            )
-        )
-        for h in range(4)
-    ]
+    ids = [_labels_flag(worker_pod(cluster, replica=1, host=h)) for h in range(4)]
     assert [i["ray.io/tpu-worker-id"] for i in ids] == ["0", "1", "2", "3"]
     assert {i["team"] for i in ids} == {"a"}

@@ -38,8 +38,8 @@ from raycluster_operator.kube import (
     NotFound,
 )
 from raycluster_operator.planning import PlanOptions
+from tests.harness.objects import Obj
 
-Obj = dict[str, Any]
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete"})
 NS = "default"
 NAME = "c"

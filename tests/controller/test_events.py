@@ -1,4 +1,4 @@
-"""Events: one object per distinct event, repeats folded into series.count."""
+"""Events: one core/v1 object per distinct event, repeats folded into its count."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import pytest
 
 from devkube.server import ApiServer
 from raycluster_operator.controller.runtime.events import EventRecorder
-from raycluster_operator.kube import EVENTS, KubeClient
+from raycluster_operator.kube import CORE_EVENTS as EVENTS
+from raycluster_operator.kube import KubeClient
 
 CLUSTER = {
     "apiVersion": "ray.io/v1",
@@ -38,15 +39,16 @@ async def test_repeats_are_counted_on_one_event(kube: KubeClient) -> None:
     events = (await kube.list(EVENTS, "default")).items
     assert len(events) == 2
     invalid = next(e for e in events if e["reason"] == "InvalidSpec")
-    assert invalid["series"]["count"] == 3
-    assert invalid["regarding"] == {
+    assert invalid["count"] == 3
+    assert invalid["involvedObject"] == {
         "apiVersion": "ray.io/v1",
         "kind": "RayCluster",
         "name": "c",
         "namespace": "default",
         "uid": "u1",
     }
-    assert invalid["reportingController"] == "ray.io/raycluster-operator"
+    assert invalid["reportingComponent"] == "ray.io/raycluster-operator"
+    assert invalid["reportingInstance"] == "test"
     assert invalid["type"] == "Warning" and invalid["action"] == "Validate"
 
 
@@ -75,9 +77,9 @@ async def test_many_similar_events_fold_into_one_combined_event(kube: KubeClient
         )
     events = (await kube.list(EVENTS, "default")).items
     assert len(events) == 11
-    combined = [e for e in events if e["note"].startswith("(combined from similar events): ")]
+    combined = [e for e in events if e["message"].startswith("(combined from similar events): ")]
     assert len(combined) == 1
-    assert combined[0]["series"]["count"] == 15
+    assert combined[0]["count"] == 15
     # A different reason is not similar: it gets its own Event.
     await recorder.emit(CLUSTER, "Normal", "ScaleUp", "creating", action="CreatePod")
     assert len((await kube.list(EVENTS, "default")).items) == 12
@@ -89,12 +91,12 @@ async def test_core_v1_readers_see_kuberays_recorder_fields(kube: KubeClient) ->
     recorder = EventRecorder(kube, instance="test")
     await recorder.emit(CLUSTER, "Warning", "InvalidSpec", "bad", action="Validate")
     first = (await kube.list(EVENTS, "default")).items[0]
-    assert first["deprecatedCount"] == 1
-    assert first["deprecatedSource"] == {"component": "test"}
-    assert first["deprecatedFirstTimestamp"] == first["deprecatedLastTimestamp"]
-    assert first["deprecatedLastTimestamp"].endswith("Z")
+    assert first["count"] == 1
+    assert first["source"] == {"component": "ray.io/raycluster-operator"}
+    assert first["firstTimestamp"] == first["lastTimestamp"]
+    assert first["lastTimestamp"].endswith("Z")
     await recorder.emit(CLUSTER, "Warning", "InvalidSpec", "bad", action="Validate")
     (again,) = (await kube.list(EVENTS, "default")).items
-    assert again["deprecatedCount"] == 2
-    assert again["deprecatedFirstTimestamp"] == first["deprecatedFirstTimestamp"]
-    assert again["deprecatedLastTimestamp"] >= first["deprecatedLastTimestamp"]
+    assert again["count"] == 2
+    assert again["firstTimestamp"] == first["firstTimestamp"]
+    assert again["lastTimestamp"] >= first["lastTimestamp"]

@@ -31,8 +31,8 @@ async def test_a_refused_pod_create_is_terminal_and_recorded_on_the_cluster() ->
     with pytest.raises(TerminalError):
         await w.reconcile()
     (event,) = w.events("WriteRejected")
-    assert event["type"] == "Warning" and "Required value" in event["note"]
-    assert event["regarding"]["name"] == "c"
+    assert event["type"] == "Warning" and "Required value" in event["message"]
+    assert event["involvedObject"]["name"] == "c"
     # The rest of the pass still happened: service and status.
     assert w.kube.writes_of("create", "services") == ["c-head-svc"]
     assert w.kube.writes_of("patch", "rayclusters/status") == ["c"]

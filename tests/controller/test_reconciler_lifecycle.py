@@ -88,7 +88,7 @@ async def test_a_deleted_cluster_loses_its_pods_before_rays_finalizer_is_release
     assert w.pods() == []
     assert w.kube.writes_of("patch", "rayclusters") == []  # not while pods remain
     (event,) = w.events("ClusterDeleting")
-    assert event["action"] == "DeletePod" and "3 pods" in event["note"]
+    assert event["action"] == "DeletePod" and "3 pods" in event["message"]
     assert w.metrics.pods_deleted.labels("ClusterDeleting")._value.get() == 3
 
     await w.step()

@@ -31,7 +31,7 @@ async def test_create_events_are_one_per_replica_and_carry_the_create_action() -
     events = w.events("ScaleUp")
     assert len(events) == 2  # per replica, not per pod
     assert all(e["action"] == "CreatePod" and e["type"] == "Normal" for e in events)
-    assert "(4 hosts)" in events[0]["note"]
+    assert "(4 hosts)" in events[0]["message"]
 
 
 async def test_a_converged_cluster_costs_no_writes() -> None:
@@ -56,7 +56,7 @@ async def test_a_slice_that_lost_a_host_is_deleted_whole_then_replaced() -> None
     assert w.metrics.pods_deleted.labels("ReplicaIncomplete")._value.get() == 3
     (event,) = w.events("ReplicaIncomplete")
     assert event["type"] == "Warning" and event["action"] == "DeletePod"
-    assert "(3 pods)" in event["note"]
+    assert "(3 pods)" in event["message"]
     await w.converge()
     (second,) = w.slices("tpu")
     assert second != first and w.slices("tpu")[second] == [0, 1, 2, 3]

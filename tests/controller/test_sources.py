@@ -10,6 +10,8 @@ from fake_kube import FakeKube
 from raycluster_operator.controller.manager import ManagerOptions
 from raycluster_operator.controller.raycluster.sources import Change, SourceOptions, Sources
 
+OURS = "raycluster-operator"
+
 
 def sources(*namespaces: str) -> tuple[Sources, list[Change]]:
     seen: list[Change] = []
@@ -104,3 +106,26 @@ def test_flat_option_names_land_in_their_sections() -> None:
 def test_an_unknown_option_name_is_refused() -> None:
     with pytest.raises(TypeError, match="resync"):
         ManagerOptions.from_flat(resync=5.0)
+
+
+def test_a_users_budget_concerns_every_cluster_of_its_namespace_when_it_selects_anew() -> None:
+    """A user's PodDisruptionBudget may select any cluster's pods (planning/budget_overlap.py);
+    the disruption controller's status writes, which the cache drops, concern nobody."""
+    seen: list[Change] = []
+    src = Sources(FakeKube(), SourceOptions(), watch_nodes=True)  # type: ignore[arg-type]
+    src.subscribe(seen.append)
+    for name in ("a", "b"):
+        src.clusters[0].apply("ADDED", obj(name))
+    seen.clear()
+    selector = {"matchLabels": {"team": "x"}}
+    budget = obj("team") | {"spec": {"minAvailable": 1, "selector": selector}}
+    src.budgets[0].apply("ADDED", budget)
+    assert [c.key for c in seen] == ["ns/a", "ns/b"]
+    seen.clear()
+    src.budgets[0].apply("MODIFIED", budget | {"status": {"currentHealthy": 3}})
+    assert seen == []
+    (cached,) = src.caches.budgets.by_index("namespace", "ns")  # type: ignore[union-attr]
+    assert cached["spec"] == {"selector": selector}
+    ours = obj("c-s", labels={"ray.io/cluster": "c", "app.kubernetes.io/created-by": OURS})
+    src.budgets[0].apply("ADDED", ours)
+    assert [c.key for c in seen] == ["ns/c"]

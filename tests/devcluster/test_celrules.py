@@ -1,4 +1,4 @@
-"""``devkube.server.celrules`` without a server: the parts of kube-apiserver's CEL behaviour
+"""``devkube.server.schema.cel.rules`` without a server: the parts of kube-apiserver's CEL behaviour
 the kubectl tests do not reach (ratcheting, list-map correlation, evaluation errors, the
 Kubernetes libraries left out, the compile cache)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from devkube.server import celrules
+from devkube.server.schema.cel import rules
 
 IMMUTABLE = {"rule": "self == oldSelf", "message": "immutable"}
 
@@ -21,9 +21,9 @@ def schema(spec: dict[str, Any]) -> dict[str, Any]:
 
 def test_an_unchanged_value_is_ratcheted_a_changed_one_is_not() -> None:
     s = schema({"type": "string", "x-kubernetes-validations": [{"rule": "self.size() < 3"}]})
-    assert celrules.validate(s, obj("long"), None)  # create: refused
-    assert celrules.validate(s, obj("long"), obj("long")) == []  # unchanged: ratcheted
-    assert celrules.validate(s, obj("longer"), obj("long"))  # changed: refused
+    assert rules.validate(s, obj("long"), None)  # create: refused
+    assert rules.validate(s, obj("long"), obj("long")) == []  # unchanged: ratcheted
+    assert rules.validate(s, obj("longer"), obj("long"))  # changed: refused
 
 
 def test_list_map_items_correlate_by_key_atomic_lists_do_not() -> None:
@@ -44,18 +44,18 @@ def test_list_map_items_correlate_by_key_atomic_lists_do_not() -> None:
     )
     old = obj([{"name": "a", "size": 1}, {"name": "b", "size": 2}])
     moved = obj([{"name": "b", "size": 2}, {"name": "a", "size": 1}])
-    assert celrules.validate(keyed, moved, old) == []
+    assert rules.validate(keyed, moved, old) == []
     changed = obj([{"name": "b", "size": 3}, {"name": "a", "size": 1}])
-    assert celrules.validate(keyed, changed, old) == [
-        ("spec[0].size", 'Invalid value: "integer": immutable', "FieldValueInvalid")
+    assert rules.validate(keyed, changed, old) == [
+        ("spec[0].size", "Invalid value: 3: immutable", "FieldValueInvalid")
     ]
     atomic = schema({"type": "array", "items": item})
-    assert celrules.validate(atomic, changed, old) == []  # no old value to compare with
+    assert rules.validate(atomic, changed, old) == []  # no old value to compare with
 
 
 def test_an_evaluation_error_is_worded_as_cel_go_words_it() -> None:
     s = schema({"type": "object", "x-kubernetes-validations": [{"rule": "self.a == 1"}]})
-    assert celrules.validate(s, obj({}), None) == [
+    assert rules.validate(s, obj({}), None) == [
         (
             "spec",
             'Invalid value: "object": no such key: a evaluating rule: self.a == 1',
@@ -64,16 +64,16 @@ def test_an_evaluation_error_is_worded_as_cel_go_words_it() -> None:
     ]
 
 
-def problems(rule: str, node: str = "object") -> list[celrules.Cause]:
+def problems(rule: str, node: str = "object") -> list[rules.Cause]:
     s = schema({"type": node, "x-kubernetes-validations": [{"rule": rule}]})
-    return celrules.crd_problems({"spec": {"versions": [{"schema": {"openAPIV3Schema": s}}]}})
+    return rules.crd_problems({"spec": {"versions": [{"schema": {"openAPIV3Schema": s}}]}})
 
 
 def answers(rule: str, value: Any, node: str = "object") -> bool:
     """Whether ``rule`` holds for ``value`` (an evaluation error is a failure)."""
     s = schema({"type": node, "x-kubernetes-validations": [{"rule": rule}]})
     assert problems(rule, node) == [], rule
-    return celrules.validate(s, obj(value), None) == []
+    return rules.validate(s, obj(value), None) == []
 
 
 def test_a_function_no_library_declares_refuses_the_crd() -> None:
@@ -97,7 +97,7 @@ def test_the_lists_library() -> None:
     assert answers("['b', 'a'].sum() == ''", [], "array") is False  # no sum of strings
     assert answers("self.url.lastIndexOf('/') > 7", {"url": "https://x/y"})  # the string one
     s = schema({"type": "array", "x-kubernetes-validations": [{"rule": "self.min() > 0"}]})
-    ((_, message, _),) = celrules.validate(s, obj([]), None)
+    ((_, message, _),) = rules.validate(s, obj([]), None)
     assert (
         message
         == 'Invalid value: "array": min called on empty list evaluating rule: self.min() > 0'
@@ -139,7 +139,7 @@ def test_the_ip_cidr_and_url_libraries() -> None:
     assert answers(rule, url, "string")
     assert not answers("isURL(self)", "example.com", "string")
     s = schema({"type": "string", "x-kubernetes-validations": [{"rule": "ip(self).family() == 4"}]})
-    ((_, message, _),) = celrules.validate(s, obj("::ffff:1.2.3.4"), None)
+    ((_, message, _),) = rules.validate(s, obj("::ffff:1.2.3.4"), None)
     assert message == (
         'Invalid value: "string": IPv4-mapped IPv6 address "::ffff:1.2.3.4" is not allowed '
         "evaluating rule: ip(self).family() == 4"
@@ -169,9 +169,9 @@ def test_the_format_and_regex_libraries() -> None:
         "messageExpression": "format.dns1123Label().validate(self).value()[0]",
     }
     s = schema({"type": "string", "x-kubernetes-validations": [rule]})
-    ((_, message, _),) = celrules.validate(s, obj("A"), None)
+    ((_, message, _),) = rules.validate(s, obj("A"), None)
     assert message == (
-        'Invalid value: "string": a lowercase RFC 1123 label must consist of lower case '
+        "Invalid value: a lowercase RFC 1123 label must consist of lower case "
         "alphanumeric characters or '-', and must start and end with an alphanumeric character "
         "(e.g. 'my-name',  or '123-abc', regex used for validation is "
         "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
@@ -179,7 +179,7 @@ def test_the_format_and_regex_libraries() -> None:
 
 
 def test_the_quantity_library_compares_exactly() -> None:
-    rules = [
+    checks = [
         {"rule": "isQuantity(self)", "message": "not a quantity"},
         {
             "rule": "!isQuantity(self) || quantity(self).isLessThan(quantity('1Gi'))",
@@ -187,27 +187,27 @@ def test_the_quantity_library_compares_exactly() -> None:
         },
         {"rule": "!isQuantity(self) || quantity(self).add(quantity('1m')).sign() == 1"},
     ]
-    s = schema({"type": "string", "x-kubernetes-validations": rules})
-    assert celrules.validate(s, obj("1023Mi"), None) == []
-    assert celrules.validate(s, obj("1Gi"), None) == [
-        ("spec", 'Invalid value: "string": at most 1Gi, not 1Gi', "FieldValueInvalid")
+    s = schema({"type": "string", "x-kubernetes-validations": checks})
+    assert rules.validate(s, obj("1023Mi"), None) == []
+    assert rules.validate(s, obj("1Gi"), None) == [
+        ("spec", "Invalid value: at most 1Gi, not 1Gi", "FieldValueInvalid")
     ]
-    assert [c[1] for c in celrules.validate(s, obj("lots"), None)] == [
-        'Invalid value: "string": not a quantity'
+    assert [c[1] for c in rules.validate(s, obj("lots"), None)] == [
+        'Invalid value: "lots": not a quantity'
     ]
-    assert celrules.validate(s, obj("-1m"), None)[0][1].endswith("sign() == 1")
+    assert rules.validate(s, obj("-1m"), None)[0][1].endswith("sign() == 1")
 
 
 def test_rules_compile_once_per_schema_object() -> None:
     s = schema({"type": "string", "x-kubernetes-validations": [IMMUTABLE]})
-    assert celrules.validator(s) is celrules.validator(s)
-    assert celrules.validator(s) is not celrules.validator(schema(s["properties"]["spec"]))
+    assert rules.validator(s) is rules.validator(s)
+    assert rules.validator(s) is not rules.validator(schema(s["properties"]["spec"]))
 
 
 def test_a_rule_that_is_not_a_bool_refuses_the_crd() -> None:
     s = schema({"type": "string", "x-kubernetes-validations": [{"rule": "self + 'x'"}]})
     crd = {"spec": {"versions": [{"schema": {"openAPIV3Schema": s}}]}}
-    ((path, message, _),) = celrules.crd_problems(crd)
+    ((path, message, _),) = rules.crd_problems(crd)
     assert (
         path == "spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule"
     )

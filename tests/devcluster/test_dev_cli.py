@@ -300,3 +300,77 @@ def test_dev_passes_the_slice_backoff_flags_to_its_operator(tmp_path: Path) -> N
     finally:
         err = stop_dev(process)
     assert process.returncode == 0, err
+
+
+@pytest.mark.kubernetes
+def test_dev_on_kubernetes_control_plane_runs_the_example_and_drains_a_host_whole(
+    tmp_path: Path,
+) -> None:
+    """The issue's path (docs/design.md §8.2): `dev --control-plane kubernetes --apply` the
+    README's example; kubectl talks to a v1.37 server, the TPU slice comes up Ready with its
+    indices and env, and `kubectl drain` of one host (the real eviction API, the real
+    disruption controller) moves the slice whole to the other pool, then SIGTERM stops
+    every binary."""
+    from tests.harness import control_planes
+
+    control_planes.require(control_planes.KUBERNETES)
+    kubeconfig = tmp_path / "kubeconfig"
+    example = Path(__file__).parents[2] / "examples" / "tpu-v5p-2x2x2-local.yaml"
+    process = start_dev(
+        kubeconfig,
+        *("--control-plane", "kubernetes", "--runtime", "simulated"),
+        *("--nodes", "tpu:v5p:2x2x2:2", "--nodes", "cpu:1", "--apply", str(example)),
+    )
+
+    def kubectl(*args: str) -> str:
+        done = subprocess.run(
+            [KUBECTL, f"--kubeconfig={kubeconfig}", *args],
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        assert done.returncode == 0, (args, done.stderr)
+        return done.stdout
+
+    try:
+        wait_for_file(kubeconfig, process)
+        assert "Server Version: v1.37" in kubectl("version")
+        kubectl(
+            "wait",
+            "raycluster/local-tpu",
+            "--for=jsonpath={.status.readyWorkerSlices}=1",
+            "--timeout=120s",
+        )
+        columns = (
+            "custom-columns=NODE:.spec.nodeName,"
+            "INDEX:.metadata.labels.ray\\.io/worker-group-replica-index,"
+            "HOST:.metadata.labels.ray\\.io/replica-host-index,"
+            "ID:.spec.containers[0].env[?(@.name=='TPU_WORKER_ID')].value"
+        )
+        before = kubectl(
+            "get", "pods", "-l", "ray.io/node-type=worker", "-o", columns, "--no-headers"
+        ).split("\n")
+        rows = sorted((line.split() for line in before if line), key=lambda r: (r[1], r[2]))
+        assert [(r[1], r[2], r[3]) for r in rows] == [("0", "0", "0"), ("0", "1", "1")]
+        pool = {r[0].rsplit("-h", 1)[0] for r in rows}
+        assert len(pool) == 1
+        drained = rows[0][0]
+        kubectl("drain", drained, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=120s")
+        kubectl(
+            "wait",
+            "raycluster/local-tpu",
+            "--for=jsonpath={.status.readyWorkerSlices}=1",
+            "--timeout=120s",
+        )
+        after = kubectl(
+            "get", "pods", "-l", "ray.io/node-type=worker", "-o", columns, "--no-headers"
+        ).split("\n")
+        moved = sorted((line.split() for line in after if line), key=lambda r: (r[1], r[2]))
+        assert len(moved) == 2
+        assert {r[0].rsplit("-h", 1)[0] for r in moved}.isdisjoint(pool)
+        # Make-before-break: the stand-in was made while the old slice still held index 0.
+        assert [(r[2], r[3]) for r in moved] == [("0", "0"), ("1", "1")]
+        assert len({r[1] for r in moved}) == 1
+    finally:
+        err = stop_dev(process)
+    assert process.returncode == 0, err

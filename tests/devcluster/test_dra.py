@@ -129,6 +129,9 @@ async def test_claims_are_generated_allocated_reserved_and_released(
         }
         bound = [p for p in seen.values() if p["spec"].get("nodeName")]
         assert len(bound) == 2
+        # The pending pod's claim and status are written apart from the bindings: wait for
+        # them too, or a loaded machine reads them before they exist.
+        assert all((p.get("status") or {}).get("resourceClaimStatuses") for p in seen.values())
         return seen
 
     seen = await eventually(two_running_one_pending)
@@ -162,7 +165,10 @@ async def test_claims_are_generated_allocated_reserved_and_released(
 
     async def unschedulable() -> None:
         pod = await cluster.client.get(f"{pod_path}/{pending['metadata']['name']}")
-        scheduled = next(c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled")
+        # No condition yet is "not yet" (an AssertionError), not a KeyError ending the wait.
+        conditions = {c["type"]: c for c in pod["status"].get("conditions") or []}
+        assert "PodScheduled" in conditions, pod["status"]
+        scheduled = conditions["PodScheduled"]
         assert scheduled["reason"] == "Unschedulable"
         assert scheduled["message"] == "0/2 nodes are available: 2 cannot allocate all claims."
 

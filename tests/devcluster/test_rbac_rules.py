@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from devkube.server.escalation import compact, missing
-from devkube.server.rbac import Rule
-from devkube.server.requestinfo import Attributes, attributes
+from devkube.server.auth.escalation import compact, missing
+from devkube.server.auth.rbac import Rule
+from devkube.server.auth.requestinfo import Attributes, attributes
 
 
 @pytest.mark.parametrize(

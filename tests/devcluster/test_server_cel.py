@@ -104,18 +104,18 @@ async def test_message_expression_field_path_and_default_message(kubectl: Kubect
     await install(kubectl)
     err = await refused(kubectl, "create", "-f", "-", stdin=gadget("g1", replicas=3))
     assert err == (
-        'The Gadget "g1" is invalid: spec.replicas: Invalid value: "object": replicas 3 is '
+        'The Gadget "g1" is invalid: spec.replicas: Invalid value: replicas 3 is '
         "above maxReplicas 2"
     )
     err = await refused(kubectl, "create", "-f", "-", stdin=gadget("g1", replicas=-1))
     assert err == (
-        'The Gadget "g1" is invalid: spec: Invalid value: "object": failed rule: self.replicas >= 0'
+        'The Gadget "g1" is invalid: spec: Invalid value: failed rule: self.replicas >= 0'
     )
     err = await refused(kubectl, "create", "-f", "-", stdin=gadget("g1", tier="Gold"))
     assert err == 'The Gadget "g1" is invalid: spec.tier: Forbidden: lower-case letters only'
     err = await refused(kubectl, "create", "-f", "-", stdin=gadget("g1", labels={"a": "long!!"}))
     assert err == (
-        'The Gadget "g1" is invalid: spec.labels[a]: Invalid value: "string": failed rule: '
+        'The Gadget "g1" is invalid: spec.labels[a]: Invalid value: "long!!": failed rule: '
         "self.size() <= 5"
     )
 
@@ -130,14 +130,12 @@ async def test_transition_rules_run_on_update_only(kubectl: Kubectl) -> None:
         kubectl, "patch", "gadget", "g2", "--type=merge", "-p", '{"spec":{"tier":"silver"}}'
     )
     assert err == (
-        'The Gadget "g2" is invalid: spec.tier: Invalid value: "string": tier is immutable'
+        'The Gadget "g2" is invalid: spec.tier: Invalid value: "silver": tier is immutable'
     )
     err = await refused(
         kubectl, "patch", "gadget", "g2", "--type=merge", "-p", '{"spec":{"size":2}}'
     )
-    assert (
-        err == 'The Gadget "g2" is invalid: spec.size: Invalid value: "integer": size may only grow'
-    )
+    assert err == 'The Gadget "g2" is invalid: spec.size: Invalid value: 2: size may only grow'
     await kubectl("patch", "gadget", "g2", "--type=merge", "-p", '{"spec":{"size":4}}')
     _, out, _ = await kubectl("get", "gadget", "g2", "-o", "jsonpath={.spec.tier}/{.spec.size}")
     assert out == "gold/4"
@@ -154,7 +152,7 @@ async def test_status_writes_are_validated(kubectl: Kubectl) -> None:
         kubectl, "patch", "gadget", "g3", "--subresource=status", "--type=merge",
         "-p", '{"status":{"phase":"Lost"}}',
     )  # fmt: skip
-    assert err == 'The Gadget "g3" is invalid: status.phase: Invalid value: "string": unknown phase'
+    assert err == 'The Gadget "g3" is invalid: status.phase: Invalid value: "Lost": unknown phase'
 
 
 async def test_a_rule_that_does_not_compile_refuses_the_crd(kubectl: Kubectl) -> None:
@@ -248,26 +246,32 @@ async def test_kubernetes_cel_libraries_are_enforced(kubectl: Kubectl) -> None:
 
     await kubectl("create", "-f", "-", stdin=probe("ok"))
     cases = {
-        "endpoint": ("http://example.com", 'spec.endpoint: Invalid value: "string": https'),
+        "endpoint": (
+            "http://example.com",
+            'spec.endpoint: Invalid value: "http://example.com": https',
+        ),
         "address": (
             "2001:db8::1",
-            'spec.address: Invalid value: "string": failed rule: ip(self).family() == 4',
+            'spec.address: Invalid value: "2001:db8::1": failed rule: ip(self).family() == 4',
         ),
-        "network": ("192.168.0.0/16", 'spec.network: Invalid value: "string": must hold 10.0.0.1'),
-        "ports": ([443, 80], 'spec.ports: Invalid value: "array": sorted, small'),
+        "network": (
+            "192.168.0.0/16",
+            'spec.network: Invalid value: "192.168.0.0/16": must hold 10.0.0.1',
+        ),
+        "ports": ([443, 80], "spec.ports: Invalid value: sorted, small"),
         "tag": (
             "latest",
-            "spec.tag: Invalid value: \"string\": failed rule: self.find('^v[0-9]+$') != ''",
+            "spec.tag: Invalid value: \"latest\": failed rule: self.find('^v[0-9]+$') != ''",
         ),
     }
     for field, (value, message) in cases.items():
         err = await refused(kubectl, "create", "-f", "-", stdin=probe("bad", **{field: value}))
         assert err == f'The Probe "bad" is invalid: {message}', field
     err = await refused(kubectl, "create", "-f", "-", stdin=probe("bad", ports=[80]))
-    assert err.endswith('spec.ports: Invalid value: "array": must include 443')
+    assert err.endswith("spec.ports: Invalid value: must include 443")
     err = await refused(kubectl, "create", "-f", "-", stdin=probe("bad", host="Web_1"))
     assert err.startswith(
-        'The Probe "bad" is invalid: spec.host: Invalid value: "string": a lowercase RFC 1123 '
+        'The Probe "bad" is invalid: spec.host: Invalid value: a lowercase RFC 1123 '
         "label must consist of lower case alphanumeric characters or '-'"
     )
     err = await refused(kubectl, "create", "-f", "-", stdin=probe("bad", address="1.2.3"))

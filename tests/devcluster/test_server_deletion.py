@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from devkube.server.deletion import (
+from devkube.server.registry.deletion import (
     Outcome,
     decide,
     pod_grace,

@@ -6,10 +6,11 @@ from typing import Any
 
 import pytest
 
-from devkube.server import ApiServer, structural
+from devkube.server import ApiServer
 from devkube.server.errors import ApiError
-from devkube.server.events import field_alias
-from devkube.server.selectors import Selection, parse_field_selector
+from devkube.server.registry.selectors import Selection, parse_field_selector
+from devkube.server.registry.strategies.events import field_alias
+from devkube.server.schema import structural
 
 
 def rt(server: ApiServer, group: str, plural: str) -> Any:

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from devkube.server.errors import ApiError
-from devkube.server.patches import json_patch, merge_patch, strategic_merge
+from devkube.server.registry.patches import json_patch, merge_patch, strategic_merge
 
 
 def test_merge_patch_follows_rfc7386() -> None:

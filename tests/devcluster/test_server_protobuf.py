@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from devkube.server import ApiServer
-from devkube.server.protobuf import ProtobufError, decode
+from devkube.server.schema.protobuf import ProtobufError, decode
 from tests.harness.kubectl import KubectlEnv
 
 DEPLOY = Path(__file__).parent.parent.parent / "deploy"

@@ -16,7 +16,8 @@ import pytest
 import yaml
 from test_compat_kubectl import Kubectl
 
-from devkube.server import ApiServer, structural
+from devkube.server import ApiServer
+from devkube.server.schema import structural
 from raycluster_operator.api.crd import crd_manifest
 from tests.harness.manifests import crd
 

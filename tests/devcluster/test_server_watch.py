@@ -12,8 +12,8 @@ import aiohttp
 import pytest
 
 from devkube.server import ApiServer
-from devkube.server.selectors import Selection
-from devkube.server.store import Watcher
+from devkube.server.registry.selectors import Selection
+from devkube.server.registry.store import Watcher
 from tests.harness.cluster import client_ssl_context
 
 CMS = "/api/v1/namespaces/default/configmaps"
@@ -114,17 +114,26 @@ async def test_too_old_resource_version_answers_410(api: Api) -> None:
     assert events[0]["object"]["code"] == 410 and events[0]["object"]["reason"] == "Expired"
 
 
-async def test_expired_history_answers_410_to_lagging_resumes_only(
+async def test_expired_history_answers_410_to_every_resume_from_before_it(
     server: ApiServer, api: Api
 ) -> None:
     first = await api.send("POST", CMS, cm("a"))
-    await api.send("POST", CMS, cm("b"))
+    newest = await api.send("POST", CMS, cm("b"))
     server.faults.expire_watch_history()
     lagging = await collect(api.watch(CMS, resourceVersion=first["metadata"]["resourceVersion"]), 1)
     assert lagging[0]["type"] == "ERROR" and lagging[0]["object"]["code"] == 410
-    current = str(server.store.rv)
+    # Even a client that had seen the newest change (on a quiet cluster, every informer) must
+    # list again, or an expiry proves nothing about the 410 path (issue #36).
+    resumed = api.watch(
+        CMS, resourceVersion=newest["metadata"]["resourceVersion"], timeoutSeconds="5"
+    )
+    latest = [(e["type"], e["object"].get("code")) for e in await collect(resumed, 1)]
+    assert latest == [("ERROR", 410)]
+    # A list after the expiry answers a version that resumes cleanly.
+    listed = (await api.send("GET", CMS))["metadata"]["resourceVersion"]
+    assert int(listed) > int(newest["metadata"]["resourceVersion"])
     await api.send("POST", CMS, cm("c"))
-    caught_up = await collect(api.watch(CMS, resourceVersion=current), 1)
+    caught_up = await collect(api.watch(CMS, resourceVersion=listed), 1)
     assert caught_up[0]["type"] == "ADDED" and caught_up[0]["object"]["metadata"]["name"] == "c"
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from devkube import DevCluster
-from devkube.server import spdy
+from devkube.server.endpoints import spdy
 
 PODS = "/api/v1/namespaces/default/pods"
 POD = {

@@ -11,8 +11,8 @@ import pytest
 
 from devkube.controllers.nodelifecycle import retainted, wanted_taints
 from devkube.controllers.tainteviction import tolerated_for
-from devkube.scheduler.placement import toleration_matches
-from devkube.server.tolerations import default_toleration_seconds
+from devkube.machinery.nodes import toleration_matches
+from devkube.server.admission.tolerations import default_toleration_seconds
 
 UNREACHABLE = {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}
 NOT_READY = {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}

@@ -33,14 +33,15 @@ pytestmark = pytest.mark.slow(seconds=65)
 
 
 def readme_commands() -> str:
-    """The quickstart's shell block after the `dev` and `export` lines (the test starts the
-    same dev cluster itself and sets the environment)."""
+    """The quickstart's shell block after the `export` and `dev` lines (the test starts the
+    same dev cluster itself and sets the environment); the block's own wait for the dev
+    cluster runs."""
     text = README.read_text()
     block = text[text.index("## RayJob quickstart") :]
     block = block[block.index("```sh\n") + 6 :]
     block = block[: block.index("```")]
     lines = block.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("export KUBECONFIG"))
+    start = next(i for i, line in enumerate(lines) if line.lstrip().startswith("--apply"))
     return "\n".join(lines[start + 1 :]) + "\n"
 
 

@@ -28,7 +28,7 @@ import aiohttp
 import pytest
 import yaml
 
-from devkube.server import structural
+from devkube.server.schema import structural
 from raycluster_operator.api.crd import crd_manifest
 from raycluster_operator.api.validation import parse_cluster
 from raycluster_operator.kube import EVENTS, PODS, RAYCLUSTERS, KubeError

@@ -16,6 +16,7 @@ import asyncio
 import base64
 import logging
 import re
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -289,7 +290,8 @@ async def test_the_run_command_refuses_a_server_it_cannot_verify(tmp_path: Path)
         path = tmp_path / "kubeconfig"
         path.write_text(yaml.safe_dump(config))
         process = await asyncio.create_subprocess_exec(
-            str(Path(__file__).parents[2] / ".venv" / "bin" / "raycluster-operator"),
+            # The console script beside the running interpreter (.venv's in `make test`).
+            str(Path(sys.executable).with_name("raycluster-operator")),
             "run",
             f"--kubeconfig={path}",
             "--no-leader-elect",

@@ -12,15 +12,12 @@ a loaded machine) and costs one pass instead of seconds. docs/design.md §8.1.
 
 from __future__ import annotations
 
-from typing import Any
-
 from raycluster_operator.controller.raycluster.sources import BY_CLUSTER
 from raycluster_operator.kube import PODS, RAYCLUSTERS, KubeClient, NotFound
 
+from .objects import Obj
 from .operator import RunningOperator
 from .waiting import eventually
-
-Obj = dict[str, Any]
 
 
 def _rv(obj: Obj | None) -> int:

@@ -24,6 +24,7 @@ from raycluster_operator.controller.manager import ManagerOptions
 from raycluster_operator.kube import PODS, RAYCLUSTERS, Gone, KubeClient, KubeError
 
 from . import manifests as m
+from .objects import Obj
 from .operator import FAST, FAST_LEASE, RunningOperator, operator_options
 from .pods import CLUSTER, GROUP, is_ready, labels
 from .pods import HOST_INDEX as HOST
@@ -34,7 +35,6 @@ from .world import DevWorld, open_world
 
 __all__ = ["FAST_LEASE", "RunningOperator", "eventually", "is_ready"]
 
-Obj = dict[str, Any]
 TIMINGS: dict[str, Any] = dict(
     FAST, resync_period=5.0, expectations_timeout=5.0, retry_max_delay=0.5, identity="hardening"
 )

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-Obj = dict[str, Any]
+from .objects import Obj
+
 IMAGE = "rayproject/ray:2.60.0"
 RAY_VERSION = "2.60.0"
 TPU_ACCELERATOR = "cloud.google.com/gke-tpu-accelerator"

@@ -17,6 +17,7 @@ from raycluster_operator.kube import RAYCLUSTERS
 
 from . import manifests as m
 from .cluster import stop_dev_cluster
+from .objects import Obj
 from .operator import FAST, FAST_LEASE, RunningOperator, operator_options
 from .pods import is_ready as ready
 from .pods import labels as labels_of
@@ -44,7 +45,6 @@ __all__ = [
     "tpu_group",
 ]
 
-Obj = dict[str, Any]
 NODES = ["tpu:v6e:4x4:4", "cpu:6"]
 TIMINGS: dict[str, Any] = dict(
     FAST,

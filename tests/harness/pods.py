@@ -3,9 +3,8 @@ contract, docs/design.md "Labels, names, environment")."""
 
 from __future__ import annotations
 
-from typing import Any
+from .objects import Obj
 
-Obj = dict[str, Any]
 CLUSTER = "ray.io/cluster"
 GROUP = "ray.io/group"
 NODE_TYPE = "ray.io/node-type"

@@ -28,13 +28,13 @@ from raycluster_operator.controller.manager import Manager
 
 from . import manifests as m
 from . import waiting
+from .objects import Obj
 from .pods import labels as labels_of
 from .pods import of_type
 from .world import DevWorld
 
 __all__ = ["labels_of"]
 
-Obj = dict[str, Any]
 #: One head on a CPU node, two pools of one 2-host TPU v5p 2x2x2 slice each (4 chips a host).
 NODES = ["tpu:v5p:2x2x2:2", "cpu:1"]
 TPU_SELECTOR = m.V5P_2X2X2

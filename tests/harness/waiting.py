@@ -10,7 +10,11 @@ from typing import Any
 async def eventually(
     check: Callable[[], Any], within: float = 30.0, *, interval: float = 0.05
 ) -> Any:
-    """Retry ``check`` (sync or async; AssertionError means "not yet") and return its value.
+    """Retry ``check`` (sync or async) and return its value. An AssertionError means "not
+    yet", and so does a LookupError (KeyError, IndexError): a check reading a field or an item
+    that a controller has not written yet (a pod's conditions before the scheduler looked) is
+    early, not wrong, and ending the wait on it made the check a race (issue #36). Anything
+    else ends the wait at once; at the deadline the last "not yet" is raised.
 
     The timeout only turns a hang into a failure; it is not a performance limit. Between tries
     it waits ``interval``, or twice as long as the try took if that is longer: a check that
@@ -27,7 +31,7 @@ async def eventually(
             if isinstance(result, Awaitable):
                 result = await result
             return result
-        except AssertionError:
+        except (AssertionError, LookupError):
             if loop.time() > deadline:
                 raise
         await asyncio.sleep(max(interval, 2 * (loop.time() - began)))

@@ -19,10 +19,10 @@ from raycluster_operator.kube import PODS, RAYCLUSTERS, KubeClient, NotFound
 
 from .barrier import reconciled
 from .cluster import start_dev_cluster, stop_dev_cluster
+from .objects import Obj
 from .operator import RunningOperator, launch_operator, operator_options
 from .waiting import eventually
 
-Obj = dict[str, Any]
 W = TypeVar("W", bound="DevWorld")
 
 

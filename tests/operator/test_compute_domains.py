@@ -24,13 +24,15 @@ from devkube import addons_for
 from tests.harness import manifests as m
 from tests.harness.examples import example
 from tests.harness.kubectl import Run, runner
+from tests.harness.objects import Obj
 from tests.harness.operator_world import World, eventually, raycluster, ready
 from tests.harness.world import open_world
+
+pytestmark = pytest.mark.control_planes
 
 NODES = ["gpu:gb200:4:2", "cpu:1"]
 NAME = "gb"
 CLIQUE = "nvidia.com/gpu.clique"
-Obj = dict[str, Any]
 
 
 @pytest.fixture

@@ -20,13 +20,16 @@ from raycluster_operator.api.crd import crd_manifest
 from tests.harness.kubectl import KubectlEnv
 from tests.harness.manifests import container, head_group, raycluster
 
+pytestmark = pytest.mark.control_planes
+
 OUTSIDE = (
-    'The RayCluster "rc" is invalid: spec.managedBy: Invalid value: "string": the managedBy '
-    "field value must be either 'ray.io/kuberay-operator' or 'kueue.x-k8s.io/multikueue'"
+    'The RayCluster "rc" is invalid: spec.managedBy: Invalid value: "ray.io/raycluster-operator": '
+    "the managedBy field value must be either 'ray.io/kuberay-operator' or "
+    "'kueue.x-k8s.io/multikueue'"
 )
 IMMUTABLE = (
-    'The RayCluster "rc" is invalid: spec.managedBy: Invalid value: "string": the managedBy '
-    "field is immutable"
+    'The RayCluster "rc" is invalid: spec.managedBy: Invalid value: "kueue.x-k8s.io/multikueue": '
+    "the managedBy field is immutable"
 )
 
 
@@ -81,8 +84,8 @@ async def test_managed_by_cannot_change(kubectl: Kubectl) -> None:
         kubectl, "patch", "raycluster", "rc", "--type=merge", "-p", '{"spec":{"managedBy":"x"}}'
     )
     assert err == (
-        'The RayCluster "rc" is invalid: \n* spec.managedBy: Invalid value: "string": the '
-        'managedBy field is immutable\n* spec.managedBy: Invalid value: "string": the '
+        'The RayCluster "rc" is invalid: \n* spec.managedBy: Invalid value: "x": the '
+        'managedBy field is immutable\n* spec.managedBy: Invalid value: "x": the '
         "managedBy field value must be either 'ray.io/kuberay-operator' or "
         "'kueue.x-k8s.io/multikueue'"
     )
@@ -111,7 +114,7 @@ async def test_the_gcs_backend_is_immutable_and_redis_address_optional(kubectl: 
     err = await refused(kubectl, "patch", "raycluster", "rc", "--type=merge", "-p", patch)
     assert err == (
         'The RayCluster "rc" is invalid: spec.gcsFaultToleranceOptions.backend: Invalid value: '
-        '"string": gcsFaultToleranceOptions.backend is immutable'
+        '"redis": gcsFaultToleranceOptions.backend is immutable'
     )
     # Dropping the options is no transition, so it passes, as in kube.
     drop = '{"spec":{"gcsFaultToleranceOptions":null}}'

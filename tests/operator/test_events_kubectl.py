@@ -43,3 +43,46 @@ async def test_events_sort_by_last_timestamp_with_counts_and_source(
         assert int(count) >= 1, out
         assert source != "<none>", out  # the operator instance's name
     assert [r[0] for r in rows] == sorted(r[0] for r in rows), out
+
+
+async def test_wide_listing_shows_the_head_service_ip_and_a_lost_host_counts_its_pods(
+    shared_world: SharedWorld, tmp_path: Path
+) -> None:
+    """`kubectl get rayclusters -o wide`'s HEAD SERVICE IP column is filled (the head service
+    is headless, so it is the head pod's IP, as KubeRay writes it), and the README's
+    `kubectl delete pod -l ray.io/replica-host-index=1` on a 2-host slice gives a HostTerminating
+    Event that counts its pods like every other deletion Event."""
+    kubectl = Kubectl(shared_world.cluster, tmp_path)
+    await kubectl.apply(raycluster("wide", [cpu_group("g", replicas=1, hosts=2)]))
+
+    async def listed() -> list[str]:
+        out = await kubectl("get", "rayclusters", "wide", "-o", "wide")
+        header, row = out.splitlines()
+        columns = [c.strip() for c in header.split("  ") if c.strip()]
+        cells = dict(zip(columns, row.split(), strict=False))
+        head = [
+            p
+            for p in await kubectl.pods("wide")
+            if p["metadata"]["labels"]["ray.io/node-type"] == "head"
+        ]
+        assert head and cells.get("HEAD SERVICE IP") == head[0]["status"]["podIP"], out
+        return [header, row]
+
+    await eventually(listed, within=30)
+    await kubectl(
+        "delete", "pod", "-l", "ray.io/cluster=wide,ray.io/replica-host-index=1", "--wait=false"
+    )
+
+    async def counted() -> str:
+        out = await kubectl(
+            "get",
+            "events",
+            "--field-selector",
+            "involvedObject.name=wide,reason=HostTerminating",
+            "-o",
+            "jsonpath={.items[*].message}",
+        )
+        assert "(1 pod)" in out, out
+        return out
+
+    await eventually(counted, within=30)

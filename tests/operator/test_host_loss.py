@@ -17,13 +17,16 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from kubefacts.timestamps import parse_time
 from tests.harness.kubectl import Run, ok, runner
+from tests.harness.objects import Obj
 from tests.harness.operator_world import (
     World,
     eventually,
@@ -34,12 +37,13 @@ from tests.harness.operator_world import (
     tpu_group,
 )
 
+pytestmark = pytest.mark.control_planes
+
 FOUR = [0, 1, 2, 3]
 NODE_GRACE = 2.0
 KUBELET = "dev.raycluster-operator.io/kubelet"
 READY = "dev.raycluster-operator.io/ready"
 OPERATOR = "system:serviceaccount:raycluster-operator:raycluster-operator"
-Obj = dict[str, Any]
 
 
 @pytest.fixture
@@ -111,8 +115,9 @@ async def test_a_stopped_node_replaces_its_slice_at_its_index_within_the_node_gr
     after = await eventually(replaced, within=60)
     seconds = time.monotonic() - began
     print(f"\nhost loss: slice replaced and Ready {seconds:.1f} s after the kubelet stopped")
-    # The node grace, then one reconcile and a new slice's start: far below the 300 s eviction.
-    assert seconds < NODE_GRACE + 15
+    # The node grace, then one reconcile and a new slice's start, far below the 300 s eviction
+    # and the 60 s unready timeout: which rule fired is told by the reason below (HostLost, not
+    # HostUnready or an eviction), not by a wall-clock bound a loaded machine can overrun.
     assert node not in {p["spec"]["nodeName"] for p in after}
     # The lost host was removed at once (grace 0), never evicted by Kubernetes.
     assert lost_pod["metadata"]["uid"] not in uids(await world.pods("lost", live=False))
@@ -156,25 +161,28 @@ async def test_with_the_timeout_at_0_the_operator_waits_for_kubernetes(
         assert any(t["key"] == toleration["key"] for t in got["spec"].get("taints") or [])
 
     await eventually(unreachable, within=30)
-    # The taint is there and tolerated for 6 s: until then, nothing of the slice is touched.
-    for _ in range(6):
-        pods = await world.pods("patient", live=False)
-        workers = [p for p in pods if p["metadata"]["uid"] in uids(before)]
-        assert len(workers) == 4 and not any(
-            p["metadata"].get("deletionTimestamp") for p in workers
-        )
-        await asyncio.sleep(0.5)
-    assert not await cluster_events(kubectl, "HostLost")
 
-    async def evicted_then_torn_down() -> None:
+    async def evicted_then_torn_down() -> tuple[str, list[Obj]]:
         pods = await world.pods("patient", live=False)
         lost = next(p for p in pods if p["metadata"]["uid"] == lost_pod["metadata"]["uid"])
-        reasons = {c["type"]: c.get("reason") for c in lost["status"]["conditions"]}
-        assert reasons.get("DisruptionTarget") == "DeletionByTaintManager"
+        evicted = {c["type"]: c for c in lost["status"]["conditions"]}.get("DisruptionTarget")
+        assert evicted and evicted["reason"] == "DeletionByTaintManager"
         rest = [p for p in pods if p["metadata"]["uid"] in uids(before) - uids([lost])]
         assert all(p["metadata"].get("deletionTimestamp") for p in rest)
+        return evicted["lastTransitionTime"], rest
 
-    await eventually(evicted_then_torn_down, within=30)
+    evicted_at, rest = await eventually(evicted_then_torn_down, within=30)
+    # The taint was tolerated for 6 s and nothing of the slice was touched before Kubernetes
+    # evicted the lost host: each other host's delete (its deletionTimestamp less its grace)
+    # came in the eviction's second or later. Told by the record, not by sampling the pods
+    # during the 6 s, which a loaded machine could stretch past the eviction.
+    for pod in rest:
+        meta = pod["metadata"]
+        deleted = parse_time(meta["deletionTimestamp"]) - timedelta(
+            seconds=int(meta.get("deletionGracePeriodSeconds") or 0)
+        )
+        assert deleted >= parse_time(evicted_at), (meta["name"], meta["deletionTimestamp"])
+    assert not await cluster_events(kubectl, "HostLost")
 
 
 async def test_a_host_unready_after_being_ready_is_replaced_after_the_timeout(

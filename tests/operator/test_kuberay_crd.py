@@ -23,6 +23,8 @@ from tests.harness.kubectl import KubectlEnv
 from tests.harness.operator_world import NODES, World, eventually, ready, replica_names
 from tests.harness.world import open_world
 
+pytestmark = pytest.mark.control_planes
+
 EXAMPLE = example("tpu-v6e-4x4")
 
 
@@ -196,7 +198,7 @@ async def test_a_pruned_spec_extension_is_reported(kuberay_world: tuple[World, K
 def test_the_operators_pruning_is_the_servers() -> None:
     """kube/pruning.py (what the operator expects the server to keep) against the dev API
     server's structural engine, on a status and a spec full of our extensions."""
-    from devkube.server import structural
+    from devkube.server.schema import structural
     from raycluster_operator.kube import prune
 
     schema = kuberay_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
@@ -267,7 +269,7 @@ def test_kuberays_defaults_leave_every_pod_current() -> None:
     a port's protocol, a reference's empty name, a worker group's priority, ...; and each
     prunes the other's fields) has the same template hashes, so swapping the CRD either way
     outdates no pod (under ``Recreate``: deletes none)."""
-    from devkube.server import structural
+    from devkube.server.schema import structural
     from raycluster_operator.api.crd import crd_manifest
     from raycluster_operator.api.models import load_cluster
     from raycluster_operator.builders.template_hash import head_template_hash, worker_template_hash

@@ -14,7 +14,7 @@ from tests.harness.operator_world import (
 )
 
 # One cluster and operator for the module: no test here needs a world of its own.
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.control_planes]
 
 
 async def test_multi_host_scale_workers_to_delete_scale_up_and_heal(

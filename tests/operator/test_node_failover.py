@@ -20,6 +20,8 @@ from tests.harness.operator_world import (
     tpu_group,
 )
 
+pytestmark = pytest.mark.control_planes
+
 FOUR = [0, 1, 2, 3]
 KUBELET = "dev.raycluster-operator.io/kubelet"
 SliceCheck = Callable[[], Awaitable[list[dict[str, Any]]]]

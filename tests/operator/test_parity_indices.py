@@ -17,6 +17,8 @@ from parity_kubectl import Kubectl
 
 from tests.harness.operator_world import World, cpu_group, eventually, raycluster
 
+pytestmark = pytest.mark.control_planes
+
 INDEX = "ray.io/worker-group-replica-index"
 NAME = "ray.io/worker-group-replica-name"
 

@@ -20,7 +20,7 @@ from parity_kubectl import Kubectl
 from tests.harness.operator_world import SharedWorld, cpu_group, eventually, raycluster
 
 # One world for the tests that need none of their own (tests/operator/conftest.py).
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.control_planes]
 
 
 def group_pods(pods: list[dict[str, Any]], group: str) -> list[dict[str, Any]]:

@@ -33,10 +33,11 @@ import pytest
 
 from devkube import DevCluster
 from tests.harness.kubectl import ok, runner
+from tests.harness.objects import Obj
 from tests.harness.operator import RunningOperator
 from tests.harness.operator_world import World, eventually, raycluster, running_world, tpu_group
 
-Obj = dict[str, Any]
+pytestmark = pytest.mark.control_planes
 HOSTS = 4
 
 

@@ -18,11 +18,15 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from devkube.machinery.client import resource_path
 from raycluster_operator.kube import RAYCLUSTERS
 from tests.harness import manifests as m
 from tests.harness.kubectl import ok, runner
 from tests.harness.operator_world import SMALL, World, eventually, raycluster, ready, tpu_group
+
+pytestmark = pytest.mark.control_planes
 
 NS = "team"
 INDEX = "ray.io/worker-group-replica-index"
@@ -161,6 +165,7 @@ async def _cleared(world: World, name: str = "q") -> dict[str, Any]:
     return st
 
 
+@pytest.mark.embedded_only("holds pod creates at the server with the embedded fault injection")
 async def test_quota_shrinking_mid_slice_leaves_no_partial_slice_and_no_churn(
     world: World,
 ) -> None:

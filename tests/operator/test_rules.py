@@ -22,7 +22,7 @@ from tests.harness.operator_world import (
 
 # One cluster and operator for the module (shared_world); the test that needs pods in place
 # before its operator starts takes a private world.
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.control_planes]
 
 NODES = Kind("", "v1", "Node", "nodes", namespaced=False)
 FOUR = [0, 1, 2, 3]

@@ -30,7 +30,7 @@ from tests.harness.operator_world import (
 )
 
 # One world for the tests that need none of their own (tests/operator/conftest.py).
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.control_planes]
 
 HASH = "ray.io/pod-template-hash"
 OLD = "rayproject/ray:2.60.0"

@@ -194,3 +194,18 @@ def test_the_last_deletion_of_a_group_stays_in_the_status_after_healing() -> Non
     assert (last["reason"], last["pods"]) == ("HostFailed", 2)
     loop.apply(healed)
     assert loop.plan().status == healed.status
+
+
+def test_a_terminating_host_names_how_many_pods_its_slice_deletion_takes() -> None:
+    """`kubectl delete pod` of one host of a 2-host slice: the other host is the one pod
+    deleted, and the Event counts it as every other deletion Event does (issue 38 item 3)."""
+    loop = Loop(cluster(worker_group(numOfHosts=2, replicas=1)))
+    loop.settle()
+    victim = next(
+        p for p in loop.world.pods.values() if p["metadata"]["labels"][labels.NODE_TYPE] == "worker"
+    )
+    victim["metadata"]["deletionTimestamp"] = "2030-01-01T00:00:00Z"
+    plan = loop.plan()
+    assert {d.reason for d in plan.deletes} == {DeleteReason.HOST_TERMINATING}
+    (event,) = [e for e in plan.events if e.reason == "HostTerminating"]
+    assert "(1 pod)" in event.message, event.message

@@ -7,14 +7,13 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
 
 from raycluster_operator.accelerators import wants_compute_domains
 from raycluster_operator.api.models import load_cluster
 from raycluster_operator.planning import ClusterState, PassPlan, plan_pass
+from tests.harness.objects import Obj
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
-Obj = dict[str, Any]
 
 
 def gb200(replicas: int = 2, **annotations: str) -> Obj:

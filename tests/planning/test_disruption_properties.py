@@ -23,11 +23,11 @@ from raycluster_operator.planning.features.disruption import (
     node_disruption,
 )
 from raycluster_operator.planning.reasons import DeleteReason
+from tests.harness.objects import Obj
 
 from .cluster import cluster_obj, worker_group
 from .world import BASE, make_pod, stamp, suffixes
 
-Obj = dict[str, Any]
 HOSTS = 2
 NOW = BASE + timedelta(seconds=5000)
 OPTIONS = PlanOptions(unready_slice_timeout=60.0, slice_backoff_base=0.0)

@@ -12,11 +12,11 @@ from raycluster_operator.planning import ClusterState, PlanOptions, SliceState, 
 from raycluster_operator.planning.features.host_loss import node_loss
 from raycluster_operator.planning.reasons import CreateReason, DeleteReason
 from raycluster_operator.planning.slice_state import FAULTS, is_valid
+from tests.harness.objects import Obj
 
 from .cluster import cluster, cluster_obj, plan_for, worker_group
 from .world import BASE, make_pod, stamp, suffixes
 
-Obj = dict[str, Any]
 NOW = BASE + timedelta(seconds=1000)
 
 

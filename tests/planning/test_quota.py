@@ -173,3 +173,23 @@ def test_holds_double_per_refusal_in_a_row_up_to_the_cap_by_kind() -> None:
     assert hold_after(QUOTA_403, "t", 1, BASE).reason == HoldReason.SLICE_QUOTA_EXCEEDED
     held = hold_after(PSA_403, "t", 1, BASE)
     assert held.reason == HoldReason.POD_REJECTED and held.template == "t"
+
+
+def test_a_service_account_not_made_yet_is_a_race_held_briefly_not_a_spec_problem() -> None:
+    """kube-apiserver's ServiceAccount admission refuses pods (403) in a namespace whose
+    `default` account kube-controller-manager has not made yet; found on the real control
+    plane, where a RayCluster applied with its namespace waited 30 s as "rejected as built"."""
+    from datetime import UTC, datetime
+
+    from raycluster_operator.planning.features.quota import RACES, hold_after, refusal_reason
+    from raycluster_operator.planning.reasons import HoldReason
+
+    message = (
+        'pods "c-head-" is forbidden: error looking up service account default/default: '
+        'serviceaccount "default" not found'
+    )
+    assert refusal_reason(message) == HoldReason.SERVICE_ACCOUNT_PENDING
+    assert refusal_reason(message) in RACES
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    assert (hold_after(message, "t", 1, now).until - now).total_seconds() == 5
+    assert refusal_reason("violates PodSecurity") == HoldReason.POD_REJECTED

@@ -28,14 +28,16 @@ class JobsApiStandIn:
     on_submit: Callable[[dict[str, Any]], Awaitable[None]] | None = None
     _runner: web.AppRunner | None = None
 
-    async def start(self) -> JobsApiStandIn:
+    async def start(self, port: int = 0) -> JobsApiStandIn:
+        """Serve on ``port`` (0: a free one); a stopped stand-in started again on its old
+        port is a dashboard that came up late."""
         app = web.Application()
         app.router.add_get("/api/jobs/{id}", self._get)
         app.router.add_post("/api/jobs/", self._submit)
         app.router.add_post("/api/jobs/{id}/stop", self._stop)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, "127.0.0.1", port)
         await site.start()
         server = site._server
         assert server is not None

@@ -16,11 +16,11 @@ from raycluster_operator.controller.rayjob.reconciler import RayJobReconciler
 from raycluster_operator.kube import BATCH_JOBS, PODS, RAYCLUSTERS, RAYJOBS, NotFound
 from tests.harness import manifests as m
 from tests.harness.kubectl import Run, runner
+from tests.harness.objects import Obj
 from tests.harness.operator import RunningOperator
 from tests.harness.waiting import eventually
 from tests.harness.world import DevWorld
 
-Obj = dict[str, Any]
 NODES = ["tpu:v5p:2x2x2:6", "cpu:4"]
 SMALL = {"cpu": "100m", "memory": "128Mi"}
 TIMINGS: dict[str, Any] = dict(

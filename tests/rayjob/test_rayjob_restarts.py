@@ -18,12 +18,12 @@ from raycluster_operator.builders.rayjob import submitter_job_id
 from raycluster_operator.controller.rayjob.reconciler import RayJobReconciler
 from raycluster_operator.kube import PODS, RAYCLUSTERS, RAYJOBS
 from raycluster_operator.planning.rayjob import Plan
+from tests.harness.objects import Obj
 from tests.harness.operator import RunningOperator
 from tests.harness.waiting import eventually
 from tests.harness.world import open_world
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-Obj = dict[str, Any]
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")

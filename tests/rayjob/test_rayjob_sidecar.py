@@ -1,5 +1,5 @@
 """RayJob ``submissionMode: SidecarMode`` on the simulated runtime, driven with the real
-kubectl (docs/design.md §11, rule 11d): the submitter is a container of the head pod, as
+kubectl (docs/design.md §11, its 11d): the submitter is a container of the head pod, as
 KubeRay v1.7 builds it, and its exit ends the job. A stand-in answers the Jobs API and the
 test plays the container's exit (no Ray runs here; tests/e2e/test_rayjob_quickstart.py runs
 the same manifest on real Ray)."""

@@ -9,7 +9,7 @@ For each budget it counts the pods its selector matches in its namespace and wri
   (`SyncFailed`, no disruption allowed); pods without a controller are left out; with
   neither field both are 0, so no eviction of a healthy pod is ever allowed, as in kube;
 - `currentHealthy`: matched pods Ready, not terminating and not just evicted;
-- `disruptedPods`: the eviction API's records (server/eviction.py) of pods it let go, kept
+- `disruptedPods`: the eviction API's records (server/admission/eviction.py) of pods it let go, kept
   until the pod is terminating or gone, or 2 minutes have passed (kube's DeletionTimeout);
 - `disruptionsAllowed` = currentHealthy - desiredHealthy, never below 0, and 0 while no pod is
   expected; `observedGeneration`; the `DisruptionAllowed` condition (SufficientPods,

@@ -27,11 +27,11 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from devkube.kubelet.heartbeat import lease_path, ready_condition_of
 from devkube.machinery.client import ApiClient, ApiError, resource_path
 from devkube.machinery.control_loop import ControlLoop
 from devkube.machinery.informer import Informer
-from devkube.scheduler.placement import TERMINAL_PHASES
+from devkube.machinery.nodes import lease_path, ready_condition_of
+from devkube.machinery.pods import TERMINAL_PHASES
 from kubefacts.timestamps import now_rfc3339
 
 log = logging.getLogger(__name__)

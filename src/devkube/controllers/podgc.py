@@ -23,12 +23,12 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from devkube.kubelet.heartbeat import ready_condition_of
 from devkube.machinery.client import ApiClient, ApiError, WatchEvent, resource_path
 from devkube.machinery.control_loop import ControlLoop
 from devkube.machinery.index import Index
 from devkube.machinery.informer import Informer
-from devkube.scheduler.placement import TERMINAL_PHASES
+from devkube.machinery.nodes import ready_condition_of
+from devkube.machinery.pods import TERMINAL_PHASES
 from kubefacts.timestamps import now_rfc3339
 
 log = logging.getLogger(__name__)

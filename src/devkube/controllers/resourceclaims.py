@@ -26,8 +26,7 @@ from devkube.machinery.client import ApiClient, ApiError, resource_path
 from devkube.machinery.control_loop import ControlLoop
 from devkube.machinery.index import Index
 from devkube.machinery.informer import Informer
-from devkube.scheduler.dra import POD_CLAIM_NAME_ANNOTATION
-from devkube.scheduler.placement import TERMINAL_PHASES
+from devkube.machinery.pods import POD_CLAIM_NAME_ANNOTATION, TERMINAL_PHASES
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 `status.hard` (a copy of `spec.hard`) and `status.used` (what the namespace's objects use,
 one entry per hard name, zeros included) true.
 
-Admission charges a create at once (`server/quota.py`); this controller is what frees the
+Admission charges a create at once (`server/admission/quota.py`); this controller is what frees the
 charge when a pod ends (Failed/Succeeded), is deleted, stays terminating past its grace (a
 lost node's pods; the periodic pass notices the grace running out), or never got stored,
 and what counts objects of other kinds (`count/services`, `count/deployments.apps`, ...),

@@ -26,7 +26,7 @@ from devkube.machinery.client import ApiClient, ApiError, WatchEvent, resource_p
 from devkube.machinery.control_loop import ControlLoop
 from devkube.machinery.index import Index
 from devkube.machinery.informer import Informer
-from devkube.scheduler.placement import toleration_matches
+from devkube.machinery.nodes import toleration_matches
 from kubefacts.timestamps import now_rfc3339
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m devkube.controlplane")
     commands = parser.add_subparsers(dest="command", required=True)
     make = commands.add_parser("build", help="build the pinned binaries into the cache")
-    make.add_argument("modules", nargs="*", default=list(build.CONTROL_PLANE))
+    make.add_argument("modules", nargs="*", default=build.modules())
     where = commands.add_parser("path", help="print a module's cached binary directory")
     where.add_argument("module")
     args = parser.parse_args(argv)

@@ -12,6 +12,7 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -21,8 +22,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 GOMOD = Path(__file__).resolve().parent / "gomod"
-#: The modules `make test` needs for the real-Kubernetes tier, in build order.
+#: The control plane's modules, in build order.
 CONTROL_PLANE = ("etcd", "kubernetes")
+
+
+def modules() -> list[str]:
+    """Every pinned module (`make kube` builds them all): the control plane first, then the
+    peers (Helm, KubeRay's operator, Kueue) the tier's tests run beside it."""
+    found = sorted(p.name for p in GOMOD.iterdir() if (p / "go.mod").is_file())
+    return [*CONTROL_PLANE, *(m for m in found if m not in CONTROL_PLANE)]
 
 
 class BuildError(RuntimeError):
@@ -56,6 +64,21 @@ def tools_of(module: str) -> list[str]:
         elif line.startswith("tool "):
             tools.append(line.split(None, 1)[1])
     return tools
+
+
+def ldflags_of(module: str) -> str:
+    """`-s -w` plus the module's `// build-ldflags: ...` line in its go.mod, where `{path}`
+    stands for the version go.mod pins for that module path: Kubernetes stamps its release
+    into the binaries this way (hack/lib/version.sh), and `kubectl version` reads it."""
+    flags = ["-s", "-w"]
+    for raw in (GOMOD / module / "go.mod").read_text().splitlines():
+        line = raw.strip()
+        if line.startswith("// build-ldflags:"):
+            text = line.split(":", 1)[1].strip()
+            for path in re.findall(r"\{([^}]+)\}", text):
+                text = text.replace("{" + path + "}", version_of(module, path))
+            flags.extend(text.split())
+    return " ".join(flags)
 
 
 def binary_name(package: str) -> str:
@@ -157,7 +180,15 @@ def _build(module: str, target: Path, say: Callable[[str], None]) -> Built:
         step = time.monotonic()
         say(f"{module}: building {package} ...")
         _run(
-            [go_binary(), "build", "-trimpath", "-ldflags=-s -w", "-o", str(staging), package],
+            [
+                go_binary(),
+                "build",
+                "-trimpath",
+                f"-ldflags={ldflags_of(module)}",
+                "-o",
+                str(staging),
+                package,
+            ],
             folder,
             env,
         )

@@ -181,7 +181,9 @@ class KubeControlPlane:
             f"--etcd-servers=http://127.0.0.1:{etcd_port}",
             "--allow-privileged=true",
             "--authorization-mode=Node,RBAC",
-            "--enable-admission-plugins=NodeRestriction",
+            # kubeadm's, plus what GKE (whose TPU and GPU pools the nodes imitate) enables:
+            # a pod asking for google.com/tpu or nvidia.com/gpu tolerates those nodes' taints.
+            "--enable-admission-plugins=NodeRestriction,ExtendedResourceToleration",
             f"--client-ca-file={p.ca_file}",
             f"--token-auth-file={p.path('tokens.csv')}",
             f"--tls-cert-file={p.path('apiserver.crt')}",

@@ -30,7 +30,7 @@ import contextlib
 import heapq
 import ipaddress
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from devkube.kubelet.containerlogs import ContainerLogs
@@ -45,7 +45,7 @@ from devkube.kubelet.podstatus import (
 from devkube.kubelet.runtime import Runtime
 from devkube.machinery.client import ApiClient, ApiError, WatchEvent, resource_path
 from devkube.machinery.informer import Informer
-from devkube.scheduler.placement import TERMINAL_PHASES
+from devkube.machinery.pods import TERMINAL_PHASES
 from devkube.server import LogRequest
 from kubefacts.timestamps import now_rfc3339
 
@@ -117,8 +117,13 @@ class Kubelet:
         nodes: Informer | None = None,
         lease_duration: float = 10.0,
         status_every: float = 60.0,
+        node_clients: Callable[[str], ApiClient] | None = None,
     ) -> None:
         self._client = client
+        #: The client each node's writes go through: on Kubernetes' control plane the node's
+        #: own credentials (system:node:<name>), so the Node authorizer and NodeRestriction
+        #: judge them as a real kubelet's; the shared watches stay the cluster's.
+        self.client_for: Callable[[str], ApiClient] = node_clients or (lambda _node: client)
         self.runtime = runtime
         self.termination_cap = termination_cap
         self.eviction_delay = eviction_delay
@@ -143,7 +148,7 @@ class Kubelet:
         self.pods.subscribe(self._on_pod_event)
         self.nodes.subscribe(self._on_node_event)
         self.heartbeats = Heartbeats(
-            client,
+            self.client_for,
             self.nodes,
             self._readiness,
             lease_duration=lease_duration,
@@ -311,7 +316,9 @@ class Kubelet:
         said = ""
         while self.records.get(record.uid) is record:
             try:
-                edits = await prepare_pod(self._client.get, self.plugins, pod, record.node)
+                edits = await prepare_pod(
+                    self.client_for(record.node).get, self.plugins, pod, record.node
+                )
             except PrepareError as error:
                 if str(error) != said:
                     said = str(error)
@@ -358,10 +365,12 @@ class Kubelet:
             return  # finished when the kubelet is back
         await self.runtime.stop_pod(pod, wait)
         path = resource_path("v1", "pods", str(meta.get("namespace", "default")), str(meta["name"]))
+        node = spec.get("nodeName")
+        writer = self.client_for(str(node)) if node else self._client
         delay = 0.05
         while True:
             try:
-                await self._client.delete(path, grace_period_seconds=0, uid=str(meta.get("uid")))
+                await writer.delete(path, grace_period_seconds=0, uid=str(meta.get("uid")))
                 return
             except ApiError as error:
                 if error.status == 404 or (
@@ -405,7 +414,7 @@ class Kubelet:
                 status = render_status(record, previous[1])
                 path = resource_path("v1", "pods", record.namespace, record.name, "status")
                 try:
-                    await self._client.patch(path, {"status": status})
+                    await self.client_for(record.node).patch(path, {"status": status})
                     return
                 except ApiError as error:
                     if error.status == 404:
@@ -475,7 +484,9 @@ class Kubelet:
             "count": 1,
         }
         with contextlib.suppress(ApiError):
-            await self._client.create(resource_path("v1", "events", record.namespace), event)
+            await self.client_for(record.node).create(
+                resource_path("v1", "events", record.namespace), event
+            )
 
     def container_ready(self, uid: str, container: str, ready: bool) -> None:
         record = self.records.get(uid)

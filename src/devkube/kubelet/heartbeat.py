@@ -21,13 +21,12 @@ from typing import Any
 from devkube.machinery.client import ApiClient, ApiError, resource_path
 from devkube.machinery.control_loop import ControlLoop
 from devkube.machinery.informer import Informer
+from devkube.machinery.nodes import LEASE_API, LEASE_NAMESPACE, lease_path
 from devkube.nodes import PRESSURE_CONDITIONS
 from kubefacts.timestamps import micro_time, rfc3339
 
 log = logging.getLogger(__name__)
 
-LEASE_NAMESPACE = "kube-node-lease"
-LEASE_API = "coordination.k8s.io/v1"
 READY_MESSAGE = "kubelet is posting ready status"
 NOT_READY_MESSAGE = "container runtime is down"
 
@@ -35,22 +34,10 @@ NOT_READY_MESSAGE = "container runtime is down"
 Readiness = Callable[[str], bool | None]
 
 
-def lease_path(node: str | None = None) -> str:
-    return resource_path(LEASE_API, "leases", LEASE_NAMESPACE, node)
-
-
-def ready_condition_of(node: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    for condition in (node.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == "Ready":
-            found: Mapping[str, Any] = condition
-            return found
-    return None
-
-
 class Heartbeats:
     def __init__(
         self,
-        client: ApiClient,
+        client_for: Callable[[str], ApiClient],
         nodes: Informer,
         readiness: Readiness,
         *,
@@ -58,7 +45,7 @@ class Heartbeats:
         status_every: float = 60.0,
         concurrency: int = 16,
     ) -> None:
-        self._client = client
+        self._client_for = client_for
         self._nodes = nodes
         self._readiness = readiness
         self.lease_duration = lease_duration
@@ -104,7 +91,7 @@ class Heartbeats:
             "renewTime": micro_time(datetime.now(UTC)),
         }
         try:
-            await self._client.patch(lease_path(name), {"spec": spec})
+            await self._client_for(name).patch(lease_path(name), {"spec": spec})
             return
         except ApiError as error:
             if error.status != 404:
@@ -122,7 +109,7 @@ class Heartbeats:
             "spec": spec,
         }
         with contextlib.suppress(ApiError):  # 409: created meanwhile; the next beat renews
-            await self._client.create(lease_path(), lease)
+            await self._client_for(name).create(lease_path(), lease)
 
     async def _post_status(self, node: Mapping[str, Any], ready: bool) -> None:
         """Post the kubelet's conditions (the pressure ones False, Ready as given) when one
@@ -160,7 +147,7 @@ class Heartbeats:
                 }
             )
         others = [c for kind, c in stored.items() if kind not in wanted]
-        await self._client.patch(
+        await self._client_for(name).patch(
             resource_path("v1", "nodes", name=name, subresource="status"),
             {"status": {"conditions": [*conditions, *others]}},
         )

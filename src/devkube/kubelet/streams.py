@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from devkube.server import ExecIO, ExecRequest, StreamBackend, StreamRefused
-from devkube.server.streaming import Connection
+from devkube.server.endpoints.streaming import Connection
 
 _METHODS = ("check_exec", "exec", "check_portforward", "open_port")
 _SIMULATED = (

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from devkube.machinery.client import ApiClient, WatchEvent
     from devkube.machinery.informer import Informer
     from devkube.server import Connection, ExecIO, ExecRequest
-    from devkube.server.logs import LogRequest
+    from devkube.server.endpoints.logs import LogRequest
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,9 @@ import aiohttp
 from devkube.machinery.client import ApiClient, ApiError, resource_path
 from devkube.machinery.control_loop import ControlLoop
 from devkube.machinery.informer import Informer
+from devkube.machinery.pods import TERMINAL_PHASES
 from devkube.scheduler.dra import CANNOT_ALLOCATE, DraWorld
-from devkube.scheduler.placement import TERMINAL_PHASES, Memo, Pending, Placement, Snapshot
+from devkube.scheduler.placement import Memo, Pending, Placement, Snapshot
 from kubefacts.timestamps import now_rfc3339
 
 log = logging.getLogger(__name__)

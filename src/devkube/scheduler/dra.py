@@ -29,7 +29,6 @@ View = Mapping[str, Any]  # read only: what the checks read of an object
 #: kube-scheduler's words (pkg/scheduler/framework/plugins/dynamicresources).
 CANNOT_ALLOCATE = "cannot allocate all claims"
 #: The annotation kube's resourceclaim controller puts on a claim it generated for a pod.
-POD_CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
 
 
 def waiting_for_claim(name: str) -> str:

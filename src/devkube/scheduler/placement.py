@@ -29,14 +29,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from devkube.machinery.nodes import toleration_matches
+from devkube.machinery.pods import TERMINAL_PHASES
 from devkube.machinery.selectors import (
     label_selector_matches,
     node_selector_term_matches,
 )
 from kubefacts.objects import Obj
 from kubefacts.quantities import parse_quantity
-
-TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 
 @dataclass(frozen=True)
@@ -118,18 +118,6 @@ def untolerated_taint(pod: Obj, node: Obj, requests: Mapping[str, int]) -> Obj |
             found: Obj = taint
             return found
     return None
-
-
-def toleration_matches(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
-    """As kube's Toleration.ToleratesTaint: an empty effect or key matches any, operator
-    Exists ignores the value, Equal (the default) compares it."""
-    if toleration.get("effect") and toleration.get("effect") != taint.get("effect"):
-        return False
-    if toleration.get("key") and toleration.get("key") != taint.get("key"):
-        return False
-    if toleration.get("operator") == "Exists":
-        return True
-    return str(toleration.get("value") or "") == str(taint.get("value") or "")
 
 
 def _node_affinity_ok(pod: Obj, node: Obj) -> bool:

@@ -12,25 +12,30 @@ from typing import Any
 from aiohttp import web
 
 from devkube.machinery.kubeconfig import kubeconfig_dict
-
-from . import openapi, rbacpolicy
-from .admission import create_on_update, rbac_escalation, service_accounts
-from .auth import Authenticator, auth_middleware
-from .faults import Faults
-from .handlers import Handlers
-from .limitranges import default_limit_range, limit_ranger_defaults, limit_ranger_validate
-from .logs import LogSource
-from .objects import NS_KEY, Objects
-from .podsecurity import pod_security
-from .quota import resource_quota
-from .rbac import Authorizer
-from .resources import Registry
-from .reviews import Reviews
-from .store import Change, Store
-from .streaming import StreamBackend
-from .tls import make_serving_tls
-from .tokens import TokenIssuer
-from .watch import WatchHub
+from devkube.server.admission.access import create_on_update, rbac_escalation, service_accounts
+from devkube.server.admission.limitranges import (
+    default_limit_range,
+    limit_ranger_defaults,
+    limit_ranger_validate,
+)
+from devkube.server.admission.podsecurity import pod_security
+from devkube.server.admission.quota import resource_quota
+from devkube.server.admission.tolerations import default_tolerations
+from devkube.server.auth import rbacpolicy
+from devkube.server.auth.middleware import Authenticator, auth_middleware
+from devkube.server.auth.rbac import Authorizer
+from devkube.server.auth.reviews import Reviews
+from devkube.server.auth.tokens import TokenIssuer
+from devkube.server.endpoints import openapi
+from devkube.server.endpoints.handlers import Handlers
+from devkube.server.endpoints.logs import LogSource
+from devkube.server.endpoints.streaming import StreamBackend
+from devkube.server.endpoints.watch import WatchHub
+from devkube.server.faults import Faults
+from devkube.server.registry.objects import NS_KEY, Objects
+from devkube.server.registry.resources import Registry
+from devkube.server.registry.store import Change, Store
+from devkube.server.tls import make_serving_tls
 
 DEFAULT_SERVICE_ACCOUNT = "default"
 
@@ -79,6 +84,7 @@ class ApiServer:
         self.reviews = Reviews(self.store, self.authorizer, self.issuer)
         self.objects.admission += [
             service_accounts(self.store),
+            default_tolerations,
             rbac_escalation(self.authorizer),
             create_on_update(self.authorizer),
             default_limit_range,

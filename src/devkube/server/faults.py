@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .errors import ApiError
+from devkube.server.errors import ApiError
 
 _REASONS = {
     409: "Conflict",

@@ -29,6 +29,7 @@ HEADLESS_SVC = "ray.io/headless-worker-svc"
 #: KubeRay writes ``<cluster>-serve`` here.
 SERVE = "ray.io/serve"
 SERVE_TRUE = "true"
+SERVE_FALSE = "false"
 ORIGINATED_FROM_CR_NAME = "ray.io/originated-from-cr-name"
 ORIGINATED_FROM_CRD = "ray.io/originated-from-crd"
 #: RayCluster annotation: ``"true"`` asks for the ``<cluster>-serve-svc`` service.

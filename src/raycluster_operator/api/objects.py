@@ -287,6 +287,10 @@ class Service(Resource):
         return str(ip) if ip and ip != "None" else None
 
     @property
+    def headless(self) -> bool:
+        return self._spec.get("clusterIP") == "None"
+
+    @property
     def ports(self) -> Sequence[ServicePortBody]:
         return self._spec.get("ports") or ()
 

@@ -29,6 +29,16 @@ def env_names(container: Mapping[str, Any]) -> set[str]:
     return {str(e["name"]) for e in env if isinstance(e, Mapping) and "name" in e}
 
 
+#: KubeRay's env for a RayService's Ray containers (``BuildPod``, v1.7), unless the user set
+#: them: a dead worker's tasks fail at once, and GCS and Serve's KV calls give up after 5 s,
+#: so a replica on a lost host is replaced rather than waited for.
+SERVING_ENV: tuple[tuple[str, str], ...] = (
+    ("RAY_TIMEOUT_MS_TASK_WAIT_FOR_DEATH_INFO", "0"),
+    ("RAY_GCS_SERVER_REQUEST_TIMEOUT_SECONDS", "5"),
+    ("RAY_SERVE_KV_TIMEOUT_S", "5"),
+)
+
+
 def add_env(
     container: dict[str, Any],
     items: Iterable[tuple[str, str | dict[str, Any]]],

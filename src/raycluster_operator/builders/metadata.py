@@ -14,6 +14,9 @@ from raycluster_operator import OPERATOR_NAME
 from raycluster_operator.api import labels, names
 from raycluster_operator.api.models import API_VERSION, KIND, RayCluster
 
+#: The value of ``ray.io/originated-from-crd`` on a cluster a RayService created.
+RAYSERVICE_CRD = "RayService"
+
 
 def base_labels(cluster: RayCluster, *, group: str, node_type: str) -> dict[str, str]:
     """The labels KubeRay puts on every pod of a node type (docs/design.md §3.1)."""
@@ -33,6 +36,26 @@ def serve_enabled(cluster: RayCluster) -> bool:
     """The RayCluster asks for KubeRay's serve service (annotation, value exactly "true")."""
     annotations = cluster.metadata.annotations or {}
     return annotations.get(labels.ENABLE_SERVE_SERVICE_ANNOTATION) == "true"
+
+
+def serves_rayservice(cluster: RayCluster) -> bool:
+    """A RayService made this cluster (KubeRay's ``ray.io/originated-from-crd`` label): its
+    pods carry ``ray.io/serve`` as the RayService controller keeps it, its workers a Serve
+    proxy readiness check and its Ray containers KubeRay's serving env."""
+    found = cluster.metadata.labels or {}
+    return found.get(labels.ORIGINATED_FROM_CRD) == RAYSERVICE_CRD
+
+
+def rayservice_serve_label(cluster: RayCluster, *, head: bool, multi_host: bool) -> dict[str, str]:
+    """``ray.io/serve`` at creation on a RayService's cluster, over the template's value as
+    KubeRay sets it: a worker is ``true`` (its readiness probe checks its Serve proxy), the
+    head ``false`` until the RayService controller sees its proxy healthy. A host of a
+    multi-host slice starts ``false`` too, and the controller turns its slice ``true`` once
+    every host is ready (docs/design.md §12, RS4): a partial slice never serves."""
+    if not serves_rayservice(cluster):
+        return {}
+    serving = not (head or multi_host)
+    return {labels.SERVE: labels.SERVE_TRUE if serving else labels.SERVE_FALSE}
 
 
 def default_labels(cluster: RayCluster) -> dict[str, str]:

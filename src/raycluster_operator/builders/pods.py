@@ -37,6 +37,8 @@ from raycluster_operator.builders.metadata import (
     default_labels,
     merge_labels,
     owner_reference,
+    rayservice_serve_label,
+    serves_rayservice,
 )
 from raycluster_operator.builders.template_hash import head_template_hash, worker_template_hash
 
@@ -168,6 +170,8 @@ def build_head_pod(cluster: RayCluster, *, inject_probes: bool = True) -> dict[s
     _add_shared_memory(spec, container)
     if inject_probes:
         probes.add_probes(container, params, head=True, ray_version=cluster.spec.ray_version)
+    if serves_rayservice(cluster):
+        env.add_env(container, env.SERVING_ENV)
     if autoscaling_enabled(cluster):
         autoscaler.add_sidecar(cluster, spec)
     if autoscaler_v2(cluster):
@@ -175,7 +179,10 @@ def build_head_pod(cluster: RayCluster, *, inject_probes: bool = True) -> dict[s
         spec["restartPolicy"] = "Never"
     pod_labels = merge_labels(
         meta.get("labels"),
-        base_labels(cluster, group=labels.HEAD_GROUP, node_type=labels.NODE_TYPE_HEAD),
+        {
+            **base_labels(cluster, group=labels.HEAD_GROUP, node_type=labels.NODE_TYPE_HEAD),
+            **rayservice_serve_label(cluster, head=True, multi_host=False),
+        },
         default_labels(cluster),
     )
     return _pod(
@@ -258,9 +265,11 @@ class WorkerPods:
         )
         self._v2 = autoscaler_v2(cluster)
         self._params = _group_params(group.ray_start_params, group.resources, group.labels)
-        self._labels = base_labels(
-            cluster, group=group.group_name, node_type=labels.NODE_TYPE_WORKER
-        )
+        self._labels = {
+            **base_labels(cluster, group=group.group_name, node_type=labels.NODE_TYPE_WORKER),
+            **rayservice_serve_label(cluster, head=False, multi_host=self._multi),
+        }
+        self._serving = serves_rayservice(cluster)
         self._defaults = default_labels(cluster)
         self._owner = owner_reference(cluster)
         self._generate_name = names.worker_generate_name(name, group.group_name)
@@ -430,7 +439,11 @@ class WorkerPods:
         _add_shared_memory(spec, container)
         if self.inject_probes:
             ray_version = self.cluster.spec.ray_version
-            probes.add_probes(container, params, head=False, ray_version=ray_version)
+            probes.add_probes(
+                container, params, head=False, ray_version=ray_version, serving=self._serving
+            )
+        if self._serving:
+            env.add_env(container, env.SERVING_ENV)
         if self._v2:
             # Autoscaler v2 expects a dead Ray node's pod to stay dead so it can replace it.
             spec["restartPolicy"] = "Never"

@@ -38,6 +38,11 @@ LIVENESS_PERIOD = 5
 LIVENESS_FAILURE_THRESHOLD = 120
 WORKER_TIMEOUT = 2
 HEAD_TIMEOUT = 5
+#: A RayService worker leaves the endpoints at the first failed proxy check.
+SERVE_READINESS_FAILURE_THRESHOLD = 1
+SERVE_PROXY_HEALTH_PATH = "-/healthz"
+SERVE_PORT_NAME = "serve"
+DEFAULT_SERVE_PORT = 8000
 
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?")
 
@@ -69,14 +74,37 @@ def _handler(params: Mapping[str, str], *, head: bool, ray_version: str | None) 
     return {"exec": {"command": ["bash", "-c", " && ".join(checks)]}}
 
 
+def serve_port(container: Mapping[str, Any]) -> int:
+    """The container's port named ``serve``, else Serve's 8000 (KubeRay's FindContainerPort)."""
+    for port in container.get("ports") or []:
+        if port.get("name") == SERVE_PORT_NAME and port.get("containerPort"):
+            return int(port["containerPort"])
+    return DEFAULT_SERVE_PORT
+
+
+def _serve_readiness(params: Mapping[str, str], port: int) -> dict[str, Any]:
+    """A RayService worker's readiness as KubeRay v1.7 writes it, whatever the Ray version:
+    the raylet's ``wget`` check and its Serve proxy's ``/-/healthz`` in one exec, failing at
+    the first miss, so a worker whose proxy is down leaves the serve service's endpoints."""
+    agent = _port(params, "dashboard-agent-listen-port", ray_start.DASHBOARD_AGENT_PORT)
+    checks = [
+        _WGET.format(WORKER_TIMEOUT, agent, RAYLET_HEALTH_PATH),
+        _WGET.format(READINESS_INITIAL_DELAY, port, SERVE_PROXY_HEALTH_PATH),
+    ]
+    return {"exec": {"command": ["bash", "-c", " && ".join(checks)]}}
+
+
 def add_probes(
     container: dict[str, Any],
     params: Mapping[str, str],
     *,
     head: bool,
     ray_version: str | None,
+    serving: bool = False,
 ) -> None:
-    """Readiness and liveness probes for the Ray container, unless it has its own."""
+    """Readiness and liveness probes for the Ray container, unless it has its own.
+    ``serving``: a worker of a RayService's cluster, whose readiness checks its Serve proxy
+    too (the head's proxy is the RayService controller's to check, docs/design.md §12)."""
     timeout = HEAD_TIMEOUT if head else WORKER_TIMEOUT
     if not container.get("livenessProbe"):
         container["livenessProbe"] = {
@@ -96,3 +124,8 @@ def add_probes(
             "successThreshold": 1,
             "failureThreshold": READINESS_FAILURE_THRESHOLD,
         }
+        if serving and not head:
+            readiness = container["readinessProbe"]
+            readiness.pop("httpGet", None)
+            readiness.update(_serve_readiness(params, serve_port(container)))
+            readiness["failureThreshold"] = SERVE_READINESS_FAILURE_THRESHOLD

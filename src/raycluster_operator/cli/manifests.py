@@ -15,6 +15,7 @@ import yaml
 
 from raycluster_operator.api.crd import crd_manifest
 from raycluster_operator.api.rayjob_crd import rayjob_crd_manifest
+from raycluster_operator.api.rayservice_crd import rayservice_crd_manifest
 
 _FORMAT = click.option(
     "-o",
@@ -90,6 +91,17 @@ def rayjob_crd(output: str) -> None:
     click.echo(render([rayjob_crd_manifest()], output), nl=False)
 
 
+@manifests.command(name="rayservice-crd")
+@_FORMAT
+def rayservice_crd(output: str) -> None:
+    """The rayservices.ray.io CustomResourceDefinition (kubectl apply -f -).
+
+    KubeRay v1.7's RayService schema (same fields, defaults, CEL rules, printer columns) with
+    our RayCluster spec and status embedded.
+    """
+    click.echo(render([rayservice_crd_manifest()], output), nl=False)
+
+
 @manifests.command(name="all")
 @_FORMAT
 @click.option("--namespace", default="raycluster-operator", show_default=True)
@@ -107,6 +119,7 @@ def all_manifests(output: str, namespace: str, image: str | None, watched: tuple
     objects = [
         crd_manifest(),
         rayjob_crd_manifest(),
+        rayservice_crd_manifest(),
         *operator_manifests(namespace, image or DEFAULT_IMAGE, list(watched) or None),
     ]
     click.echo(render(objects, output), nl=False)

@@ -41,7 +41,8 @@ def operator_rules() -> list[Obj]:
         _rule(
             ["rbac.authorization.k8s.io"], ["roles", "rolebindings"], ["list", "watch", "create"]
         ),
-        _rule(["events.k8s.io"], ["events"], ["create", "patch"]),
+        # core/v1 Events, as client-go's core/v1 recorder writes them (runtime/events.py).
+        _rule([""], ["events"], ["create", "patch"]),
         # What the lifecycle features plan from and write (their ``watches`` and ``rules``):
         # ComputeDomains (§3.9, rule 13b), per-slice budgets (12b), quotas and LimitRanges
         # (13c; without this grant the operator runs without the check).
@@ -50,6 +51,7 @@ def operator_rules() -> list[Obj]:
         _rule([""], ["pods/resize"], ["patch"]),
         _rule(["ray.io"], ["rayclusters"], ["delete"]),
         *rayjob_rules(),
+        *rayservice_rules(),
     ]
 
 
@@ -84,6 +86,18 @@ def rayjob_rules() -> list[Obj]:
         _rule(["ray.io"], ["rayjobs/status"], ["patch"]),
         _rule(["ray.io"], ["rayclusters"], ["create"]),
         _rule(["batch"], ["jobs"], ["list", "watch", "create", "delete"]),
+    ]
+
+
+def rayservice_rules() -> list[Obj]:
+    """The RayService controller (docs/design.md §12): it watches RayServices and writes their
+    status; creates their RayClusters (deleting those traffic left, with the rayclusters
+    delete above); creates the serve and head services and patches their selector when traffic
+    moves (watched by their labels); patches pods' ``ray.io/serve`` label (pods patch above)."""
+    return [
+        _rule(["ray.io"], ["rayservices"], ["list", "watch"]),
+        _rule(["ray.io"], ["rayservices/status"], ["patch"]),
+        _rule([""], ["services"], ["patch"]),
     ]
 
 

@@ -26,6 +26,10 @@ from raycluster_operator.controller.raycluster.reconciler import Reconciler
 from raycluster_operator.controller.raycluster.registration import ControllerOptions, RayClusters
 from raycluster_operator.controller.raycluster.sources import SourceOptions, Sources
 from raycluster_operator.controller.rayjob.reconciler import RayJobOptions, RayJobReconciler
+from raycluster_operator.controller.rayservice.reconciler import (
+    RayServiceOptions,
+    RayServiceReconciler,
+)
 from raycluster_operator.controller.runtime.controller import Controller, LoopOptions
 from raycluster_operator.controller.runtime.events import EventRecorder
 from raycluster_operator.controller.runtime.informer import Informer
@@ -49,6 +53,7 @@ class ManagerOptions:
     serving: ServingOptions = field(default_factory=ServingOptions)
     planning: PlanOptions = field(default_factory=PlanOptions)
     rayjobs: RayJobOptions = field(default_factory=RayJobOptions)
+    rayservices: RayServiceOptions = field(default_factory=RayServiceOptions)
 
     @classmethod
     def from_flat(cls, **settings: Any) -> ManagerOptions:
@@ -119,6 +124,21 @@ class Manager:
                 self.rayjobs,
                 opts.rayjobs.loop(opts.controller.drain_timeout),
                 prefix=f"{PREFIX}_rayjob",
+            )
+        # The third kind (docs/design.md §12): RayServices, under the same lease.
+        self.rayservices = RayServiceReconciler(
+            client,
+            self.sources,
+            opts.rayservices,
+            recorder=self.recorder,
+            namespaces=opts.sources.namespaces,
+            watch_timeout=opts.sources.watch_timeout,
+        )
+        if opts.rayservices.rayservices:
+            self._register(
+                self.rayservices,
+                opts.rayservices.loop(opts.controller.drain_timeout),
+                prefix=f"{PREFIX}_rayservice",
             )
         self._stop = asyncio.Event()
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from raycluster_operator.api.crd import crd_manifest
 from raycluster_operator.api.rayjob_crd import rayjob_crd_manifest
+from raycluster_operator.api.rayservice_crd import rayservice_crd_manifest
 from raycluster_operator.controller import install
 from raycluster_operator.planning import PlanOptions
 
@@ -48,8 +49,8 @@ def hint(text: str) -> None:
 
 
 async def install_crd(cluster: DevCluster) -> None:
-    """Both CRDs the operator ships: RayCluster and RayJob."""
-    for crd in (crd_manifest(), rayjob_crd_manifest()):
+    """The CRDs the operator ships: RayCluster, RayJob and RayService."""
+    for crd in (crd_manifest(), rayjob_crd_manifest(), rayservice_crd_manifest()):
         await cluster.apply(crd)
         log.info("installed CRD %s", crd["metadata"]["name"])
 
@@ -86,6 +87,7 @@ async def operator_attached(
     from raycluster_operator.controller.manager import Manager, ManagerOptions
     from raycluster_operator.controller.raycluster.registration import ControllerOptions
     from raycluster_operator.controller.rayjob.reconciler import RayJobOptions
+    from raycluster_operator.controller.rayservice.reconciler import RayServiceOptions
     from raycluster_operator.controller.runtime.serving import ServingOptions
     from raycluster_operator.kube import KubeClient
 
@@ -104,6 +106,7 @@ async def operator_attached(
             planning=planning,
             # On the host, the operator reaches a head's Jobs API at the head pod's IP.
             rayjobs=RayJobOptions(jobs_api_via=jobs_api_via(cluster)),
+            rayservices=RayServiceOptions(serve_api_via=jobs_api_via(cluster)),
         ),
     )
     task = asyncio.create_task(manager.run(), name="operator")
@@ -132,7 +135,12 @@ def deployed_manifests(unready_slice_timeout: float = 60.0) -> list[dict[str, An
     cluster's own bin directory first on PATH, so the pods run this installation; all pods
     share one network namespace there, so the servers bind the pod IP rather than every
     address (two replicas on :8082 would collide)."""
-    objects = [crd_manifest(), rayjob_crd_manifest(), *install.operator_manifests()]
+    objects = [
+        crd_manifest(),
+        rayjob_crd_manifest(),
+        rayservice_crd_manifest(),
+        *install.operator_manifests(),
+    ]
     for obj in objects:
         if obj["kind"] == "Deployment":
             container = obj["spec"]["template"]["spec"]["containers"][0]

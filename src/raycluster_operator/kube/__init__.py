@@ -18,6 +18,7 @@ from raycluster_operator.kube.pruning import prune
 from raycluster_operator.kube.resources import (
     BATCH_JOBS,
     COMPUTE_DOMAINS,
+    CORE_EVENTS,
     CRDS,
     EVENTS,
     LEASES,
@@ -27,6 +28,7 @@ from raycluster_operator.kube.resources import (
     PODS,
     RAYCLUSTERS,
     RAYJOBS,
+    RAYSERVICES,
     RESOURCE_QUOTAS,
     ROLE_BINDINGS,
     ROLES,
@@ -39,6 +41,7 @@ from raycluster_operator.kube.resources import (
 __all__ = [
     "BATCH_JOBS",
     "COMPUTE_DOMAINS",
+    "CORE_EVENTS",
     "CRDS",
     "EVENTS",
     "LEASES",
@@ -48,6 +51,7 @@ __all__ = [
     "POD_DISRUPTION_BUDGETS",
     "RAYCLUSTERS",
     "RAYJOBS",
+    "RAYSERVICES",
     "RESOURCE_QUOTAS",
     "ROLES",
     "ROLE_BINDINGS",

@@ -27,11 +27,12 @@ from raycluster_operator.kube.config import SingleConfig, load_config
 from raycluster_operator.kube.errors import (
     Gone,
     KubeError,
+    NotFound,
     ServerError,
     TooManyRequests,
     error_for,
 )
-from raycluster_operator.kube.resources import EVENTS, LEASES, Kind
+from raycluster_operator.kube.resources import CORE_EVENTS, LEASES, Kind
 
 Throttle = Callable[[], Awaitable[None]]
 
@@ -140,6 +141,15 @@ class KubeClient:
             raise err
 
     # -- reads ----------------------------------------------------------------------------
+
+    async def serves_group(self, group: str) -> bool:
+        """Whether the API server serves an API group (its discovery document, readable by
+        every authenticated user): a feature that needs another project's kind asks first."""
+        try:
+            await self._request("get", "GET", f"/apis/{group}")
+        except NotFound:
+            return False
+        return True
 
     async def get(self, kind: Kind, namespace: str | None, name: str) -> Obj:
         result: Obj = await self._request("get", "GET", kind.object_path(namespace, name))
@@ -318,10 +328,10 @@ class KubeClient:
     # -- events and leases ----------------------------------------------------------------
 
     async def create_event(self, event: Obj) -> Obj:
-        return await self.create(EVENTS, event)
+        return await self.create(CORE_EVENTS, event)
 
     async def patch_event(self, namespace: str, name: str, patch: Obj) -> Obj:
-        return await self.patch(EVENTS, namespace, name, patch)
+        return await self.patch(CORE_EVENTS, namespace, name, patch)
 
     async def get_lease(self, namespace: str, name: str) -> Obj:
         return await self.get(LEASES, namespace, name)

@@ -34,6 +34,7 @@ class Kind:
 
 RAYCLUSTERS = Kind("ray.io", "v1", "RayCluster", "rayclusters")
 RAYJOBS = Kind("ray.io", "v1", "RayJob", "rayjobs")
+RAYSERVICES = Kind("ray.io", "v1", "RayService", "rayservices")
 BATCH_JOBS = Kind("batch", "v1", "Job", "jobs")
 PODS = Kind("", "v1", "Pod", "pods")
 SERVICES = Kind("", "v1", "Service", "services")
@@ -41,6 +42,8 @@ SERVICE_ACCOUNTS = Kind("", "v1", "ServiceAccount", "serviceaccounts")
 ROLES = Kind("rbac.authorization.k8s.io", "v1", "Role", "roles")
 ROLE_BINDINGS = Kind("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings")
 EVENTS = Kind("events.k8s.io", "v1", "Event", "events")
+#: Where the operator writes Events: core/v1, as client-go's core/v1 recorder does.
+CORE_EVENTS = Kind("", "v1", "Event", "events")
 LEASES = Kind("coordination.k8s.io", "v1", "Lease", "leases")
 NODES = Kind("", "v1", "Node", "nodes", namespaced=False)
 NAMESPACES = Kind("", "v1", "Namespace", "namespaces", namespaced=False)
@@ -62,6 +65,7 @@ _BY_API = {
     for k in (
         RAYCLUSTERS,
         RAYJOBS,
+        RAYSERVICES,
         BATCH_JOBS,
         PODS,
         SERVICES,

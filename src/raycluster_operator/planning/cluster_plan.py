@@ -413,7 +413,10 @@ def _delete_events(deletes: Sequence[PodDelete]) -> list[PlannedEvent]:
         first = items[0]
         what = f"slice {first.replica_name}" if first.replica_name else f"pod {first.name}"
         where = f" at index {first.replica_index}" if first.replica_index is not None else ""
-        count = f" ({len(items)} pods)" if len(items) > 1 else ""
+        # A slice's Event always counts its pods: one host terminating by itself leaves one
+        # pod of a 2-host slice to delete, and "(1 pod)" still says it is a slice going.
+        many = len(items) > 1
+        count = f" ({len(items)} pod{'s' if many else ''})" if many or first.replica_name else ""
         cause = f", triggered by pod {first.trigger}" if first.trigger else ""
         out.append(
             PlannedEvent(

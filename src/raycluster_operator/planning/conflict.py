@@ -43,10 +43,6 @@ class Conflict:
     note: str
 
 
-#: How the message names a controller whose pods carry no ``created-by`` label.
-UNNAMED = "an unnamed controller"
-
-
 def controlled_by(pod: Mapping[str, Any], uid: str | None) -> bool:
     """The pod's controller ownerReference is the RayCluster with this uid."""
     if not uid:
@@ -67,15 +63,17 @@ def creator(pod: Mapping[str, Any]) -> str | None:
 
 
 def other_controllers(cluster: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Creators other than us of the live pods this RayCluster controls, sorted."""
+    """Creators other than us of the live pods this RayCluster controls, sorted. A controlled
+    pod with no ``created-by`` names no other controller (KubeRay and we always set it): it is
+    taken as ours, made before the label, and rule 9 replaces it if it lacks an identity."""
     uid = (cluster.get("metadata") or {}).get("uid")
     found = set()
     for pod in pods:
         if (pod.get("metadata") or {}).get("deletionTimestamp") or not controlled_by(pod, uid):
             continue
         made_by = creator(pod)
-        if made_by != OPERATOR_NAME:
-            found.add(made_by or UNNAMED)
+        if made_by is not None and made_by != OPERATOR_NAME:
+            found.add(made_by)
     return sorted(found)
 
 

@@ -153,6 +153,9 @@ class EventReason(StrEnum):
     #: Pods carry the cluster's label but no controller of it made them (rule 2b); once per
     #: change of the list.
     STRAY_PODS = "StrayPods"
+    #: A user's PodDisruptionBudget selects pods of a multi-host group the operator keeps
+    #: per-slice budgets for (rule 12b): it stands back; once per new overlap.
+    DISRUPTION_BUDGET_OVERLAP = "DisruptionBudgetOverlap"
 
 
 class HoldReason(StrEnum):
@@ -168,6 +171,9 @@ class HoldReason(StrEnum):
     #: The API refused a pod of the slice as built (Pod Security, a LimitRange, a quota's
     #: `must specify`): a spec problem, retried when the template changes or after a wait.
     POD_REJECTED = "PodRejected"
+    #: The namespace's ServiceAccount does not exist yet (kube-controller-manager makes
+    #: `default` moments after the namespace): a race like quota's, retried soon.
+    SERVICE_ACCOUNT_PENDING = "ServiceAccountPending"
 
 
 #: Every reason an Event of the operator may carry.
@@ -210,6 +216,10 @@ class ConditionReason(StrEnum):
     #: but no controller of it made them; none is live any more.
     STRAY_PODS = "StrayPods"
     NO_STRAY_PODS = "NoStrayPods"
+    #: Ours, condition DisruptionBudgetOverlap (docs/design.md §4 rule 12b): a user's
+    #: PodDisruptionBudget selects pods of a group with per-slice budgets; none does any more.
+    DISRUPTION_BUDGET_OVERLAP = "DisruptionBudgetOverlap"
+    NO_DISRUPTION_BUDGET_OVERLAP = "NoDisruptionBudgetOverlap"
 
 
 class ConditionType(StrEnum):
@@ -234,6 +244,9 @@ class ConditionType(StrEnum):
     #: Ours (rule 2b): True while live pods carry the cluster's label that no controller of
     #: it made (they are left alone); present once it has been.
     STRAY_PODS = "StrayPods"
+    #: Ours (rule 12b): True while a user's PodDisruptionBudget selects pods of a multi-host
+    #: group, whose per-slice budgets the operator then does not keep; present once it has been.
+    DISRUPTION_BUDGET_OVERLAP = "DisruptionBudgetOverlap"
 
 
 class Condition(NamedTuple):

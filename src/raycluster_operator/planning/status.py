@@ -320,9 +320,15 @@ def _head_info(cluster: RayCluster, seen: Observed) -> dict[str, str]:
         info["podName"] = seen.head.name
         if seen.head.pod_ip:
             info["podIP"] = seen.head.pod_ip
-    ip = Service(seen.head_service).cluster_ip if seen.head_service is not None else None
-    if ip is not None:
-        info["serviceIP"] = ip
+    if seen.head_service is not None:
+        service = Service(seen.head_service)
+        # As KubeRay: a headless head service (ours by default) has no virtual IP, so the
+        # head pod's IP stands for it, and `kubectl get rayclusters -o wide` shows one.
+        ip = service.cluster_ip
+        if ip is None and service.headless and seen.head is not None:
+            ip = seen.head.pod_ip
+        if ip:
+            info["serviceIP"] = ip
     return info
 
 

@@ -35,6 +35,7 @@ from raycluster_operator.controller.raycluster.present import Present
 from raycluster_operator.controller.raycluster.refusals import RefusalHolds
 from raycluster_operator.controller.raycluster.sources import (
     BY_CLUSTER,
+    BY_NAMESPACE,
     BY_OWNER,
     Caches,
     Change,
@@ -72,11 +73,12 @@ from raycluster_operator.planning.features.quota import (
     HOLD_KIND,
     LIMIT_RANGE_KIND,
     QUOTA_KIND,
+    RACES,
     hold_object,
     refusal_reason,
     settle_creates,
 )
-from raycluster_operator.planning.reasons import DISRUPTION_REASONS, DeleteReason, HoldReason
+from raycluster_operator.planning.reasons import DISRUPTION_REASONS, DeleteReason
 
 log = logging.getLogger(__name__)
 
@@ -186,14 +188,18 @@ class Reconciler:
         return out
 
     def _objects(self, key: str, now: datetime) -> dict[str, list[Any]]:
-        """Other cached kinds the features plan from: the cluster's per-slice budgets (rule
-        12b), its ComputeDomains, only when the cluster serves them (rule 13b; the key's
-        absence says it does not), the namespace's quotas (rule 13c; absent when not watched),
-        the groups held after a refused pod, and any other kind a feature watches."""
+        """Other cached kinds the features plan from: the namespace's PodDisruptionBudgets
+        (rule 12b: the cluster's per-slice ones, and a user's that may select its pods), its
+        ComputeDomains, only when the cluster serves them (rule 13b; the key's absence says it
+        does not), the namespace's quotas (rule 13c; absent when not watched), the groups held
+        after a refused pod, and any other kind a feature watches."""
         caches = self.caches
         out: dict[str, list[Any]] = {}
         if caches.budgets is not None:
-            out[POD_DISRUPTION_BUDGETS.kind] = list(caches.budgets.by_index(BY_CLUSTER, key))
+            namespace = split_key(key)[0]
+            out[POD_DISRUPTION_BUDGETS.kind] = list(
+                caches.budgets.by_index(BY_NAMESPACE, namespace)
+            )
         if COMPUTE_DOMAINS.kind in caches.served and caches.domains is not None:
             out[COMPUTE_DOMAINS.kind] = caches.domains.by_index(BY_CLUSTER, key)
         quotas = caches.quotas
@@ -326,9 +332,7 @@ class Reconciler:
         self, key: str, creates: Sequence[PodCreate], failures: list[_Failure]
     ) -> float | None:
         ns, _ = split_key(key)
-        results = await self.writer.run_all(
-            self.client.create(PODS, _in_namespace(c.manifest, ns), namespace=ns) for c in creates
-        )
+        results = await self._create_by_unit(ns, creates)
         created: list[str] = []
         for c, result in zip(creates, results, strict=True):
             if isinstance(result, BaseException):
@@ -343,6 +347,28 @@ class Reconciler:
         if created:
             log.info("created %d pods for %s: %s", len(created), key, ", ".join(created))
         return await self._refused_slices(key, creates, results, failures)
+
+    async def _create_by_unit(
+        self, ns: str, creates: Sequence[PodCreate]
+    ) -> list[Obj | BaseException]:
+        """One slice's pods at once, the slices one after another (docs/design.md §4 rule
+        13c). kube-apiserver admits concurrent creates against a quota in any order: eight
+        pods of two slices sent together into room for five hosts may admit three of one
+        and two of the other, and both slices are then undone, every attempt alike. Slice by
+        slice, the first whole slice that fits gets in, as the planner's own check intends."""
+        units: dict[tuple[str, str], list[int]] = {}
+        for at, c in enumerate(creates):
+            # A group's single-host pods are no slice: they go together.
+            units.setdefault((c.group, c.replica_name or ""), []).append(at)
+        results: list[Obj | BaseException | None] = [None] * len(creates)
+        for members in units.values():
+            answers = await self.writer.run_all(
+                self.client.create(PODS, _in_namespace(creates[at].manifest, ns), namespace=ns)
+                for at in members
+            )
+            for at, answer in zip(members, answers, strict=True):
+                results[at] = answer
+        return [r for r in results if r is not None]
 
     async def _refused_slices(
         self,
@@ -460,11 +486,9 @@ class Reconciler:
 
 
 def _quota_race(error: BaseException) -> bool:
-    """A quota refusal is handled by the hold (rule 13c), not a failed pass."""
-    return (
-        isinstance(error, Forbidden)
-        and refusal_reason(str(error)) == HoldReason.SLICE_QUOTA_EXCEEDED
-    )
+    """A refusal that clears by itself (quota, a ServiceAccount not made yet) is handled by
+    the hold (rule 13c), not a failed pass."""
+    return isinstance(error, Forbidden) and refusal_reason(str(error)) in RACES
 
 
 def _version(obj: Obj) -> str:

@@ -18,10 +18,12 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from raycluster_operator.api.labels import CLUSTER
+from raycluster_operator import OPERATOR_NAME
+from raycluster_operator.api.labels import CLUSTER, CREATED_BY
 from raycluster_operator.api.objects import Obj, Resource
 from raycluster_operator.controller.raycluster.quotas import QuotaWatch
 from raycluster_operator.controller.raycluster.transforms import (
+    slim_budget,
     slim_named,
     slim_node,
     slim_pod,
@@ -68,8 +70,9 @@ BY_NODE = "node"
 RBAC_KINDS = (SERVICE_ACCOUNTS, ROLES, ROLE_BINDINGS)
 #: Kinds the lifecycle features watch that are routed here by hand: Nodes by the pods bound to
 #: them, quotas and LimitRanges by namespace (``QuotaWatch``), ComputeDomains only where
-#: served, budgets only while Nodes are watched. Any other kind a feature declares in its
-#: ``watches`` gets label-selected informers of its own (``Sources.watched``).
+#: served, budgets only while Nodes are watched (ours by the cluster label, a user's by
+#: namespace). Any other kind a feature declares in its ``watches`` gets label-selected
+#: informers of its own (``Sources.watched``).
 ROUTED = frozenset(
     k.kind for k in (NODES, POD_DISRUPTION_BUDGETS, COMPUTE_DOMAINS, RESOURCE_QUOTAS, LIMIT_RANGES)
 )
@@ -165,15 +168,16 @@ class Sources:
             )
             node_informer.add_handler(self._on_node)
             self.nodes = [node_informer]
-        # Planned disruptions (rule 12b) keep a budget per slice, labelled with the cluster.
+        # Planned disruptions (rule 12b) keep a budget per slice, labelled with the cluster;
+        # every budget of the namespace is watched, as a user's over the same pods makes ours
+        # stand back (planning/budget_overlap.py).
         self.budgets: list[Informer] = []
         if watch_nodes:
             self.budgets = make(
                 POD_DISRUPTION_BUDGETS,
-                functools.partial(self._on_rbac, POD_DISRUPTION_BUDGETS.kind),
-                label_selector=CLUSTER,
+                self._on_budget,
                 indexers={BY_CLUSTER: by_label(CLUSTER), BY_NAMESPACE: by_namespace},
-                transform=slim_named,
+                transform=slim_budget,
             )
         self.services = make(
             SERVICES,
@@ -214,7 +218,11 @@ class Sources:
             )
             for name, kind in feature_kinds().items()
         }
-        self.caches = Caches(
+        self.caches = self._caches()
+        self._listeners: list[Listener] = []
+
+    def _caches(self) -> Caches:
+        return Caches(
             clusters=_view(self.clusters),
             pods=_view(self.pods),
             services=_view(self.services),
@@ -225,7 +233,6 @@ class Sources:
             quotas=self.quotas,
             watched={name: _view(infs) for name, infs in self.watched.items()},
         )
-        self._listeners: list[Listener] = []
 
     def _informers(
         self,
@@ -340,6 +347,26 @@ class Sources:
             key = f"{rbac.namespace or ''}/{cluster}"
             self._emit(Change(key, kind, _name(obj), etype == "DELETED"))
 
+    def _on_budget(self, etype: str, old: Obj | None, new: Obj | None) -> None:
+        """Ours concern their cluster; a user's, every cluster of its namespace, when it comes,
+        goes or selects anew (the cache keeps no status, so its updates are mostly no-ops)."""
+        obj = new or old
+        if obj is None:
+            return
+        budget = Resource(obj)
+        if budget.labels.get(CREATED_BY) == OPERATOR_NAME:
+            self._on_rbac(POD_DISRUPTION_BUDGETS.kind, etype, old, new)
+            return
+        if old is not None and new is not None and _selector(old) == _selector(new):
+            return
+        gone = etype == "DELETED"
+        prefix = f"{budget.namespace or ''}/"
+        for key in sorted(_view(self.clusters).all_keys()):
+            if key.startswith(prefix):
+                self._emit(
+                    Change(key, POD_DISRUPTION_BUDGETS.kind, budget.name, gone, observed=False)
+                )
+
     def _on_domain(self, etype: str, old: Obj | None, new: Obj | None) -> None:
         obj = new or old
         if obj is None:
@@ -375,6 +402,12 @@ class Sources:
 def _by_node(obj: Obj) -> list[str]:
     node = (obj.get("spec") or {}).get("nodeName")
     return [node] if node else []
+
+
+def _selector(obj: Obj) -> object:
+    return (obj.get("spec") or {}).get("selector"), bool(
+        (obj.get("metadata") or {}).get("deletionTimestamp")
+    )
 
 
 def _view(informers: list[Informer]) -> StoreView:

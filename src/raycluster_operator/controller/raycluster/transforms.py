@@ -162,6 +162,17 @@ def slim_named(obj: Obj) -> Obj:
     return _envelope(obj, _meta(obj))
 
 
+def slim_budget(obj: Obj) -> Obj:
+    """A PodDisruptionBudget: its name (ours are checked for by name) and the selector (a
+    user's budget over a slice's pods makes ours stand back, planning/budget_overlap.py).
+    The status, which the disruption controller rewrites at every pod change, is not kept."""
+    out = _envelope(obj, _meta(obj))
+    spec = obj.get("spec") or {}
+    if "selector" in spec:
+        out["spec"] = {"selector": spec["selector"]}
+    return out
+
+
 def without_managed_fields(obj: Obj) -> Obj:
     """The whole object but ``metadata.managedFields``, which nothing here reads."""
     meta = obj.get("metadata")

@@ -43,6 +43,11 @@ class JobsApiError(Exception):
     """The Jobs API could not be reached, or refused a request."""
 
 
+class JobsApiUnreachable(JobsApiError):
+    """Nothing listens where the dashboard should (connection refused, a name not resolved
+    yet): before it ever answered, the dashboard is starting, not failing."""
+
+
 @dataclass(frozen=True)
 class JobInfo:
     found: bool
@@ -72,6 +77,8 @@ class JobsApiClient:
                 if resp.status >= 400:
                     raise JobsApiError(f"GET job {job_id}: HTTP {resp.status}")
                 body = await resp.json(content_type=None)
+        except aiohttp.ClientConnectorError as exc:
+            raise JobsApiUnreachable(f"GET job {job_id} at {base}: {exc!r}") from exc
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             raise JobsApiError(f"GET job {job_id} at {base}: {exc!r}") from exc
         return JobInfo(True, dict(body) if isinstance(body, dict) else {})

@@ -42,6 +42,7 @@ from raycluster_operator.controller.rayjob.jobs_api import (
     RESOLVERS,
     JobsApiClient,
     JobsApiError,
+    JobsApiUnreachable,
     Resolver,
 )
 from raycluster_operator.controller.rayjob.metrics import RayJobMetrics
@@ -237,8 +238,15 @@ class RayJobReconciler:
         try:
             found = await self.jobs_api.get(base, str(rayjob["status"]["jobId"]))
         except JobsApiError as exc:
+            name = rayjob["metadata"]["name"]
+            if isinstance(exc, JobsApiUnreachable) and not rayjob["status"].get("jobStatus"):
+                # The head is Ready (its probes ask the dashboard agent) a moment before the
+                # dashboard listens: until the job's status was ever read, nothing listening
+                # is the dashboard starting; the pass waits for the next poll (docs/design.md §11).
+                log.debug("jobs api of %s not answering yet: %s", name, exc)
+                return JobsApi.UNREACHABLE, {}
             self.metrics.jobs_api_errors.inc()
-            log.info("jobs api of %s: %s", rayjob["metadata"]["name"], exc)
+            log.info("jobs api of %s: %s", name, exc)
             return JobsApi.UNREACHABLE, {}
         if not found.found:
             return JobsApi.NOT_FOUND, {}

@@ -1,4 +1,10 @@
-"""events.k8s.io/v1 Events: the user-facing answer to "why did my slice go away?".
+"""Events: the user-facing answer to "why did my slice go away?".
+
+Written as core/v1 Events, as client-go's core/v1 recorder (KubeRay's) writes them:
+``firstTimestamp``, ``lastTimestamp``, ``count`` and ``source``, which ``kubectl get events
+--sort-by=.lastTimestamp`` and most dashboards read. kube-apiserver refuses those fields on an
+events.k8s.io/v1 create (they must be unset there), so the core API is the one that carries
+them; readers of events.k8s.io/v1 see the same objects (docs/design.md §6).
 
 Every create and delete carries its reason; volume is bounded the way client-go's event
 correlator bounds it:
@@ -38,10 +44,6 @@ class _Seen:
     namespace: str
     count: int
     at: float
-
-
-def _micro(now: datetime) -> str:
-    return now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _second(now: datetime) -> str:
@@ -98,8 +100,7 @@ class EventRecorder:
         now = self._clock()
         note, fold = self._aggregate(ref, namespace, type_, reason, note, now)
         key = (namespace, ref["kind"], ref["name"], ref.get("uid", ""), type_, reason, fold)
-        moment = datetime.now(UTC)
-        wall, second = _micro(moment), _second(moment)
+        second = _second(datetime.now(UTC))
         log.info("event %s %s/%s %s: %s", type_, ref["kind"], ref["name"], reason, note)
         self._prune(now)
         seen = self._seen.get(key)
@@ -111,38 +112,29 @@ class EventRecorder:
                     await self.client.patch_event(
                         seen.namespace,
                         seen.name,
-                        {
-                            "series": {"count": seen.count, "lastObservedTime": wall},
-                            # What core/v1 readers sort and count by (kubectl get events).
-                            "deprecatedCount": seen.count,
-                            "deprecatedLastTimestamp": second,
-                        },
+                        {"count": seen.count, "lastTimestamp": second},
                     )
                     return
                 except NotFound:
                     pass
             event: Obj = {
-                "apiVersion": "events.k8s.io/v1",
+                "apiVersion": "v1",
                 "kind": "Event",
                 "metadata": {
                     "name": f"{_name_prefix(ref['name'])}.{secrets.token_hex(8)}",
                     "namespace": namespace,
                 },
-                "eventTime": wall,
-                "reportingController": self.controller,
+                "involvedObject": ref,
+                "reason": reason,
+                "message": note,
+                "type": type_,
+                "firstTimestamp": second,
+                "lastTimestamp": second,
+                "count": 1,
+                "source": {"component": self.controller},
+                "reportingComponent": self.controller,
                 "reportingInstance": self.instance,
                 "action": action,
-                "reason": reason,
-                "note": note,
-                "type": type_,
-                "regarding": ref,
-                # client-go's core/v1 recorder (KubeRay's) fills these; they are core/v1's
-                # firstTimestamp, lastTimestamp, count and source, which `kubectl get events
-                # --sort-by=.lastTimestamp` and most dashboards read (docs/design.md §6).
-                "deprecatedFirstTimestamp": second,
-                "deprecatedLastTimestamp": second,
-                "deprecatedCount": 1,
-                "deprecatedSource": {"component": self.instance},
             }
             if related is not None:
                 event["related"] = reference(related)

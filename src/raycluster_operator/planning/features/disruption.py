@@ -53,10 +53,25 @@ from typing import Any
 from raycluster_operator.api import labels
 from raycluster_operator.api.models import RayCluster
 from raycluster_operator.api.objects import Pod
-from raycluster_operator.builders.budgets import PDB_KIND, avoid_nodes, slice_budget
+from raycluster_operator.builders.budgets import PDB_KIND, avoid_nodes, budget_name, slice_budget
+from raycluster_operator.planning.actions import PlannedEvent
+from raycluster_operator.planning.budget_overlap import (
+    Overlap,
+    group_labels,
+    ours,
+    overlap_condition,
+    previous_condition,
+    selecting,
+    theirs,
+)
 from raycluster_operator.planning.context import Cached
 from raycluster_operator.planning.feature import Feature, Watch
-from raycluster_operator.planning.reasons import CreateReason, DeleteReason
+from raycluster_operator.planning.reasons import (
+    Condition,
+    CreateReason,
+    DeleteReason,
+    EventReason,
+)
 from raycluster_operator.planning.replicas import GroupPods, Replica
 from raycluster_operator.planning.slice_state import SliceState
 from raycluster_operator.planning.turn import ClusterTurn, GroupPlan, GroupTurn
@@ -372,7 +387,7 @@ class Disruptions(Feature):
 
     rule = "12b"
     #: The nodes' cordons, taints and maintenance labels; a budget per slice, made and removed
-    #: (never changed).
+    #: (never changed), and a user's budgets of the namespace, which may select the same pods.
     watches = (
         Watch("", "v1", "Node", "nodes", namespaced=False),
         Watch("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", ("create", "delete")),
@@ -393,6 +408,11 @@ class Disruptions(Feature):
         self.moves: dict[str, GroupMoves] = {}
         self.budgets: list[dict[str, Any]] = []
         self.planned: set[str] = set()
+        # A user's budget over a group's pods: ours stand back (planning/budget_overlap.py).
+        found = context.state.objects.get(PDB_KIND, ()) if self.enabled else ()
+        self.users = theirs(found)
+        self.overlaps: list[Overlap] = []
+        self.said: Condition | None = None
 
     def mark(self, turn: GroupTurn) -> None:
         turn.found = mark_evictions(turn.found, self.check)
@@ -435,10 +455,18 @@ class Disruptions(Feature):
         self.planned.add(spec.group_name)
         moves = self.moves.get(spec.group_name, NO_MOVES)
         if turn.job.stop is None and spec.num_of_hosts > 1:
-            self.budgets += [
-                slice_budget(self.cluster, spec.group_name, name, spec.num_of_hosts)
-                for name in budgeted(turn.found.replicas, moves, turn.out.replica_keys)
-            ]
+            names = budgeted(turn.found.replicas, moves, turn.out.replica_keys)
+            pods = [p for r in turn.found.replicas for p in r.pods]
+            users = selecting(self.users, group_labels(self.cluster, spec), pods)
+            if users:
+                cluster = self.cluster.metadata.name
+                mine = tuple(budget_name(cluster, n) for n in names)
+                self.overlaps.append(Overlap(spec.group_name, users, mine))
+            else:
+                self.budgets += [
+                    slice_budget(self.cluster, spec.group_name, name, spec.num_of_hosts)
+                    for name in names
+                ]
         if not moves.disrupted:
             return plan
         return replace(plan, tally=replace(plan.tally, disrupted=moves.disrupted))
@@ -451,7 +479,10 @@ class Disruptions(Feature):
         turn.objects += self.budgets
         keep = {str(b["metadata"]["name"]) for b in self.budgets}
         groups = {g.group_name for g in turn.cluster.spec.worker_group_specs}
+        self._say_overlaps(turn)
         for cached in turn.context.state.objects.get(PDB_KIND, ()):
+            if not ours(cached, self.cluster.metadata.name):
+                continue  # a user's budget, even one labelled with the cluster
             meta = cached.get("metadata") or {}
             name = str(meta.get("name") or "")
             group = (meta.get("labels") or {}).get(labels.GROUP)
@@ -466,6 +497,16 @@ class Disruptions(Feature):
                 else c
                 for c in turn.creates
             ]
+
+    def _say_overlaps(self, turn: ClusterTurn) -> None:
+        condition, warning = overlap_condition(self.overlaps, previous_condition(self.cluster))
+        self.said = condition
+        if warning is not None:
+            reason = EventReason.DISRUPTION_BUDGET_OVERLAP
+            turn.events.append(PlannedEvent("Warning", reason, warning))
+
+    def conditions(self) -> Sequence[Condition]:
+        return () if self.said is None else (self.said,)
 
 
 def _max_unavailable(turn: GroupTurn) -> int:

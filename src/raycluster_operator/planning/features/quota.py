@@ -111,7 +111,14 @@ def refusal_reason(message: str) -> HoldReason:
     RBAC) means the pod cannot be admitted as built, a spec problem."""
     if "exceeded quota" in message or "status unknown for quota" in message:
         return HoldReason.SLICE_QUOTA_EXCEEDED
+    if "error looking up service account" in message:
+        # The ServiceAccount admission plugin, before the namespace's account exists.
+        return HoldReason.SERVICE_ACCOUNT_PENDING
     return HoldReason.POD_REJECTED
+
+
+#: Refusals that clear by themselves: retried after a short hold, never a failed pass.
+RACES = (HoldReason.SLICE_QUOTA_EXCEEDED, HoldReason.SERVICE_ACCOUNT_PENDING)
 
 
 def hold_after(message: str, template: str, strikes: int, now: datetime) -> AdmissionHold:
@@ -120,7 +127,7 @@ def hold_after(message: str, template: str, strikes: int, now: datetime) -> Admi
     one also ends when the group's template is no longer `template`). Doubling, so a refusal
     that lasts costs a few creates an hour, not a churn."""
     reason = refusal_reason(message)
-    base = QUOTA_HOLD_BASE if reason == HoldReason.SLICE_QUOTA_EXCEEDED else REJECTED_HOLD_BASE
+    base = QUOTA_HOLD_BASE if reason in RACES else REJECTED_HOLD_BASE
     wait = min(HOLD_CAP, base * 2 ** (strikes - 1))
     return AdmissionHold(now + timedelta(seconds=wait), reason, message, template)
 

@@ -2,6 +2,9 @@
 // test tier (docs/design.md §9). Nothing here is our code: it only pins versions.
 module raycluster-operator/devkube/controlplane/gomod/kubernetes
 
+// The release stamped into the binaries, as Kubernetes' own build does (hack/lib/version.sh):
+// build-ldflags: -X k8s.io/component-base/version.gitVersion={k8s.io/kubernetes} -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37 -X k8s.io/component-base/version.gitTreeState=clean -X k8s.io/client-go/pkg/version.gitVersion={k8s.io/kubernetes} -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=37 -X k8s.io/client-go/pkg/version.gitTreeState=clean
+
 go 1.26.0
 
 tool (

@@ -1,0 +1,277 @@
+"""RayServices on the simulated runtime, driven with the real kubectl; a stand-in answers the
+Serve API where no Ray runs, and the test plays Serve's application status, as KubeRay's tests
+drive a fake dashboard (docs/design.md §12)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from rayservice_world import (
+    NODES,
+    SERVE_CONFIG,
+    RayServiceWorld,
+    cluster_config,
+    rayservice,
+    serve_labels,
+)
+
+from tests.harness.waiting import eventually
+from tests.harness.world import open_world
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+Obj = dict[str, object]
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def world() -> AsyncIterator[RayServiceWorld]:
+    async with open_world(RayServiceWorld, NODES) as w:
+        yield w
+
+
+def _ready(status: Obj) -> None:
+    assert status.get("serviceStatus") == "Running", status.get("conditions")
+
+
+async def _serving(world: RayServiceWorld, ns: str, name: str) -> str:
+    """Until the first cluster is deployed to, then RUNNING: the cluster serving."""
+
+    def named(status: Obj) -> None:
+        assert (status.get("pendingServiceStatus") or {}).get("rayClusterName"), status  # type: ignore[union-attr]
+
+    status = await world.until(ns, name, named)
+    cluster = str(status["pendingServiceStatus"]["rayClusterName"])  # type: ignore[index]
+
+    async def deployed() -> None:
+        assert world.serve.deployed.get(cluster), "nothing deployed yet"
+
+    await eventually(deployed, 60)
+    world.serve.set_status(cluster, "RUNNING")
+    await world.until(ns, name, _ready)
+    return cluster
+
+
+async def test_a_service_serves_from_whole_slices(world: RayServiceWorld, tmp_path: Path) -> None:
+    ns = await world.namespace("serves")
+    kubectl = world.kubectl(tmp_path)
+    await world.apply(tmp_path, rayservice("llm", ns))
+    cluster = await _serving(world, ns, "llm")
+    assert cluster.startswith("llm-")
+    status = await world.status(ns, "llm")
+    active = status["activeServiceStatus"]
+    assert active["rayClusterName"] == cluster and not status.get("pendingServiceStatus")
+    app = active["applicationStatuses"]["llm"]
+    assert app["status"] == "RUNNING"
+    assert app["serveDeploymentStatuses"]["Model"]["status"] == "HEALTHY"
+    assert active["rayClusterStatus"]["readyWorkerSlices"] == 1
+    # Head (healthy proxy) and both hosts of the whole slice are behind the serve service.
+    assert status["numServeEndpoints"] == 3
+    assert serve_labels(await world.pods_of(ns, cluster)) == {
+        "head": "true",
+        "tpu-0/0": "true",
+        "tpu-0/1": "true",
+    }
+    svc = await world.service(ns, "llm-serve-svc")
+    assert svc is not None
+    assert svc["spec"]["selector"] == {"ray.io/cluster": cluster, "ray.io/serve": "true"}
+    assert svc["spec"]["ports"] == [
+        {"name": "serve", "port": 8000, "protocol": "TCP", "targetPort": 8000}
+    ]
+    (config,) = world.serve.deployed[cluster]
+    assert config["applications"][0]["import_path"] == "serve_app:app"
+    conditions = {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}
+    assert conditions == {
+        "Ready": ("True", "NonZeroServeEndpoints"),
+        "UpgradeInProgress": ("False", "NoPendingCluster"),
+    }
+    table = (await kubectl("get", "rayservice", "llm", "-n", ns)).stdout.splitlines()
+    assert table[0].split()[:6] == ["NAME", "SERVICE", "STATUS", "NUM", "SERVE", "ENDPOINTS"]
+    assert table[1].split()[:3] == ["llm", "Running", "3"]
+    # A serveConfigV2 change rolls in place: deployed again to the same cluster, no new one.
+    changed = SERVE_CONFIG.replace("serve_app:app", "serve_app:app_v2")
+    done = await kubectl(
+        "patch",
+        "rayservice",
+        "llm",
+        "-n",
+        ns,
+        "--type=merge",
+        "-p",
+        '{"spec": {"serveConfigV2": ' + _json(changed) + "}}",
+    )
+    assert done.returncode == 0, done.stderr
+
+    async def redeployed() -> None:
+        assert len(world.serve.deployed[cluster]) == 2
+
+    await eventually(redeployed, 30)
+    assert world.serve.deployed[cluster][1]["applications"][0]["import_path"] == "serve_app:app_v2"
+    await world.served(ns, "llm")
+    assert await world.clusters(ns) == [cluster]
+    await world.delete(ns, "llm")
+
+
+async def test_new_cluster_upgrade_switches_once_apps_run(
+    world: RayServiceWorld, tmp_path: Path
+) -> None:
+    ns = await world.namespace("upgrade")
+    await world.apply(tmp_path, rayservice("web", ns))
+    old = await _serving(world, ns, "web")
+    new_image = rayservice(
+        "web", ns, rayClusterConfig=cluster_config(image="rayproject/ray:2.60.1")
+    )
+    await world.apply(tmp_path, new_image)
+
+    def upgrading(status: Obj) -> None:
+        pending = status.get("pendingServiceStatus") or {}
+        assert pending.get("rayClusterName"), status  # type: ignore[union-attr]
+
+    status = await world.until(ns, "web", upgrading)
+    new = str(status["pendingServiceStatus"]["rayClusterName"])  # type: ignore[index]
+    assert new != old
+    conditions = {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}  # type: ignore[union-attr]
+    assert conditions["UpgradeInProgress"] == ("True", "BothActivePendingClustersExist")
+
+    async def deployed() -> None:
+        pods = [
+            (p["metadata"]["name"], p["status"].get("phase")) for p in await world.pods_of(ns, new)
+        ]
+        assert world.serve.deployed.get(new), (await world.clusters(ns), pods)
+
+    await eventually(deployed, 60)
+    # The application stays unhealthy on the new cluster: traffic stays on the old one.
+    world.serve.set_status(new, "UNHEALTHY", "replica crashed: CUDA out of memory")
+    await world.served(ns, "web")
+    status = await world.status(ns, "web")
+    assert status["activeServiceStatus"]["rayClusterName"] == old
+    pending_app = status["pendingServiceStatus"]["applicationStatuses"]["llm"]
+    assert pending_app == {
+        "status": "UNHEALTHY",
+        "message": "replica crashed: CUDA out of memory",
+        "serveDeploymentStatuses": {
+            "Model": {"status": "UNHEALTHY", "message": "replica crashed: CUDA out of memory"}
+        },
+    }
+    svc = await world.service(ns, "web-serve-svc")
+    assert svc is not None and svc["spec"]["selector"]["ray.io/cluster"] == old
+    assert status["serviceStatus"] == "Running" and status["numServeEndpoints"] == 3
+    # Serve recovers: the switch, the old cluster deleted (rayClusterDeletionDelaySeconds 0).
+    world.serve.set_status(new, "RUNNING")
+
+    def switched(status: Obj) -> None:
+        assert status["activeServiceStatus"]["rayClusterName"] == new, status  # type: ignore[index]
+        assert not status.get("pendingServiceStatus")
+
+    status = await world.until(ns, "web", switched)
+    svc = await world.service(ns, "web-serve-svc")
+    assert svc is not None and svc["spec"]["selector"]["ray.io/cluster"] == new
+
+    async def old_gone() -> None:
+        assert await world.clusters(ns) == [new]
+
+    await eventually(old_gone, 30)
+    reasons = [e["reason"] for e in await world.events(ns, "web")]
+    for reason in (
+        "CreatedRayCluster",
+        "UpdatedServeApplications",
+        "UpdatedService",
+        "DeletedRayCluster",
+    ):
+        assert reason in reasons, reasons
+    await world.delete(ns, "web")
+
+
+async def test_upgrade_none_keeps_the_cluster(world: RayServiceWorld, tmp_path: Path) -> None:
+    ns = await world.namespace("noupgrade")
+    body = rayservice("keep", ns, upgradeStrategy={"type": "None"})
+    await world.apply(tmp_path, body)
+    cluster = await _serving(world, ns, "keep")
+    changed = rayservice(
+        "keep",
+        ns,
+        upgradeStrategy={"type": "None"},
+        rayClusterConfig=cluster_config(image="rayproject/ray:2.60.1"),
+    )
+    await world.apply(tmp_path, changed)
+    await world.served(ns, "keep")
+    status = await world.status(ns, "keep")
+    assert not status.get("pendingServiceStatus")
+    assert await world.clusters(ns) == [cluster]
+    await world.delete(ns, "keep")
+
+
+async def test_incremental_upgrade_is_refused_without_the_gateway_api(
+    world: RayServiceWorld, tmp_path: Path
+) -> None:
+    ns = await world.namespace("incremental")
+    options = {"gatewayClassName": "istio", "stepSizePercent": 10, "intervalSeconds": 30}
+    strategy = {"type": "NewClusterWithIncrementalUpgrade", "clusterUpgradeOptions": options}
+    await world.apply(tmp_path, rayservice("inc", ns, upgradeStrategy=strategy))
+
+    def refused(status: Obj) -> None:
+        (ready,) = [c for c in status.get("conditions") or [] if c["type"] == "Ready"]  # type: ignore[union-attr,index]
+        assert ready["reason"] == "ValidationFailed", ready
+
+    status = await world.until(ns, "inc", refused)
+    (ready,) = status["conditions"]  # type: ignore[misc]
+    assert "needs the Gateway API (gateway.networking.k8s.io)" in ready["message"]
+    assert await world.clusters(ns) == []
+    warnings = [e for e in await world.events(ns, "inc") if e["reason"] == "InvalidRayServiceSpec"]
+    assert len(warnings) == 1 and warnings[0]["type"] == "Warning"
+    await world.delete(ns, "inc")
+
+
+async def test_a_broken_slice_leaves_the_endpoints_alone(
+    world: RayServiceWorld, tmp_path: Path
+) -> None:
+    ns = await world.namespace("broken")
+    await world.apply(tmp_path, rayservice("two", ns, rayClusterConfig=cluster_config(replicas=2)))
+    cluster = await _serving(world, ns, "two")
+
+    def five(status: Obj) -> None:
+        assert status["numServeEndpoints"] == 5, status.get("numServeEndpoints")
+
+    await world.until(ns, "two", five)
+    pods = await world.pods_of(ns, cluster)
+    victim = next(
+        p
+        for p in pods
+        if p["metadata"]["labels"].get("replicaIndex") == "tpu-1"
+        and p["metadata"]["labels"]["ray.io/replica-host-index"] == "1"
+    )
+    # Ray dies on host 1 of slice tpu-1 (its container exits; the kubelet restarts it).
+    await world.cluster.fail_pod(ns, victim["metadata"]["name"], 137)
+    # Slice tpu-1 leaves the serve service (its survivor is labelled false, or already gone);
+    # the head and slice tpu-0 keep serving throughout.
+
+    async def out_of_service() -> None:
+        labels_now = serve_labels(await world.pods_of(ns, cluster))
+        # The healthy host of the broken slice too: its replica spans the slice.
+        assert labels_now.get("tpu-1/0", "false") == "false", labels_now
+        assert labels_now["tpu-0/0"] == labels_now["tpu-0/1"] == labels_now["head"] == "true"
+        notes = [e["note"] for e in await world.events(ns, "two")]
+        assert any("slice tpu-1 is" in n and "leave the serve service" in n for n in notes)
+
+    await eventually(out_of_service, 30)
+    # Once whole again it joins, and all five endpoints are back.
+
+    async def healed() -> None:
+        now = await world.pods_of(ns, cluster)
+        assert serve_labels(now) == dict.fromkeys(
+            ["head", "tpu-0/0", "tpu-0/1", "tpu-1/0", "tpu-1/1"], "true"
+        )
+
+    await eventually(healed, 60)
+    await world.until(ns, "two", five)
+    events = [e for e in await world.events(ns, "two") if e["reason"].startswith("Slice")]
+    assert any(e["reason"] == "SliceServing" and "tpu-1" in e["note"] for e in events), events
+    await world.delete(ns, "two")
+
+
+def _json(text: str) -> str:
+    import json
+
+    return json.dumps(text)
