@@ -26,7 +26,7 @@ from raycluster_operator.controller.raycluster.transforms import (
     without_managed_fields,
 )
 from raycluster_operator.controller.runtime.events import reference
-from raycluster_operator.planning.host_loss import node_loss
+from raycluster_operator.planning.features.host_loss import node_loss
 from raycluster_operator.planning.pass_plan import (
     ClusterState,
     PassPlan,

@@ -31,7 +31,7 @@ from raycluster_operator.api.models import load_cluster
 from raycluster_operator.builders import build_autoscaler_rbac
 from raycluster_operator.controller.manager import Manager
 from raycluster_operator.kube import Kind, KubeClient, KubeError
-from raycluster_operator.planning.backoff import ANNOTATION as BACKOFF_ANNOTATION
+from raycluster_operator.planning.features.backoff import ANNOTATION as BACKOFF_ANNOTATION
 from tests.harness import manifests as m
 from tests.harness.hardening_world import World, cpu_group, eventually, raycluster, world
 

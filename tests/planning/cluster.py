@@ -14,7 +14,7 @@ from raycluster_operator.planning import (
     PlanOptions,
     plan_cluster,
 )
-from raycluster_operator.planning.backoff import BackoffPolicy
+from raycluster_operator.planning.features.backoff import BackoffPolicy
 
 from .world import BASE, CLUSTER, NAMESPACE, World, suffixes
 

@@ -16,15 +16,15 @@ from hypothesis import strategies as st
 from raycluster_operator.api import labels
 from raycluster_operator.api.models import load_cluster
 from raycluster_operator.planning import ClusterPlan, CreateReason, SliceState
-from raycluster_operator.planning.backoff import (
+from raycluster_operator.planning.desired import desired_slices
+from raycluster_operator.planning.feature import Feature
+from raycluster_operator.planning.features.backoff import (
     ANNOTATION,
     BackoffPolicy,
     GroupHold,
     read_records,
     render_records,
 )
-from raycluster_operator.planning.desired import desired_slices
-from raycluster_operator.planning.feature import Feature
 from raycluster_operator.planning.group_plan import GroupInput, plan_group
 from raycluster_operator.planning.pods import read_pod
 from raycluster_operator.planning.reasons import HoldReason

@@ -1,4 +1,4 @@
-"""Planned disruptions in the pure planner (planning/disruption.py, docs/design.md §4 rule
+"""Planned disruptions in the pure planner (planning/features/disruption.py, docs/design.md §4 rule
 12b), as a property: for random cordons, taints, uncordons and drain evictions against random
 spare capacity, a simulated cluster (a gang scheduler over node pools, kube's eviction API over
 the operator's per-slice budgets) driven by ``plan_pass`` never leaves a slice partially
@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from raycluster_operator.api import labels
 from raycluster_operator.planning import ClusterState, PlanOptions, plan_pass
-from raycluster_operator.planning.disruption import (
+from raycluster_operator.planning.features.disruption import (
     AUTOSCALER_TAINT,
     MAINTENANCE_LABEL,
     TERMINATION_TAINT,

@@ -1,5 +1,5 @@
-"""Host-loss failover in the pure planner (planning/host_loss.py, docs/design.md §4 rules 8a
-and 8b):
+"""Host-loss failover in the pure planner (planning/features/host_loss.py, docs/design.md §4
+rules 8a and 8b):
 node facts and readiness history in, slice deletions (grace 0 on a lost node), the slice's
 state, its Event and the timed requeue out."""
 
@@ -9,7 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 from raycluster_operator.planning import ClusterState, PlanOptions, SliceState, plan_pass
-from raycluster_operator.planning.host_loss import node_loss
+from raycluster_operator.planning.features.host_loss import node_loss
 from raycluster_operator.planning.reasons import CreateReason, DeleteReason
 from raycluster_operator.planning.slice_state import FAULTS, is_valid
 from tests.harness.objects import Obj

@@ -12,7 +12,7 @@ from typing import Any
 from raycluster_operator.api.models import dump_cluster, load_cluster
 from raycluster_operator.planning import ClusterState, PlanContext, PlanOptions, plan_cluster
 from raycluster_operator.planning.actions import PodCreate
-from raycluster_operator.planning.quota import (
+from raycluster_operator.planning.features.quota import (
     TEMPLATE_HASH,
     AdmissionHold,
     hold_after,
@@ -181,7 +181,7 @@ def test_a_service_account_not_made_yet_is_a_race_held_briefly_not_a_spec_proble
     plane, where a RayCluster applied with its namespace waited 30 s as "rejected as built"."""
     from datetime import UTC, datetime
 
-    from raycluster_operator.planning.quota import RACES, hold_after, refusal_reason
+    from raycluster_operator.planning.features.quota import RACES, hold_after, refusal_reason
     from raycluster_operator.planning.reasons import HoldReason
 
     message = (

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from raycluster_operator.api.models import load_cluster
 from raycluster_operator.cli import main
-from raycluster_operator.planning.slice_scaling import slice_scaling_gaps
+from raycluster_operator.planning.features.slice_scaling import slice_scaling_gaps
 
 from .cluster import cluster_obj, plan_for
 from .world import BASE, suffixes

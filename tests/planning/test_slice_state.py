@@ -63,7 +63,7 @@ def test_every_state_is_read_from_pods() -> None:
         read(["terminating"] * 4).state,
     }
     # BACKOFF is the one state pods alone cannot show: no pods, plus the cluster's backoff
-    # record for the index (planning/backoff.py; tests/planning/test_backoff.py).
+    # record for the index (planning/features/backoff.py; tests/planning/test_backoff.py).
     assert seen == set(SliceState) - {SliceState.BACKOFF}
 
 

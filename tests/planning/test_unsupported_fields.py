@@ -9,7 +9,7 @@ import pytest
 
 from raycluster_operator.api.models import load_cluster
 from raycluster_operator.planning import CreateReason
-from raycluster_operator.planning.unsupported import MEANINGS, unsupported_fields
+from raycluster_operator.planning.features.unsupported import MEANINGS, unsupported_fields
 
 from .cluster import Loop, cluster, cluster_obj, worker_group
 

@@ -30,9 +30,9 @@ from raycluster_operator.planning import (
     PlanOptions,
     plan_cluster,
 )
-from raycluster_operator.planning.slice_scaling import slice_scaling_gaps
+from raycluster_operator.planning.features.slice_scaling import slice_scaling_gaps
+from raycluster_operator.planning.features.unsupported import MEANINGS, unsupported_fields
 from raycluster_operator.planning.spec_check import check_spec
-from raycluster_operator.planning.unsupported import MEANINGS, unsupported_fields
 
 
 @click.command(name="plan")

@@ -20,8 +20,8 @@ from raycluster_operator.controller.runtime.ratelimit import TokenBucket
 from raycluster_operator.controller.runtime.serving import ServingOptions, default_identity
 from raycluster_operator.kube import KubeClient
 from raycluster_operator.planning import PlanOptions
-from raycluster_operator.planning.backoff import DEFAULT_POLICY
-from raycluster_operator.planning.disruption import DEFAULT_WINDOW
+from raycluster_operator.planning.features.backoff import DEFAULT_POLICY
+from raycluster_operator.planning.features.disruption import DEFAULT_WINDOW
 
 log = logging.getLogger(__name__)
 

@@ -15,6 +15,8 @@ slice (§3.9).
 from __future__ import annotations
 
 from raycluster_operator.api.objects import Obj
+from raycluster_operator.planning import lifecycle
+from raycluster_operator.planning.feature import Rule
 
 NAME = "raycluster-operator"
 DEFAULT_IMAGE = "ghcr.io/raycluster-operator/raycluster-operator:0.1.0"
@@ -41,21 +43,37 @@ def operator_rules() -> list[Obj]:
         ),
         # core/v1 Events, as client-go's core/v1 recorder writes them (runtime/events.py).
         _rule([""], ["events"], ["create", "patch"]),
-        # A ComputeDomain per GB200/GB300 slice (§3.9, rule 13b): created with the slice,
-        # deleted after it; list/watch: the informer (and finding whether the kind is served).
-        _rule(["resource.nvidia.com"], ["computedomains"], ["list", "watch", "create", "delete"]),
-        # A budget per slice (planned disruptions, §4 rule 12b): made and removed, never changed.
-        _rule(["policy"], ["poddisruptionbudgets"], ["list", "watch", "create", "delete"]),
-        # list/watch: a slice is checked against the namespace's quotas before it is created,
-        # its pods charged with the LimitRanges' defaults (§4 rule 13c); without this grant
-        # the operator runs without the check.
-        _rule([""], ["resourcequotas", "limitranges"], ["list", "watch"]),
+        # What the lifecycle features plan from and write (their ``watches`` and ``rules``):
+        # ComputeDomains (§3.9, rule 13b), per-slice budgets (12b), quotas and LimitRanges
+        # (13c; without this grant the operator runs without the check).
+        *feature_rules(namespaced=True),
         # Held only so the operator may grant them to the Ray autoscaler's Role.
         _rule([""], ["pods/resize"], ["patch"]),
         _rule(["ray.io"], ["rayclusters"], ["delete"]),
         *rayjob_rules(),
         *rayservice_rules(),
     ]
+
+
+def feature_rules(*, namespaced: bool) -> list[Obj]:
+    """The namespaced (or the cluster-scoped) permissions of ``lifecycle.FEATURES``, one rule
+    per API group and verbs, in the order the features first ask for them. A feature's rule
+    that the core rules above already grant is left out (the backoff's RayCluster patch)."""
+    wanted: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+    for feature in lifecycle.FEATURE_TYPES:
+        needs = [(w.rule, w.namespaced) for w in feature.watches]
+        needs += [(r, True) for r in feature.rules]
+        for rule, scoped in needs:
+            if scoped != namespaced or rule in _CORE:
+                continue
+            resources = wanted.setdefault((rule.group, rule.verbs), [])
+            if rule.resource not in resources:
+                resources.append(rule.resource)
+    return [_rule([group], resources, list(verbs)) for (group, verbs), resources in wanted.items()]
+
+
+#: Core grants a feature may ask for again.
+_CORE = frozenset({Rule("ray.io", "rayclusters", ("patch",))})
 
 
 def rayjob_rules() -> list[Obj]:
@@ -94,11 +112,12 @@ def crd_reader_rules() -> list[Obj]:
 
 
 def node_reader_rules() -> list[Obj]:
-    """Host-loss failover (planning/host_loss.py) watches Nodes: list and watch (an informer;
-    no ``get``: the shipped RBAC holds exactly what a run uses), never a write.
-    Nodes are cluster-scoped, so even the namespaced install holds this one ClusterRole;
-    without it, run the operator with ``--unready-slice-timeout 0`` (no node watch)."""
-    return [_rule([""], ["nodes"], ["list", "watch"])]
+    """The features' cluster-scoped kinds: host-loss failover and planned disruptions
+    (planning/features/host_loss.py, disruption.py) watch Nodes: list and watch (an informer;
+    no ``get``: the shipped RBAC holds exactly what a run uses), never a write. Cluster-scoped,
+    so even the namespaced install holds this one ClusterRole; without it, run the operator
+    with ``--unready-slice-timeout 0`` (no node watch)."""
+    return feature_rules(namespaced=False)
 
 
 def node_reader_rbac(namespace: str) -> list[Obj]:

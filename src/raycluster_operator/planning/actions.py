@@ -37,7 +37,7 @@ class PodDelete:
     #: workersToDelete); None when the cause is the spec (scale-down, suspend).
     trigger: str | None = None
     #: ``gracePeriodSeconds`` of the delete; None = the pod's own. 0 for a pod on a lost node
-    #: (planning/host_loss.py): its kubelet cannot finish a graceful deletion.
+    #: (planning/features/host_loss.py): its kubelet cannot finish a graceful deletion.
     grace_period_seconds: int | None = None
 
 

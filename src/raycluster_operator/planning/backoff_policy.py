@@ -1,5 +1,6 @@
 """The crash-loop backoff's figures (docs/design.md §4 rule 13a): apart from its records and
-rules in ``planning/backoff.py`` because they are a planning option (``PlanOptions``) too."""
+rules in ``planning/features/backoff.py`` because they are a planning option
+(``PlanOptions``) too."""
 
 from __future__ import annotations
 

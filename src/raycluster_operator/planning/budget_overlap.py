@@ -29,8 +29,7 @@ from raycluster_operator.api.models import RayCluster, WorkerGroupSpec
 from raycluster_operator.builders.metadata import base_labels, default_labels, merge_labels
 from raycluster_operator.planning.context import Cached
 from raycluster_operator.planning.pods import PodView
-from raycluster_operator.planning.reasons import ConditionReason
-from raycluster_operator.planning.status import ConditionType
+from raycluster_operator.planning.reasons import Condition, ConditionReason, ConditionType
 
 #: The eviction API's answer to a pod two budgets select (kube-apiserver's eviction storage).
 EVICTION_REFUSAL = (
@@ -116,15 +115,16 @@ def overlap_message(overlaps: Sequence[Overlap]) -> str:
 
 def overlap_condition(
     overlaps: Sequence[Overlap], before: tuple[str, str] | None
-) -> tuple[tuple[bool, ConditionReason, str] | None, str | None]:
+) -> tuple[Condition | None, str | None]:
     """The condition (None: leave it out), and the Warning's message when an overlap appears
     that the stored condition does not name yet (None: no Warning)."""
+    kind = ConditionType.DISRUPTION_BUDGET_OVERLAP
     if not overlaps:
         if before is None:
             return None, None
-        return (False, ConditionReason.NO_DISRUPTION_BUDGET_OVERLAP, ""), None
+        return Condition(kind, False, ConditionReason.NO_DISRUPTION_BUDGET_OVERLAP), None
     message = overlap_message(overlaps)
-    condition = (True, ConditionReason.DISRUPTION_BUDGET_OVERLAP, message)
+    condition = Condition(kind, True, ConditionReason.DISRUPTION_BUDGET_OVERLAP, message)
     known = before[1] if before is not None and before[0] == "True" else ""
     news = any(p not in known for o in overlaps for p in o.phrases())
     return condition, message if news else None

@@ -64,6 +64,7 @@ from raycluster_operator.planning.turn import (
     GroupSwitches,
     GroupTally,
     NewReplica,
+    previous_status,
 )
 
 #: How long after its grace period a terminating pod counts as stuck (a lost node): a broken
@@ -94,7 +95,7 @@ class ClusterPlan:
     #: Every slice this plan moves, and why (``slice_state.TRANSITIONS``).
     transitions: tuple[SliceTransition, ...] = ()
     #: RayCluster metadata annotations to merge-patch (None removes one): the crash-loop
-    #: backoff's records (planning/backoff.py); empty when nothing changed.
+    #: backoff's records (planning/features/backoff.py); empty when nothing changed.
     annotations: dict[str, str | None] = field(default_factory=dict)
     #: Seconds until a timed rule is due (a host's unready timeout runs out, a backoff wait
     #: ends or falls due for reset); None: no timed look.
@@ -140,7 +141,8 @@ def plan_cluster(cluster: RayCluster, context: PlanContext) -> ClusterPlan:
         suspending=turn.suspending,
         groups_suspending=frozenset(groups_suspending),
         deletions=_headline_deletions(deletes),
-        **turn.seen,
+        features=features,
+        previous=turn.previous,
     )
     return ClusterPlan(
         creates=tuple(turn.creates),
@@ -176,7 +178,16 @@ def _read(cluster: RayCluster, context: PlanContext) -> ClusterTurn:
         and (suspended or cluster_was_suspending(cluster))
     )
     return ClusterTurn(
-        context, cluster, check, heads, by_group, removed, managed, suspended, suspending
+        context,
+        cluster,
+        check,
+        heads,
+        by_group,
+        removed,
+        managed,
+        suspended,
+        suspending,
+        previous=previous_status(cluster),
     )
 
 

@@ -7,7 +7,7 @@ ownerReference to the RayCluster (its uid) and its own ``app.kubernetes.io/creat
 override, ``labels.OWNED_KEYS``). So a live pod controlled by this very RayCluster that names
 another creator is proof of a second controller. A pod that only carries the cluster's label
 (made by hand, by a Helm chart or a Kubebuilder project with its own ``created-by``) proves
-nothing: it is a stray (planning/strays.py), reported and left alone, and never freezes the
+nothing: it is a stray (planning/features/strays.py), reported and left alone, and never freezes the
 cluster. When a second controller acts, the pass writes nothing to the cluster's pods, services or
 status, except one thing: the ``ControllerConflict`` condition, set by one status write when
 the conflict appears (or its text changes) with one Warning Event of the same reason, naming

@@ -38,16 +38,16 @@ class PlanOptions:
     controller_names: frozenset[str] = DEFAULT_CONTROLLER_NAMES
     #: ``--unready-slice-timeout`` (seconds): a host that was Ready and has not been for this
     #: long breaks its slice, and so does a host on a lost node; 0 turns host-loss failover
-    #: off (planning/host_loss.py).
+    #: off (planning/features/host_loss.py).
     unready_slice_timeout: float = 60.0
-    #: Crash-loop backoff per slice (planning/backoff.py), seconds: the first delay, its cap,
-    #: and how long a slice stays ready before its count is forgiven.
+    #: Crash-loop backoff per slice (planning/features/backoff.py), seconds: the first delay,
+    #: its cap, and how long a slice stays ready before its count is forgiven.
     slice_backoff_base: float = DEFAULT_POLICY.base
     slice_backoff_max: float = DEFAULT_POLICY.max
     slice_backoff_reset: float = DEFAULT_POLICY.reset
     #: ``--maintenance-window`` (seconds): a node's announced host maintenance
     #: (``cloud.google.com/scheduled-maintenance-time``) moves its slices this long before
-    #: its time (planning/disruption.py, rule 12b).
+    #: its time (planning/features/disruption.py, rule 12b).
     maintenance_window: float = 1800.0
     #: KubeRay's ``ENABLE_PROBES_INJECTION`` (not "false"): the Ray container gets KubeRay's
     #: readiness and liveness probes (builders/probes.py, rule 3.4c).
@@ -92,7 +92,7 @@ class ClusterState:
     #: ``Eviction``, a domain object's kind ...): a new input is a new key, not a new parameter.
     objects: Mapping[str, Sequence[Cached]] = field(default_factory=dict)
     #: Pods labelled with the cluster's name that no controller of it made (rule 2b,
-    #: planning/strays.py): reported, never counted, scaled or deleted.
+    #: planning/features/strays.py): reported, never counted, scaled or deleted.
     strays: Sequence[Cached] = ()
 
 

@@ -19,9 +19,19 @@ every feature in that order, at the point of the rules where it stands:
             slices (a ``GroupHold``).
 ``settle``  after the group's plan: records, the group's tally, events (may return a new plan).
 ``finish``  after every group and the head: writes of the cluster (``turn.objects``,
-            ``turn.annotations``, ``turn.grace``), Events, status (``turn.seen``), and when to
-            look again (``turn.requeue``).
+            ``turn.annotations``, ``turn.grace``), Events, and when to look again
+            (``turn.requeue``).
 =========  ==================================================================================
+
+Then the status builder asks each feature, in the same order, for its contributions to the
+status, typed: ``conditions()``, the conditions it owns (listed after the planner's own), and
+``status(group)``, fields of that group's ``workerGroups`` entry.
+
+A feature also declares, as class attributes, what the operator must do for it beyond the
+planner: ``watches``, the kinds it plans from (the controller watches them, hands them over
+in ``ClusterState.objects`` by kind, and its install grants ``list``/``watch`` plus the
+watch's ``verbs``), and ``rules``, any other permission it needs. The controller's sources
+and the install's RBAC are made from ``lifecycle.FEATURES`` (docs/design.md §4).
 
 Every hook does nothing unless a feature overrides it, so a feature overrides the few it needs.
 A feature with unindexed pods (gate RayMultiHostIndexing off) sees only ``settle``.
@@ -29,8 +39,11 @@ A feature with unindexed pods (gate RayMultiHostIndexing off) sees only ``settle
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
+from raycluster_operator.planning.reasons import Condition
 from raycluster_operator.planning.turn import (
     NO_HOLD,
     ClusterTurn,
@@ -40,11 +53,43 @@ from raycluster_operator.planning.turn import (
 )
 
 
+@dataclass(frozen=True)
+class Rule:
+    """A permission a feature needs, as an RBAC rule says it."""
+
+    group: str
+    resource: str
+    verbs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Watch:
+    """A kind a feature plans from. Unless the controller routes the kind itself (Nodes, by
+    the pods bound to them; quotas, by namespace), its objects carry the ``ray.io/cluster``
+    label of the cluster they concern, which is how a change finds its cluster."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    #: Writes the feature plans on the kind (``create``, ``delete``), beyond list and watch.
+    verbs: tuple[str, ...] = ()
+    namespaced: bool = True
+
+    @property
+    def rule(self) -> Rule:
+        return Rule(self.group, self.plural, ("list", "watch", *self.verbs))
+
+
 class Feature:
     """One lifecycle feature's say in one pass; the hooks are documented in the module."""
 
     #: The rule it implements (docs/design.md §4), which places it in ``lifecycle.FEATURES``.
     rule: ClassVar[str] = ""
+    #: The kinds it plans from (``ClusterState.objects``), watched for it.
+    watches: ClassVar[tuple[Watch, ...]] = ()
+    #: Other permissions it needs.
+    rules: ClassVar[tuple[Rule, ...]] = ()
 
     def mark(self, turn: GroupTurn) -> None:
         return None
@@ -63,3 +108,9 @@ class Feature:
 
     def finish(self, turn: ClusterTurn) -> None:
         return None
+
+    def conditions(self) -> Sequence[Condition]:
+        return ()
+
+    def status(self, group: str) -> Mapping[str, Any]:
+        return {}

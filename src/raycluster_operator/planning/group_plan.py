@@ -248,8 +248,8 @@ def _pick_indices(
     purpose (workersToDelete) frees its index for anyone. Healthy replicas are never moved: a
     gap below them stays until a new replica fills it.
 
-    Rule 13a (planning/backoff.py): an index whose re-creation waits out a crash-loop backoff
-    stays reserved, as many as are still wanted (lowest first); a retry goes back to its own
+    Rule 13a (planning/features/backoff.py): an index whose re-creation waits out a crash-loop
+    backoff stays reserved, as many as are still wanted (lowest first); a retry goes back to its own
     index first."""
     taken = {i for i in (p.replica_index for p in pods) if i is not None}
     free = need - min(len(awaited), need)

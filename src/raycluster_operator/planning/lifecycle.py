@@ -4,19 +4,19 @@ per pass and calls its hooks in this order (planning/feature.py). A new feature 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
-from raycluster_operator.planning.backoff import Backoff
-from raycluster_operator.planning.cluster_upgrade import Upgrades
-from raycluster_operator.planning.compute_domains import ComputeDomains
-from raycluster_operator.planning.disruption import Disruptions
 from raycluster_operator.planning.feature import Feature
-from raycluster_operator.planning.host_loss import HostLoss
-from raycluster_operator.planning.quota import Quota
-from raycluster_operator.planning.slice_scaling import SliceScaling
-from raycluster_operator.planning.strays import StrayPods
+from raycluster_operator.planning.features.backoff import Backoff
+from raycluster_operator.planning.features.cluster_upgrade import Upgrades
+from raycluster_operator.planning.features.compute_domains import ComputeDomains
+from raycluster_operator.planning.features.disruption import Disruptions
+from raycluster_operator.planning.features.host_loss import HostLoss
+from raycluster_operator.planning.features.quota import Quota
+from raycluster_operator.planning.features.slice_scaling import SliceScaling
+from raycluster_operator.planning.features.strays import StrayPods
+from raycluster_operator.planning.features.unsupported import UnsupportedFields
 from raycluster_operator.planning.turn import ClusterTurn
-from raycluster_operator.planning.unsupported import UnsupportedFields
 
 #: Each feature's constructor, by rule: 2b pods with the cluster's label that no controller of
 #: it made (a condition and a Warning only), 3a KubeRay fields not acted on (a condition and a
@@ -34,6 +34,19 @@ FEATURES: Sequence[Callable[[ClusterTurn], Feature]] = (
     ComputeDomains,
     Quota,
 )
+
+
+class _Types:
+    """``FEATURES`` as classes, read when asked (a test may plug a toy feature in)."""
+
+    def __iter__(self) -> Iterator[type[Feature]]:
+        for make in FEATURES:
+            if isinstance(make, type) and issubclass(make, Feature):
+                yield make
+
+
+#: The feature classes of ``FEATURES``, for what each declares (``watches``, ``rules``).
+FEATURE_TYPES = _Types()
 
 
 def features_for(turn: ClusterTurn) -> list[Feature]:

@@ -41,9 +41,9 @@ from raycluster_operator.planning.context import (
     PlanOptions,
 )
 from raycluster_operator.planning.deletion import plan_deletion
+from raycluster_operator.planning.features.strays import split_strays
 from raycluster_operator.planning.reasons import DeleteReason, EventReason
 from raycluster_operator.planning.status import INVALID_SPEC, unreadable_status
-from raycluster_operator.planning.strays import split_strays
 from raycluster_operator.planning.turn import GroupTally
 
 __all__ = [
@@ -79,7 +79,7 @@ class PassPlan:
     #: Why the pass does less than a full plan (for the log): empty for a full plan.
     note: str = ""
     #: RayCluster metadata annotations to merge-patch (None removes one), before any pod
-    #: write: the crash-loop backoff's records (planning/backoff.py).
+    #: write: the crash-loop backoff's records (planning/features/backoff.py).
     annotations: dict[str, str | None] = field(default_factory=dict)
     #: Look again after this many seconds without a change (a timed rule is due then: a
     #: host's unready timeout runs out, a backoff ends);

@@ -8,6 +8,7 @@ values, and their string values are the CamelCase Event reasons Kubernetes users
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import NamedTuple
 
 
 class DeleteReason(StrEnum):
@@ -46,7 +47,7 @@ class DeleteReason(StrEnum):
     DUPLICATE_HEAD = "DuplicateHead"
     #: Gate RayMultiHostIndexing off: a single pod failed and is replaced on its own.
     POD_FAILED = "PodFailed"
-    # -- host loss (planning/host_loss.py, docs/design.md §4 rules 8a and 8b) --
+    # -- host loss (planning/features/host_loss.py, docs/design.md §4 rules 8a and 8b) --
     #: A host's node is NotReady/Unknown or tainted unreachable/not-ready NoExecute: the
     #: slice is replaced at once, without waiting for Kubernetes' eviction.
     HOST_LOST = "HostLost"
@@ -61,7 +62,7 @@ class DeleteReason(StrEnum):
     #: the slice, or its creation failed): without it the hosts share no NVLink, so the slice
     #: is replaced whole, with a fresh domain.
     COMPUTE_DOMAIN_LOST = "ComputeDomainLost"
-    # -- planned disruptions (planning/disruption.py, docs/design.md §4 rule 12b) --
+    # -- planned disruptions (planning/features/disruption.py, docs/design.md §4 rule 12b) --
     #: A host's node is cordoned (``kubectl drain`` cordons first): the slice is moved whole.
     NODE_DRAIN = "NodeDrain"
     #: A host's node is tainted ToBeDeletedByClusterAutoscaler (a scale-down drains it).
@@ -122,7 +123,7 @@ class CreateReason(StrEnum):
     #: A slice of the current template made by a rolling upgrade (a surge slice, or the
     #: stand-in for an outdated slice deleted in the same pass).
     UPGRADE = "Upgrade"
-    # -- crash-loop backoff (planning/backoff.py, docs/design.md §4 rule 13a) --
+    # -- crash-loop backoff (planning/features/backoff.py, docs/design.md §4 rule 13a) --
     #: The backoff of a slice that kept breaking is over: it is tried again at its index.
     BACKOFF_RETRY = "BackoffRetry"
     #: The group's template changed since the slice broke: its backoff ends at once.
@@ -158,7 +159,8 @@ class EventReason(StrEnum):
 
 
 class HoldReason(StrEnum):
-    """Why the planner holds back a slice it would otherwise create (planning/backoff.py)."""
+    """Why the planner holds back a slice it would otherwise create
+    (planning/features/backoff.py)."""
 
     #: The slice at this index broke again soon after it was recreated: its re-creation waits
     #: out an exponential backoff (docs/design.md §4 rule 13a).
@@ -216,3 +218,41 @@ class ConditionReason(StrEnum):
     #: PodDisruptionBudget selects pods of a group with per-slice budgets; none does any more.
     DISRUPTION_BUDGET_OVERLAP = "DisruptionBudgetOverlap"
     NO_DISRUPTION_BUDGET_OVERLAP = "NoDisruptionBudgetOverlap"
+
+
+class ConditionType(StrEnum):
+    """Condition types: KubeRay's where KubeRay has one, ours otherwise."""
+
+    HEAD_POD_READY = "HeadPodReady"
+    PROVISIONED = "RayClusterProvisioned"
+    REPLICA_FAILURE = "RayClusterReplicaFailure"
+    SUSPENDING = "RayClusterSuspending"
+    SUSPENDED = "RayClusterSuspended"
+    #: Ours: validation problems; the affected part of the cluster is left untouched.
+    INVALID_SPEC = "InvalidSpec"
+    #: Ours, with upgradeStrategy RollingUpdate only: True while pods of an older template
+    #: remain (Progressing, or Paused while suspended), False once none do (Complete).
+    ROLLING_UPDATE = "RollingUpdate"
+    #: Ours (rule 13c): True while slices are not created because they do not fit the
+    #: namespace's quotas (or a pod of their group was refused); present once it has been.
+    SLICE_QUOTA_EXCEEDED = "SliceQuotaExceeded"
+    #: Ours (rule 3a): True while the spec sets KubeRay fields the operator does not act on;
+    #: present once it has been.
+    UNSUPPORTED_FIELDS = "UnsupportedFields"
+    #: Ours (rule 2b): True while live pods carry the cluster's label that no controller of
+    #: it made (they are left alone); present once it has been.
+    STRAY_PODS = "StrayPods"
+    #: Ours (rule 12b): True while a user's PodDisruptionBudget selects pods of a multi-host
+    #: group, whose per-slice budgets the operator then does not keep; present once it has been.
+    DISRUPTION_BUDGET_OVERLAP = "DisruptionBudgetOverlap"
+
+
+class Condition(NamedTuple):
+    """One status condition as a pass sees it (the status builder adds its
+    ``lastTransitionTime``): the planner's own, or a lifecycle feature's ``conditions()``. A
+    feature may name a type and reason of its own; the enums above are plain strings too."""
+
+    type: str
+    status: bool
+    reason: str
+    message: str = ""

@@ -12,7 +12,7 @@ makes against the table (``check_transition``), so a rule that would move a slic
 table does not name fails loudly in tests instead of acting.
 
 ``BACKOFF`` is the one state pods alone cannot show: no pods, plus a running crash-loop backoff
-record for the slice's index (planning/backoff.py, docs/design.md §4 rule 13a).
+record for the slice's index (planning/features/backoff.py, docs/design.md §4 rule 13a).
 
 Adding a state (a rolling upgrade, host loss, crash-loop backoff) is this module only: a member
 of ``SliceState``, its row (and the rows that lead to it) in ``TRANSITIONS``, and the pod facts
@@ -46,7 +46,7 @@ class SliceState(StrEnum):
     #: stays taken until the pods are gone (hostnames and TPU_NAME never name two slices).
     DELETING = "deleting"
     #: No pod of the slice exists and its re-creation waits out a crash-loop backoff: it broke
-    #: again soon after it was recreated (planning/backoff.py). Its index stays reserved.
+    #: again soon after it was recreated (planning/features/backoff.py). Its index stays reserved.
     BACKOFF = "backoff"
 
 
@@ -89,7 +89,7 @@ FAULTS = frozenset(
         DeleteReason.POD_WITHOUT_REPLICA_IDENTITY,
         # Gate RayMultiHostIndexing off: one failed pod, replaced on its own.
         DeleteReason.POD_FAILED,
-        # Host loss (planning/host_loss.py): read from the host's node and Ready condition.
+        # Host loss (planning/features/host_loss.py): read from the host's node and Ready condition.
         DeleteReason.HOST_LOST,
         DeleteReason.HOST_UNREADY,
         # Hosts built from two templates (docs/design.md §4, rule 12a).
@@ -175,7 +175,7 @@ TRANSITIONS: Mapping[SliceState, Mapping[SliceState, frozenset[Cause]]] = {
         # Crash-loop backoff: the last pod of a slice whose break was counted left the API.
         _S.BACKOFF: frozenset({_O.PODS_GONE}),
     },
-    # -- crash-loop backoff (planning/backoff.py) --
+    # -- crash-loop backoff (planning/features/backoff.py) --
     _S.BACKOFF: {
         # The wait is over, or the template changed: created at its own index.
         _S.PENDING: _RETRIES,

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import StrEnum
 from typing import Any, NamedTuple
 
 from kubefacts.timestamps import rfc3339
@@ -21,38 +20,16 @@ from raycluster_operator.api.names import head_service_name
 from raycluster_operator.api.objects import Service
 from raycluster_operator.api.problems import Problem
 from raycluster_operator.planning.desired import cluster_suspended, max_pods, min_pods
-from raycluster_operator.planning.group_plan import GroupTally
+from raycluster_operator.planning.feature import Feature
 from raycluster_operator.planning.pods import PodView
-from raycluster_operator.planning.reasons import ConditionReason, DeleteReason
+from raycluster_operator.planning.reasons import (
+    Condition,
+    ConditionReason,
+    ConditionType,
+    DeleteReason,
+)
 from raycluster_operator.planning.resources import desired_resources
-
-
-class ConditionType(StrEnum):
-    """Condition types: KubeRay's where KubeRay has one, ours otherwise."""
-
-    HEAD_POD_READY = "HeadPodReady"
-    PROVISIONED = "RayClusterProvisioned"
-    REPLICA_FAILURE = "RayClusterReplicaFailure"
-    SUSPENDING = "RayClusterSuspending"
-    SUSPENDED = "RayClusterSuspended"
-    #: Ours: validation problems; the affected part of the cluster is left untouched.
-    INVALID_SPEC = "InvalidSpec"
-    #: Ours, with upgradeStrategy RollingUpdate only: True while pods of an older template
-    #: remain (Progressing, or Paused while suspended), False once none do (Complete).
-    ROLLING_UPDATE = "RollingUpdate"
-    #: Ours (rule 13c): True while slices are not created because they do not fit the
-    #: namespace's quotas (or a pod of their group was refused); present once it has been.
-    SLICE_QUOTA_EXCEEDED = "SliceQuotaExceeded"
-    #: Ours (rule 3a): True while the spec sets KubeRay fields the operator does not act on;
-    #: present once it has been.
-    UNSUPPORTED_FIELDS = "UnsupportedFields"
-    #: Ours (rule 2b): True while live pods carry the cluster's label that no controller of
-    #: it made (they are left alone); present once it has been.
-    STRAY_PODS = "StrayPods"
-    #: Ours (rule 12b): True while a user's PodDisruptionBudget selects pods of a multi-host
-    #: group, whose per-slice budgets the operator then does not keep; present once it has been.
-    DISRUPTION_BUDGET_OVERLAP = "DisruptionBudgetOverlap"
-
+from raycluster_operator.planning.turn import GroupTally
 
 HEAD_POD_READY = ConditionType.HEAD_POD_READY
 PROVISIONED = ConditionType.PROVISIONED
@@ -75,15 +52,6 @@ class Deletion(NamedTuple):
     pods: int
 
 
-class WantedCondition(NamedTuple):
-    """One condition as this pass sees it; its ``lastTransitionTime`` is added afterwards."""
-
-    type: ConditionType
-    status: bool
-    reason: ConditionReason | DeleteReason
-    message: str = ""
-
-
 @dataclass(frozen=True, slots=True)
 class Observed:
     tallies: Sequence[GroupTally]
@@ -104,30 +72,15 @@ class Observed:
     suspending: bool = False
     #: Worker groups whose pods are being removed for the group's own suspension.
     groups_suspending: frozenset[str] = frozenset()
-    #: The RollingUpdate condition (status, reason, message); None leaves it out.
-    rolling_update: tuple[bool, ConditionReason, str] | None = None
-    #: Group -> its indices waiting out a crash-loop backoff (planning/backoff.py).
-    backoff: Mapping[str, Sequence[Mapping[str, Any]]] = field(default_factory=dict)
-    #: Group -> indices of slices waiting for quota (planning/quota.py, rule 13c).
-    quota_waiting: Mapping[str, Sequence[int]] = field(default_factory=dict)
-    #: The SliceQuotaExceeded condition (status, reason, message); None leaves it out.
-    quota: tuple[bool, ConditionReason, str] | None = None
-    #: The UnsupportedFields condition (status, reason, message); None leaves it out.
-    unsupported: tuple[bool, ConditionReason, str] | None = None
-    #: The StrayPods condition (status, reason, message); None leaves it out.
-    strays: tuple[bool, ConditionReason, str] | None = None
-    #: The DisruptionBudgetOverlap condition (status, reason, message); None leaves it out.
-    budget_overlap: tuple[bool, ConditionReason, str] | None = None
-
-
-def previous_status(cluster: RayCluster) -> dict[str, Any]:
-    if cluster.status is None:
-        return {}
-    return cluster.status.model_dump(by_alias=True, exclude_none=True, mode="json")
+    #: The lifecycle features of the pass, in rule order: each adds its own conditions
+    #: (``Feature.conditions``) and fields of a group's entry (``Feature.status``).
+    features: Sequence[Feature] = ()
+    #: The status stored before this pass (``ClusterTurn.previous``).
+    previous: Mapping[str, Any] = field(default_factory=dict)
 
 
 def build_status(cluster: RayCluster, seen: Observed, *, now: datetime) -> dict[str, Any]:
-    before = previous_status(cluster)
+    before = seen.previous
     suspended = cluster_suspended(cluster)
     tallies = seen.tallies
     head_ready = seen.head is not None and seen.head.running_and_ready
@@ -198,12 +151,8 @@ def _group_entry(
     if tally.disrupted:
         # Rule 12b: which slices a planned disruption is moving, why, and by when.
         entry["disruptedSlices"] = [dict(d) for d in tally.disrupted]
-    waiting = seen.backoff.get(tally.group)
-    if waiting:
-        # Rule 13a: which indices wait out a crash-loop backoff, and until when.
-        entry["backoff"] = [dict(w) for w in waiting]
-    if seen.quota_waiting.get(tally.group):
-        entry["quotaWaiting"] = sorted(seen.quota_waiting[tally.group])
+    for feature in seen.features:
+        entry.update(feature.status(tally.group))
     # "Why did my slice go away?" stays answerable after the Event has expired: the latest
     # deletion in the group, kept from the previous status until a newer one replaces it.
     deletion = seen.deletions.get(tally.group)
@@ -245,18 +194,16 @@ def _conditions(
     suspended: bool,
     all_ready: bool,
     head_ready: bool,
-) -> list[WantedCondition]:
+) -> list[Condition]:
     why = ConditionReason
-    out: list[WantedCondition] = []
+    out: list[Condition] = []
     if head_ready:
-        out.append(WantedCondition(HEAD_POD_READY, True, why.HEAD_POD_RUNNING_AND_READY))
+        out.append(Condition(HEAD_POD_READY, True, why.HEAD_POD_RUNNING_AND_READY))
     elif seen.head is None:
-        out.append(
-            WantedCondition(HEAD_POD_READY, False, why.HEAD_POD_NOT_FOUND, "no live head pod")
-        )
+        out.append(Condition(HEAD_POD_READY, False, why.HEAD_POD_NOT_FOUND, "no live head pod"))
     else:
         out.append(
-            WantedCondition(
+            Condition(
                 HEAD_POD_READY, False, why.HEAD_POD_NOT_READY, f"head {seen.head.name} not ready"
             )
         )
@@ -268,63 +215,49 @@ def _conditions(
     if suspended or seen.suspending:
         # KubeRay's reason and message, which its own e2e test (TestRayClusterSuspend) reads.
         out.append(
-            WantedCondition(
-                PROVISIONED, False, why.PODS_PROVISIONING, "RayCluster has been suspended"
-            )
+            Condition(PROVISIONED, False, why.PODS_PROVISIONING, "RayCluster has been suspended")
         )
     elif all_ready or was_provisioned:
-        out.append(WantedCondition(PROVISIONED, True, why.ALL_PODS_READY_FIRST_TIME))
+        out.append(Condition(PROVISIONED, True, why.ALL_PODS_READY_FIRST_TIME))
     else:
         out.append(
-            WantedCondition(PROVISIONED, False, why.PODS_PROVISIONING, "pods are being provisioned")
+            Condition(PROVISIONED, False, why.PODS_PROVISIONING, "pods are being provisioned")
         )
 
     if seen.failures:
         worst = sorted(seen.failures.items(), key=lambda kv: (-kv[1], kv[0]))
         message = ", ".join(f"{reason.value}: {count} pods" for reason, count in worst)
         out.append(
-            WantedCondition(
-                REPLICA_FAILURE, True, worst[0][0], f"deleting broken replicas ({message})"
-            )
+            Condition(REPLICA_FAILURE, True, worst[0][0], f"deleting broken replicas ({message})")
         )
     else:
-        out.append(WantedCondition(REPLICA_FAILURE, False, why.NO_REPLICA_FAILURE))
+        out.append(Condition(REPLICA_FAILURE, False, why.NO_REPLICA_FAILURE))
 
     remaining = seen.pods_remaining > 0
     # One-way: stays True until no pod is left, even if the spec resumed meanwhile.
     if seen.suspending or (suspended and remaining):
-        out.append(
-            WantedCondition(SUSPENDING, True, why.SUSPENDING, f"{seen.pods_remaining} pods left")
-        )
+        out.append(Condition(SUSPENDING, True, why.SUSPENDING, f"{seen.pods_remaining} pods left"))
     else:
         # KubeRay keeps the condition's own name as the reason when False too.
-        out.append(WantedCondition(SUSPENDING, False, why.SUSPENDING))
+        out.append(Condition(SUSPENDING, False, why.SUSPENDING))
     if suspended and not remaining:
-        out.append(WantedCondition(SUSPENDED, True, why.SUSPENDED))
+        out.append(Condition(SUSPENDED, True, why.SUSPENDED))
     else:
-        out.append(WantedCondition(SUSPENDED, False, why.SUSPENDED))
+        out.append(Condition(SUSPENDED, False, why.SUSPENDED))
 
     if seen.problems:
         text = "; ".join(str(p) for p in seen.problems)
-        out.append(WantedCondition(INVALID_SPEC, True, why.INVALID_SPEC, text))
+        out.append(Condition(INVALID_SPEC, True, why.INVALID_SPEC, text))
     else:
-        out.append(WantedCondition(INVALID_SPEC, False, why.SPEC_VALID))
-    if seen.rolling_update is not None:
-        out.append(WantedCondition(ConditionType.ROLLING_UPDATE, *seen.rolling_update))
-    if seen.quota is not None:
-        out.append(WantedCondition(ConditionType.SLICE_QUOTA_EXCEEDED, *seen.quota))
-    if seen.unsupported is not None:
-        out.append(WantedCondition(ConditionType.UNSUPPORTED_FIELDS, *seen.unsupported))
-    if seen.strays is not None:
-        out.append(WantedCondition(ConditionType.STRAY_PODS, *seen.strays))
-    if seen.budget_overlap is not None:
-        out.append(WantedCondition(ConditionType.DISRUPTION_BUDGET_OVERLAP, *seen.budget_overlap))
+        out.append(Condition(INVALID_SPEC, False, why.SPEC_VALID))
+    for feature in seen.features:
+        out += feature.conditions()
     return out
 
 
 def _with_transition_times(
     before: Mapping[str, Any],
-    wanted: Sequence[WantedCondition],
+    wanted: Sequence[Condition],
     cluster: RayCluster,
     now: datetime,
 ) -> list[dict[str, Any]]:
@@ -339,9 +272,9 @@ def _with_transition_times(
             else rfc3339(now)
         )
         condition: dict[str, Any] = {
-            "type": want.type.value,
+            "type": str(want.type),
             "status": value,
-            "reason": want.reason.value,
+            "reason": str(want.reason),
             "message": want.message,
             "lastTransitionTime": since,
         }

@@ -187,6 +187,18 @@ class GroupTurn:
     reasons: list[tuple[int, CreateReason]] = field(default_factory=list)
 
 
+#: A group's status field naming the indices of slices the pass did not create for quota or a
+#: hold (rule 13c); read back by planned disruptions (rule 12b) as "a new slice has no room".
+QUOTA_WAITING = "quotaWaiting"
+
+
+def previous_status(cluster: RayCluster) -> dict[str, Any]:
+    """The status stored before this pass, as plain data (what features compare with)."""
+    if cluster.status is None:
+        return {}
+    return cluster.status.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
 @dataclass
 class ClusterTurn:
     """One RayCluster's pass: its context, what was read from it, and the writes so far."""
@@ -219,10 +231,26 @@ class ClusterTurn:
     grace: dict[str, int] = field(default_factory=dict)
     #: Seconds until a feature's timed rule is due; the plan asks to look again at the soonest.
     requeue: list[float] = field(default_factory=list)
-    #: Fields of ``status.Observed`` that features fill (``rolling_update``, ``backoff``).
-    seen: dict[str, Any] = field(default_factory=dict)
+    #: The status stored before this pass (``previous_status``), read once for everyone.
+    previous: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def acting(self) -> bool:
         """The spec is readable at the cluster level: the pass may write pods."""
         return not self.check.cluster_problems
+
+    def previous_condition(self, kind: str) -> Mapping[str, Any] | None:
+        """The stored condition of this type, if any."""
+        for condition in self.previous.get("conditions") or ():
+            if isinstance(condition, Mapping) and condition.get("type") == kind:
+                return condition
+        return None
+
+    def groups_that_waited(self) -> frozenset[str]:
+        """Groups with a slice the last pass did not create for quota or a hold
+        (``QUOTA_WAITING``): a new slice of theirs has no room, as if unschedulable (12b)."""
+        return frozenset(
+            str(g.get("groupName"))
+            for g in self.previous.get("workerGroups") or ()
+            if isinstance(g, Mapping) and g.get(QUOTA_WAITING)
+        )

@@ -59,18 +59,18 @@
   - create
   - patch
 - apiGroups:
-  - resource.nvidia.com
+  - policy
   resources:
-  - computedomains
+  - poddisruptionbudgets
   verbs:
   - list
   - watch
   - create
   - delete
 - apiGroups:
-  - policy
+  - resource.nvidia.com
   resources:
-  - poddisruptionbudgets
+  - computedomains
   verbs:
   - list
   - watch

@@ -69,7 +69,7 @@ from raycluster_operator.planning import (
     object_id,
     plan_pass,
 )
-from raycluster_operator.planning.quota import (
+from raycluster_operator.planning.features.quota import (
     HOLD_KIND,
     LIMIT_RANGE_KIND,
     QUOTA_KIND,
@@ -190,9 +190,9 @@ class Reconciler:
     def _objects(self, key: str, now: datetime) -> dict[str, list[Any]]:
         """Other cached kinds the features plan from: the namespace's PodDisruptionBudgets
         (rule 12b: the cluster's per-slice ones, and a user's that may select its pods), its
-        ComputeDomains, only when the cluster serves them (rule 13b; the key's
-        absence says it does not), the namespace's quotas (rule 13c; absent when not watched)
-        and the groups held after a refused pod."""
+        ComputeDomains, only when the cluster serves them (rule 13b; the key's absence says it
+        does not), the namespace's quotas (rule 13c; absent when not watched), the groups held
+        after a refused pod, and any other kind a feature watches."""
         caches = self.caches
         out: dict[str, list[Any]] = {}
         if caches.budgets is not None:
@@ -209,6 +209,8 @@ class Reconciler:
             ranges = quotas.limit_ranges_in(split_key(key)[0])
             if ranges:
                 out[LIMIT_RANGE_KIND] = list(ranges)  # the charge's defaults (rule 13c)
+        for kind, view in caches.watched.items():
+            out[kind] = list(view.by_index(BY_CLUSTER, key))
         holds = self.holds.active(key, now)
         if holds:
             out[HOLD_KIND] = [hold_object(g, h) for g, h in holds.items()]
@@ -223,6 +225,7 @@ class Reconciler:
             by_kind[COMPUTE_DOMAINS.kind] = caches.domains
         if caches.budgets is not None:
             by_kind[POD_DISRUPTION_BUDGETS.kind] = caches.budgets
+        by_kind.update(caches.watched)
         return Present(split_key(key)[0], by_kind, self.expectations.vouched(key))
 
     # -- writing ---------------------------------------------------------------------------
@@ -411,7 +414,7 @@ class Reconciler:
     async def _patch_annotations(
         self, key: str, obj: Obj, annotations: dict[str, str | None], failures: list[_Failure]
     ) -> None:
-        """The crash-loop backoff's records (planning/backoff.py): written before the pod
+        """The crash-loop backoff's records (planning/features/backoff.py): written before the pod
         writes of the same pass, so a restart never forgets a counted break. Until the cache
         shows the write, the written values stand in for the cached ones."""
         ns, name = split_key(key)

@@ -1,6 +1,6 @@
 """The executor's record of the API refusing a pod of a slice (§4 rule 13c, §7).
 
-The planner settles a pass's creates (`planning.quota.settle_creates`): a refused slice's
+The planner settles a pass's creates (`planning.features.quota.settle_creates`): a refused slice's
 created pods are deleted in the same pass, and its group is held for the wait `hold_after`
 gives, doubling per refusal in a row. This module only remembers: per cluster and group, the
 current hold and the refusals in a row that led to it. The reconciler hands the holds to the
@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from raycluster_operator.planning.quota import AdmissionHold, Refusal, hold_after
+from raycluster_operator.planning.features.quota import AdmissionHold, Refusal, hold_after
 
 
 @dataclass

@@ -5,8 +5,8 @@ objects the controller reconciles: a RayCluster is its own key, a pod names its 
 ``ray.io/cluster`` label, a service names it in its owner reference, the autoscaler's
 ServiceAccount/Role/RoleBinding carry the label too (watched by it, so that deleting one is
 healed by the next pass, and a converged cluster costs no request to check them), and a Node
-concerns every cluster with a pod bound to it (host-loss failover, planning/host_loss.py; the
-pods are found by ``spec.nodeName`` in the pod cache). Listeners
+concerns every cluster with a pod bound to it (host-loss failover,
+planning/features/host_loss.py; the pods are found by ``spec.nodeName`` in the pod cache). Listeners
 get each change as a ``Change``; the caches are read through ``Caches``.
 """
 
@@ -41,10 +41,12 @@ from raycluster_operator.controller.runtime.store import (
 )
 from raycluster_operator.kube import (
     COMPUTE_DOMAINS,
+    LIMIT_RANGES,
     NODES,
     POD_DISRUPTION_BUDGETS,
     PODS,
     RAYCLUSTERS,
+    RESOURCE_QUOTAS,
     ROLE_BINDINGS,
     ROLES,
     SERVICE_ACCOUNTS,
@@ -54,6 +56,7 @@ from raycluster_operator.kube import (
     KubeClient,
     NotFound,
 )
+from raycluster_operator.planning.lifecycle import FEATURE_TYPES
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +68,24 @@ BY_NAMESPACE = "namespace"
 BY_NODE = "node"
 #: The autoscaler's RBAC kinds the operator creates for an autoscaling cluster.
 RBAC_KINDS = (SERVICE_ACCOUNTS, ROLES, ROLE_BINDINGS)
+#: Kinds the lifecycle features watch that are routed here by hand: Nodes by the pods bound to
+#: them, quotas and LimitRanges by namespace (``QuotaWatch``), ComputeDomains only where
+#: served, budgets only while Nodes are watched (ours by the cluster label, a user's by
+#: namespace). Any other kind a feature declares in its ``watches`` gets label-selected
+#: informers of its own (``Sources.watched``).
+ROUTED = frozenset(
+    k.kind for k in (NODES, POD_DISRUPTION_BUDGETS, COMPUTE_DOMAINS, RESOURCE_QUOTAS, LIMIT_RANGES)
+)
+
+
+def feature_kinds() -> dict[str, Kind]:
+    """The kinds ``lifecycle.FEATURES`` watch that are routed by the cluster label."""
+    out: dict[str, Kind] = {}
+    for feature in FEATURE_TYPES:
+        for w in feature.watches:
+            if w.kind not in ROUTED:
+                out.setdefault(w.kind, Kind(w.group, w.version, w.kind, w.plural, w.namespaced))
+    return out
 
 
 @dataclass(frozen=True)
@@ -116,6 +137,8 @@ class Caches:
     budgets: StoreView | None = None
     #: ResourceQuotas by namespace (rule 13c); answers None when they are not watched.
     quotas: QuotaWatch | None = None
+    #: Other kinds the features watch (``feature_kinds``), by kind, indexed ``BY_CLUSTER``.
+    watched: Mapping[str, StoreView] = field(default_factory=dict)
 
 
 class Sources:
@@ -184,7 +207,22 @@ class Sources:
         self.quotas = QuotaWatch(
             client, self._namespaces, options.watch_timeout, self._on_quota_namespace
         )
-        self.caches = Caches(
+        # Whatever else a lifecycle feature plans from, found by the cluster's label.
+        self.watched = {
+            name: make(
+                kind,
+                functools.partial(self._on_rbac, name),
+                label_selector=CLUSTER,
+                indexers={BY_CLUSTER: by_label(CLUSTER)},
+                transform=without_managed_fields,
+            )
+            for name, kind in feature_kinds().items()
+        }
+        self.caches = self._caches()
+        self._listeners: list[Listener] = []
+
+    def _caches(self) -> Caches:
+        return Caches(
             clusters=_view(self.clusters),
             pods=_view(self.pods),
             services=_view(self.services),
@@ -193,8 +231,8 @@ class Sources:
             domains=_view(self.domains),
             budgets=_view(self.budgets) if self.budgets else None,
             quotas=self.quotas,
+            watched={name: _view(infs) for name, infs in self.watched.items()},
         )
-        self._listeners: list[Listener] = []
 
     def _informers(
         self,
@@ -225,6 +263,7 @@ class Sources:
     @property
     def informers(self) -> list[Informer]:
         rbac = [inf for infs in self.rbac.values() for inf in infs]
+        watched = [inf for infs in self.watched.values() for inf in infs]
         domains = self.domains if COMPUTE_DOMAINS.kind in self.caches.served else []
         return (
             self.clusters
@@ -236,6 +275,7 @@ class Sources:
             + domains
             + self.quotas.informers
             + self.quotas.limit_informers
+            + watched
         )
 
     async def detect(self, client: KubeClient) -> None:

@@ -135,13 +135,13 @@ def slim_service(obj: Obj) -> Obj:
 
 
 def slim_node(obj: Obj) -> Obj:
-    """What host loss and planned disruptions read of a node (planning/host_loss.py,
-    planning/disruption.py): its labels (a maintenance notice), taints, cordon and
+    """What host loss and planned disruptions read of a node (planning/features/host_loss.py,
+    planning/features/disruption.py): its labels (a maintenance notice), taints, cordon and
     conditions."""
     out = _envelope(obj, _meta(obj))
     spec = obj.get("spec")
     if isinstance(spec, Mapping):
-        # unschedulable: a cordon (planned disruptions, planning/disruption.py).
+        # unschedulable: a cordon (planned disruptions, planning/features/disruption.py).
         kept = _pick(spec, ("taints", "unschedulable"))
         if kept:
             out["spec"] = kept

@@ -65,9 +65,13 @@ from raycluster_operator.planning.budget_overlap import (
     theirs,
 )
 from raycluster_operator.planning.context import Cached
-from raycluster_operator.planning.feature import Feature
-from raycluster_operator.planning.quota import groups_that_waited
-from raycluster_operator.planning.reasons import CreateReason, DeleteReason, EventReason
+from raycluster_operator.planning.feature import Feature, Watch
+from raycluster_operator.planning.reasons import (
+    Condition,
+    CreateReason,
+    DeleteReason,
+    EventReason,
+)
 from raycluster_operator.planning.replicas import GroupPods, Replica
 from raycluster_operator.planning.slice_state import SliceState
 from raycluster_operator.planning.turn import ClusterTurn, GroupPlan, GroupTurn
@@ -382,6 +386,12 @@ class Disruptions(Feature):
     break, and every other multi-host slice keeps its own PodDisruptionBudget."""
 
     rule = "12b"
+    #: The nodes' cordons, taints and maintenance labels; a budget per slice, made and removed
+    #: (never changed), and a user's budgets of the namespace, which may select the same pods.
+    watches = (
+        Watch("", "v1", "Node", "nodes", namespaced=False),
+        Watch("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", ("create", "delete")),
+    )
 
     def __init__(self, turn: ClusterTurn) -> None:
         context = turn.context
@@ -394,7 +404,7 @@ class Disruptions(Feature):
                 own, context.state.nodes, now=context.now, window=options.maintenance_window
             )
         self.cluster = turn.cluster
-        self.waited = groups_that_waited(turn.cluster) if self.enabled else frozenset()
+        self.waited = turn.groups_that_waited() if self.enabled else frozenset()
         self.moves: dict[str, GroupMoves] = {}
         self.budgets: list[dict[str, Any]] = []
         self.planned: set[str] = set()
@@ -402,6 +412,7 @@ class Disruptions(Feature):
         found = context.state.objects.get(PDB_KIND, ()) if self.enabled else ()
         self.users = theirs(found)
         self.overlaps: list[Overlap] = []
+        self.said: Condition | None = None
 
     def mark(self, turn: GroupTurn) -> None:
         turn.found = mark_evictions(turn.found, self.check)
@@ -489,11 +500,13 @@ class Disruptions(Feature):
 
     def _say_overlaps(self, turn: ClusterTurn) -> None:
         condition, warning = overlap_condition(self.overlaps, previous_condition(self.cluster))
-        if condition is not None:
-            turn.seen["budget_overlap"] = condition
+        self.said = condition
         if warning is not None:
             reason = EventReason.DISRUPTION_BUDGET_OVERLAP
             turn.events.append(PlannedEvent("Warning", reason, warning))
+
+    def conditions(self) -> Sequence[Condition]:
+        return () if self.said is None else (self.said,)
 
 
 def _max_unavailable(turn: GroupTurn) -> int:

@@ -22,8 +22,12 @@ from raycluster_operator.api.models import RayCluster
 from raycluster_operator.planning.actions import PlannedEvent
 from raycluster_operator.planning.conflict import controlled_by, creator
 from raycluster_operator.planning.feature import Feature
-from raycluster_operator.planning.reasons import ConditionReason, EventReason
-from raycluster_operator.planning.status import ConditionType
+from raycluster_operator.planning.reasons import (
+    Condition,
+    ConditionReason,
+    ConditionType,
+    EventReason,
+)
 from raycluster_operator.planning.turn import ClusterTurn
 
 #: At most this many pods are named in the condition; the rest are counted.
@@ -88,16 +92,22 @@ class StrayPods(Feature):
             if not (p.get("metadata") or {}).get("deletionTimestamp")
         ]
         self.before = _previous(turn.cluster)
+        self.said: Condition | None = None
 
     def finish(self, turn: ClusterTurn) -> None:
         if not self.strays:
             if self.before is not None:
-                turn.seen["strays"] = (False, ConditionReason.NO_STRAY_PODS, "")
+                self.said = Condition(
+                    ConditionType.STRAY_PODS, False, ConditionReason.NO_STRAY_PODS
+                )
             return
         message = stray_message(turn.cluster.metadata.name, self.strays)
-        turn.seen["strays"] = (True, ConditionReason.STRAY_PODS, message)
+        self.said = Condition(ConditionType.STRAY_PODS, True, ConditionReason.STRAY_PODS, message)
         if self._news():
             turn.events.append(PlannedEvent("Warning", EventReason.STRAY_PODS, message))
+
+    def conditions(self) -> Sequence[Condition]:
+        return () if self.said is None else (self.said,)
 
     def _news(self) -> bool:
         """A stray the stored condition does not name yet (the condition turning True, or a

@@ -16,7 +16,13 @@ from raycluster_operator.planning.actions import PodDelete
 from raycluster_operator.planning.desired import desired_slices
 from raycluster_operator.planning.feature import Feature
 from raycluster_operator.planning.pods import PodView
-from raycluster_operator.planning.reasons import ConditionReason, CreateReason, DeleteReason
+from raycluster_operator.planning.reasons import (
+    Condition,
+    ConditionReason,
+    ConditionType,
+    CreateReason,
+    DeleteReason,
+)
 from raycluster_operator.planning.slice_state import SliceState
 from raycluster_operator.planning.turn import ClusterTurn, GroupPlan, GroupTally, GroupTurn
 from raycluster_operator.planning.upgrade import (
@@ -129,6 +135,7 @@ class Upgrades(Feature):
             for g in turn.cluster.spec.worker_group_specs
         }
         self.upgrade = plan_upgrade(turn.cluster, turn.heads, turn.by_group, desired)
+        self.rollout: Condition | None = None
 
     def _group(self, turn: GroupTurn) -> GroupUpgrade | None:
         return self.upgrade.groups.get(turn.job.spec.group_name)
@@ -182,4 +189,9 @@ class Upgrades(Feature):
             turn.deletes += [
                 d for d in head_deletes(self.upgrade, turn.heads) if d.name not in going
             ]
-        turn.seen["rolling_update"] = rollout_condition(self.upgrade, turn.tallies, paused=stopping)
+        said = rollout_condition(self.upgrade, turn.tallies, paused=stopping)
+        if said is not None:
+            self.rollout = Condition(ConditionType.ROLLING_UPDATE, *said)
+
+    def conditions(self) -> Sequence[Condition]:
+        return () if self.rollout is None else (self.rollout,)

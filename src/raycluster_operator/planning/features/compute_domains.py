@@ -33,7 +33,7 @@ from raycluster_operator.api.models import WorkerGroupSpec
 from raycluster_operator.builders.compute_domain import KIND, compute_domain, wire_channel
 from raycluster_operator.planning.actions import PlannedEvent
 from raycluster_operator.planning.context import Cached
-from raycluster_operator.planning.feature import Feature
+from raycluster_operator.planning.feature import Feature, Watch
 from raycluster_operator.planning.reasons import DeleteReason, EventReason
 from raycluster_operator.planning.replicas import Replica
 from raycluster_operator.planning.slice_state import SERVING, SliceState
@@ -52,6 +52,16 @@ def domain_ready(domain: Cached) -> bool:
 
 class ComputeDomains(Feature):
     rule = "13b"
+    #: Where the kind is served (NVIDIA's DRA driver, §3.9): one per slice, made and removed.
+    watches = (
+        Watch(
+            "resource.nvidia.com",
+            "v1beta1",
+            "ComputeDomain",
+            "computedomains",
+            ("create", "delete"),
+        ),
+    )
 
     def __init__(self, turn: ClusterTurn) -> None:
         cluster = turn.cluster

@@ -13,14 +13,18 @@ every KubeRay manifest that spells one of these at a harmless value.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from raycluster_operator.api.models import RayCluster
 from raycluster_operator.planning.actions import PlannedEvent
 from raycluster_operator.planning.feature import Feature
-from raycluster_operator.planning.reasons import ConditionReason, EventReason
-from raycluster_operator.planning.status import ConditionType
+from raycluster_operator.planning.reasons import (
+    Condition,
+    ConditionReason,
+    ConditionType,
+    EventReason,
+)
 from raycluster_operator.planning.turn import ClusterTurn
 
 #: What each field would do under KubeRay and what happens here instead, by its spec path.
@@ -110,18 +114,26 @@ class UnsupportedFields(Feature):
     def __init__(self, turn: ClusterTurn) -> None:
         self.paths = unsupported_fields(turn.cluster)
         self.before = _previous(turn.cluster)
+        self.said: Condition | None = None
 
     def finish(self, turn: ClusterTurn) -> None:
         if not self.paths:
             if self.before is not None:
-                turn.seen["unsupported"] = (False, ConditionReason.ALL_FIELDS_SUPPORTED, "")
+                self.said = Condition(
+                    ConditionType.UNSUPPORTED_FIELDS, False, ConditionReason.ALL_FIELDS_SUPPORTED
+                )
             return
         message = unsupported_message(self.paths)
-        turn.seen["unsupported"] = (True, ConditionReason.UNSUPPORTED_FIELDS, message)
+        self.said = Condition(
+            ConditionType.UNSUPPORTED_FIELDS, True, ConditionReason.UNSUPPORTED_FIELDS, message
+        )
         if self.before != ("True", message):
             turn.events.append(
                 PlannedEvent("Warning", EventReason.UNSUPPORTED_FIELD, _note(message))
             )
+
+    def conditions(self) -> Sequence[Condition]:
+        return () if self.said is None else (self.said,)
 
 
 def _note(message: str) -> str:

@@ -35,7 +35,7 @@ from raycluster_operator.api.objects import Pod
 from raycluster_operator.builders.template_hash import worker_template_hash
 from raycluster_operator.planning.actions import PlannedEvent
 from raycluster_operator.planning.backoff_policy import DEFAULT_POLICY, BackoffPolicy
-from raycluster_operator.planning.feature import Feature
+from raycluster_operator.planning.feature import Feature, Rule
 from raycluster_operator.planning.pods import read_pod
 from raycluster_operator.planning.reasons import CreateReason, DeleteReason, HoldReason
 from raycluster_operator.planning.slice_state import SliceState
@@ -298,6 +298,8 @@ class Backoff(Feature):
     plan deletes (``settle``), written back if changed (``finish``)."""
 
     rule = "13a"
+    #: Its records live in an annotation of the RayCluster (metadata only).
+    rules = (Rule("ray.io", "rayclusters", ("patch",)),)
 
     def __init__(self, turn: ClusterTurn) -> None:
         self.cluster = turn.cluster
@@ -307,7 +309,7 @@ class Backoff(Feature):
         self.before = read_records(self.cluster.metadata.annotations)
         self.after: dict[str, dict[int, Strike]] = {}
         self.events: list[PlannedEvent] = []
-        self.status: dict[str, tuple[dict[str, Any], ...]] = {}
+        self.status_of: dict[str, tuple[dict[str, Any], ...]] = {}
         self.waiting: dict[str, int] = {}
         self._wakes: list[float] = []
         self._pods = turn.context.state.pods
@@ -354,7 +356,7 @@ class Backoff(Feature):
         self.after[name] = outcome.records
         self.events += outcome.events
         if outcome.status:
-            self.status[name] = outcome.status
+            self.status_of[name] = outcome.status
             self.waiting[name] = len(outcome.status)
         if outcome.wake is not None:
             self._wakes.append(outcome.wake)
@@ -365,10 +367,14 @@ class Backoff(Feature):
             if name not in self._planned and name in self.before:
                 self.after[name] = dict(self.before[name])
         turn.events += self.events
-        turn.seen["backoff"] = self.status
         turn.annotations.update(self.annotations())
         if self._wakes:
             turn.requeue.append(min(self._wakes))
+
+    def status(self, group: str) -> Mapping[str, Any]:
+        """Rule 13a in the group's entry: which indices wait out a backoff, until when."""
+        waiting = self.status_of.get(group)
+        return {"backoff": [dict(w) for w in waiting]} if waiting else {}
 
     def annotations(self) -> dict[str, str | None]:
         """The metadata annotations to merge-patch: empty when the stored value is right."""

@@ -34,20 +34,20 @@ from typing import Any
 
 from kubefacts import quota as q
 from kubefacts.timestamps import parse_time
-from raycluster_operator.api.models import RayCluster
 from raycluster_operator.planning.actions import CREATE_POD, PlannedEvent, PodCreate, PodDelete
 from raycluster_operator.planning.context import Cached
-from raycluster_operator.planning.feature import Feature
+from raycluster_operator.planning.feature import Feature, Watch
 from raycluster_operator.planning.reasons import (
+    Condition,
     ConditionReason,
+    ConditionType,
     CreateReason,
     DeleteReason,
     HoldReason,
 )
-from raycluster_operator.planning.status import previous_status
-from raycluster_operator.planning.turn import ClusterTurn
+from raycluster_operator.planning.turn import QUOTA_WAITING, ClusterTurn
 
-CONDITION = "SliceQuotaExceeded"
+CONDITION = ConditionType.SLICE_QUOTA_EXCEEDED
 #: `ClusterState.objects` keys: the namespace's ResourceQuotas (absent: not watched), and the
 #: executor's holds after a refused pod.
 QUOTA_KIND = "ResourceQuota"
@@ -365,6 +365,11 @@ class Quota(Feature):
     planned, the pass's new slices are fitted to the quotas in plan order."""
 
     rule = "13c"
+    #: By namespace; without the grant the operator runs without the check.
+    watches = (
+        Watch("", "v1", "ResourceQuota", "resourcequotas"),
+        Watch("", "v1", "LimitRange", "limitranges"),
+    )
 
     def __init__(self, turn: ClusterTurn) -> None:
         objects = turn.context.state.objects
@@ -372,10 +377,9 @@ class Quota(Feature):
         self.limit_ranges = objects.get(LIMIT_RANGE_KIND) or ()
         self.holds = read_holds(objects.get(HOLD_KIND) or ())
         self.now = turn.context.now
-        conditions = previous_status(turn.cluster).get("conditions") or []
-        self.previous: Mapping[str, Any] | None = next(
-            (c for c in conditions if isinstance(c, Mapping) and c.get("type") == CONDITION), None
-        )
+        self.previous = turn.previous_condition(CONDITION)
+        self.waiting: dict[str, list[int]] = {}
+        self.said: Condition | None = None
 
     def finish(self, turn: ClusterTurn) -> None:
         if not self.quotas and not self.holds and self.previous is None:
@@ -391,10 +395,10 @@ class Quota(Feature):
         for w in waiting:
             if w.index is not None:
                 by_group.setdefault(w.group, []).append(w.index)
-        turn.seen["quota_waiting"] = by_group
+        self.waiting = by_group
         if not waiting:
             if self.previous is not None:
-                turn.seen["quota"] = (False, ConditionReason.QUOTA_AVAILABLE, "")
+                self.said = Condition(CONDITION, False, ConditionReason.QUOTA_AVAILABLE)
             return
         turn.events[:] = without_create_events(turn.events, waiting)
         message = "; ".join(sentence(w) for w in waiting)
@@ -403,21 +407,18 @@ class Quota(Feature):
             if waiting[0].reason == HoldReason.POD_REJECTED
             else ConditionReason.SLICE_QUOTA_EXCEEDED
         )
-        turn.seen["quota"] = (True, reason, message)
+        self.said = Condition(CONDITION, True, reason, message)
         previous = self.previous or {}
         if previous.get("status") != "True" or previous.get("message") != message:
             # Recorded when the wait begins or changes, never at steady state.
             turn.events += [PlannedEvent("Warning", w.reason, sentence(w)) for w in waiting]
 
+    def conditions(self) -> Sequence[Condition]:
+        return () if self.said is None else (self.said,)
 
-def groups_that_waited(cluster: RayCluster) -> frozenset[str]:
-    """Groups with a slice the last pass did not create for quota or a hold (the status's
-    `quotaWaiting`): a new slice of theirs has no room, as if unschedulable (rule 12b)."""
-    return frozenset(
-        str(g.get("groupName"))
-        for g in previous_status(cluster).get("workerGroups") or ()
-        if isinstance(g, Mapping) and g.get("quotaWaiting")
-    )
+    def status(self, group: str) -> Mapping[str, Any]:
+        waiting = self.waiting.get(group)
+        return {QUOTA_WAITING: sorted(waiting)} if waiting else {}
 
 
 def soonest_hold(holds: Mapping[str, AdmissionHold], now: datetime) -> float | None:
