@@ -14,6 +14,7 @@ from typing import Any, ClassVar, TypeVar
 from devkube import DevCluster
 from raycluster_operator.api.crd import crd_manifest
 from raycluster_operator.api.rayjob_crd import rayjob_crd_manifest
+from raycluster_operator.api.rayservice_crd import rayservice_crd_manifest
 from raycluster_operator.devcluster.attach import operator_kubeconfig
 from raycluster_operator.kube import PODS, RAYCLUSTERS, KubeClient, NotFound
 
@@ -117,8 +118,8 @@ class DevWorld:
     ) -> W:
         """A started dev cluster (fast kubelets; ``crd``, else the operator's RayCluster CRD,
         applied, and the RayJob CRD) and a world on it; ``cluster_options`` are DevCluster's."""
-        # Both CRDs the operator ships (the RayJob controller's caches sync on rayjobs).
-        crds = [crd or crd_manifest(), rayjob_crd_manifest()]
+        # The CRDs the operator ships (each kind's controller syncs its caches on its kind).
+        crds = [crd or crd_manifest(), rayjob_crd_manifest(), rayservice_crd_manifest()]
         cluster = await start_dev_cluster(nodes, crds=crds, **cluster_options)
         world = cls(cluster, KubeClient.from_kubeconfig(cluster.kubeconfig_dict()))
         try:

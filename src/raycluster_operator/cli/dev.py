@@ -141,12 +141,7 @@ def dev(
     RayCluster becomes a real Ray cluster. Stop it with Ctrl-C or SIGTERM. kubectl works
     against the written kubeconfig.
     """
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    _configure_logging(verbose)
     problem = node_spec_problem(nodes)
     if problem is not None:
         raise click.BadParameter(problem, param_hint="--nodes")
@@ -197,6 +192,15 @@ def dev(
     finally:
         kubeconfig.unlink(missing_ok=True)
     sys.exit(code)
+
+
+def _configure_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
 
 
 def _load_documents(path: Path) -> list[dict[str, Any]]:
