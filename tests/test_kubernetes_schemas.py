@@ -99,7 +99,14 @@ def documents(path: Path) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize(
     "path",
-    [p for p in sorted((ROOT / "deploy").rglob("*.yaml")) if p.name != "kustomization.yaml"],
+    # The Helm chart's templates are not manifests until Helm renders them: its CRDs are
+    # checked here, its rendered objects by tests/test_install_helm.py.
+    [
+        p
+        for p in sorted((ROOT / "deploy").rglob("*.yaml"))
+        if p.name != "kustomization.yaml"
+        and (ROOT / "deploy" / "helm" not in p.parents or p.parent.name == "crds")
+    ],
     ids=lambda p: str(p.relative_to(ROOT)),
 )
 def test_every_manifest_in_deploy_is_valid(path: Path) -> None:
