@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from devkube.addons import addons_for
+    from devkube.addons.kueue import Kueue, kueue_available
     from devkube.cluster import RUNTIMES, DevCluster
     from devkube.nodes import SPEC_HELP, NodeSpecError, build_nodes, parse_spec
     from devkube.process import process_runtime_available
@@ -21,9 +22,11 @@ __all__ = [
     "RUNTIMES",
     "SPEC_HELP",
     "DevCluster",
+    "Kueue",
     "NodeSpecError",
     "addons_for",
     "build_nodes",
+    "kueue_available",
     "parse_spec",
     "process_runtime_available",
 ]
@@ -37,6 +40,8 @@ _HOMES = {
     "SPEC_HELP": "nodes",
     "process_runtime_available": "process",
     "addons_for": "addons",
+    "Kueue": "addons.kueue",
+    "kueue_available": "addons.kueue",
 }
 
 
