@@ -20,6 +20,7 @@ import yaml
 from raycluster_operator.cli.run import backoff_options
 from raycluster_operator.devcluster.foreground import (
     AUTO,
+    WITH,
     node_spec_help,
     node_spec_problem,
     resolve_runtime,
@@ -80,6 +81,15 @@ DEFAULT_KUBECONFIG = Path(".devcluster") / "kubeconfig"
     "into a cache; the first build takes minutes), with this command's nodes joined to it.",
 )
 @click.option(
+    "--with",
+    "with_",
+    multiple=True,
+    type=click.Choice(WITH),
+    help="Run beside the cluster: 'kueue' is Kueue (built once from the Go module proxy), "
+    "installed from its release's manifests with its RayCluster and RayJob integrations on. "
+    "Needs --control-plane kubernetes, and root (Kueue runs in a private mount namespace).",
+)
+@click.option(
     "--kubelet-delay", type=float, default=0.2, show_default=True, help="Seconds to start a pod."
 )
 @click.option("--watch", is_flag=True, help="Print a live table of pods to stdout.")
@@ -101,6 +111,7 @@ def dev(
     deployed: bool,
     runtime: str,
     control_plane: str,
+    with_: tuple[str, ...],
     kubelet_delay: float,
     watch: bool,
     unready_slice_timeout: float,
@@ -132,6 +143,11 @@ def dev(
         )
     runtime, why = resolve_runtime(runtime)
     log.info("kubelet runtime: %s (%s)", runtime, why)
+    if with_ and control_plane != "kubernetes":
+        raise click.BadParameter(
+            f"{', '.join(with_)} needs a real API server: add --control-plane kubernetes",
+            param_hint="--with",
+        )
     if deployed and no_operator:
         raise click.BadParameter("--deployed installs the operator", param_hint="--no-operator")
     if deployed and runtime != "process":
@@ -152,6 +168,7 @@ def dev(
                 deployed=deployed,
                 runtime=runtime,
                 control_plane=control_plane,
+                with_=with_,
                 kubelet_delay=kubelet_delay,
                 watch=watch,
                 planning=PlanOptions(

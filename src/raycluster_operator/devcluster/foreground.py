@@ -29,6 +29,20 @@ from raycluster_operator.planning import PlanOptions
 log = logging.getLogger("raycluster_operator.dev")
 
 AUTO = "auto"
+#: What `dev --with` can run beside the cluster.
+WITH = ("kueue",)
+
+
+async def _start_kueue(cluster: Any, beside: contextlib.AsyncExitStack) -> None:
+    """Kueue, after the CRDs (its RayCluster and RayJob integrations start only for kinds
+    the API serves), stopped before the cluster."""
+    from devkube import Kueue
+
+    kueue = Kueue()
+    beside.push_async_callback(kueue.stop)
+    log.info("starting kueue (built once from the Go module proxy; the first build takes minutes)")
+    await kueue.start(cluster)
+    log.info("kueue running; its log: %s", kueue.log_path)
 
 
 def node_spec_help() -> str:
@@ -82,8 +96,11 @@ async def serve(
     deployed: bool = False,
     planning: PlanOptions = DEFAULT_PLANNING,
     control_plane: str = "embedded",
+    with_: Sequence[str] = (),
 ) -> int:
-    """Runs the dev cluster until a signal; the exit code (1: it failed, said in the log)."""
+    """Runs the dev cluster until a signal; the exit code (1: it failed, said in the log).
+    `with_` names what runs beside it once the CRDs are served ("kueue": Kueue, queueing
+    RayClusters and RayJobs; Kubernetes' control plane only)."""
     from devkube import DevCluster, addons_for
 
     stop = asyncio.Event()
@@ -91,16 +108,21 @@ async def serve(
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
-        async with DevCluster(
-            port=port,
-            nodes=list(nodes),
-            runtime=runtime,
-            kubelet_delay=kubelet_delay,
-            control_plane=control_plane,
-            # NVIDIA's DRA driver (simulated) when the nodes hold GB200/GB300 NVLink domains.
-            addons=addons_for(list(nodes)),
-        ) as cluster:
+        async with (
+            DevCluster(
+                port=port,
+                nodes=list(nodes),
+                runtime=runtime,
+                kubelet_delay=kubelet_delay,
+                control_plane=control_plane,
+                # NVIDIA's DRA driver (simulated) when the nodes hold GB200/GB300 NVLink domains.
+                addons=addons_for(list(nodes)),
+            ) as cluster,
+            contextlib.AsyncExitStack() as beside,
+        ):
             await install_crd(cluster)
+            if "kueue" in with_:
+                await _start_kueue(cluster, beside)
             for doc in documents:
                 applied = Resource(await cluster.apply(doc))
                 log.info("applied %s %s", applied.kind, applied.name)
