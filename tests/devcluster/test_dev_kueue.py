@@ -1,5 +1,5 @@
 """`raycluster-operator dev --control-plane kubernetes --with kueue` as a user runs it, with
-the README's example (examples/kueue-tpu-slices.yaml: queues whose TPU quota is one v5p
+the README's example (examples/kueue/tpu-slices.yaml: queues whose TPU quota is one v5p
 slice, and a RayCluster on them): Kueue admits the RayCluster, `kubectl get workloads` shows
 it, and its slice runs. `--with kueue` on the embedded control plane is a usage error."""
 
@@ -17,7 +17,7 @@ from raycluster_operator.cli import main
 from tests.devcluster.test_dev_cli import KUBECTL, start_dev, stop_dev
 from tests.harness.kueue import require_kueue
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "kueue-tpu-slices.yaml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "kueue" / "tpu-slices.yaml"
 
 
 def test_with_kueue_needs_the_kubernetes_control_plane() -> None:
