@@ -10,7 +10,8 @@ created; once the first is deleted its quota comes back and the second runs, who
 first create proves that no slice ever existed in part. Then a RayCluster of a higher
 WorkloadPriorityClass preempts a running one: Kueue suspends the victim, whose slice goes
 whole (every pod deleted), and readmits it when the preemptor leaves, its slice back at
-index 0."""
+index 0. A queued RayJob waits Suspended without a RayCluster behind a running one, then
+runs its cluster's slice whole, under one Workload (the RayJob's)."""
 
 from __future__ import annotations
 
@@ -176,8 +177,17 @@ def condition(obj: Obj, kind: str) -> bool:
 async def running_whole(world: SharedWorld, kubectl: Run, name: str) -> None:
     """Admitted, unsuspended, and its slice Ready: both hosts at index 0."""
 
-    async def check() -> None:
+    async def admitted() -> None:
         assert condition(await workload_of(kubectl, name), "Admitted")
+
+    await eventually(admitted, 90, interval=0.3)
+    await slice_ready(world, kubectl, name)
+
+
+async def slice_ready(world: SharedWorld, kubectl: Run, name: str) -> None:
+    """RayCluster NAME unsuspended and its slice Ready: both hosts at index 0."""
+
+    async def check() -> None:
         cluster = await get(kubectl, "raycluster", name)
         assert cluster["spec"].get("suspend") is not True
         workers = [p for p in await world.pods(name, NS) if p["metadata"]["labels"].get(
@@ -244,3 +254,57 @@ async def test_preemption_suspends_the_victim_whole_and_readmits_it(
     await running_whole(world, kubectl, "victim")  # back at index 0
     log.assert_whole()
     await ok(kubectl, "delete", "raycluster", "victim", "-n", NS, "--wait=true")
+
+
+def queued_job(name: str) -> Obj:
+    """A RayJob whose cluster is one v5p 2x2x2 slice and a head, on the LocalQueue (Kueue
+    asks a queued RayJob to shut its cluster down when it finishes)."""
+    cluster = queued_slice(name)
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {"name": name, "namespace": NS, "labels": {QUEUE: "team"}},
+        "spec": {
+            "entrypoint": "python -c 'print(1)'",
+            "shutdownAfterJobFinishes": True,
+            "rayClusterSpec": cluster["spec"],
+        },
+    }
+
+
+async def test_a_queued_rayjob_waits_without_a_cluster_then_runs_whole(
+    queued: tuple[SharedWorld, Run, PodLog],
+) -> None:
+    world, kubectl, log = queued
+    await ok(kubectl, "apply", "-f", "-", input=json.dumps(queued_slice("holder")))
+    await running_whole(world, kubectl, "holder")
+    await ok(kubectl, "apply", "-f", "-", input=json.dumps(queued_job("job")))
+
+    async def job_waits() -> None:
+        job = await get(kubectl, "rayjob", "job")
+        assert job["spec"].get("suspend") is True
+        assert (job.get("status") or {}).get("jobDeploymentStatus") == "Suspended", job
+        assert not condition(await workload_of(kubectl, "job"), "QuotaReserved")
+
+    await eventually(job_waits, 60, interval=0.3)
+    # One Workload per queued object: the RayJob's, none for a cluster it does not have.
+    assert not (await get(kubectl, "rayjob", "job"))["status"].get("rayClusterName")
+    names = [c["metadata"]["name"] for c in (await get(kubectl, "rayclusters"))["items"]]
+    assert names == ["holder"], names
+
+    await ok(kubectl, "delete", "raycluster", "holder", "-n", NS, "--wait=true")
+
+    async def job_runs() -> str:
+        job = await get(kubectl, "rayjob", "job")
+        assert condition(await workload_of(kubectl, "job"), "Admitted")
+        return str((job.get("status") or {})["rayClusterName"])
+
+    cluster = await eventually(job_runs, 90, interval=0.3)
+    await slice_ready(world, kubectl, cluster)
+    owners = [
+        o["name"] for w in (await get(kubectl, "workloads"))["items"]
+        for o in w["metadata"].get("ownerReferences", [])
+    ]  # fmt: skip
+    assert owners == ["job"], owners
+    log.assert_whole()
+    await ok(kubectl, "delete", "rayjob", "job", "-n", NS, "--wait=true")
