@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from devkube.addons import addons_for
     from devkube.addons.kuberay import KubeRayOperator
+    from devkube.addons.kueue import Kueue, kueue_available
     from devkube.cluster import RUNTIMES, DevCluster
     from devkube.nodes import SPEC_HELP, NodeSpecError, build_nodes, parse_spec
     from devkube.process import process_runtime_available
@@ -23,9 +24,11 @@ __all__ = [
     "SPEC_HELP",
     "DevCluster",
     "KubeRayOperator",
+    "Kueue",
     "NodeSpecError",
     "addons_for",
     "build_nodes",
+    "kueue_available",
     "parse_spec",
     "process_runtime_available",
 ]
@@ -40,6 +43,8 @@ _HOMES = {
     "process_runtime_available": "process",
     "addons_for": "addons",
     "KubeRayOperator": "addons.kuberay",
+    "Kueue": "addons.kueue",
+    "kueue_available": "addons.kueue",
 }
 
 

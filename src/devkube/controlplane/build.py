@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -116,6 +117,19 @@ def version_of(module: str, path: str) -> str:
             if at + 1 < len(words) and words[at + 1].startswith("v"):
                 return words[at + 1]
     raise LookupError(f"{module}/go.mod pins no version of {path}")
+
+
+def source_dir(module: str, path: str) -> Path:
+    """Where the Go module cache holds the source of `path` at the version `module` pins
+    (downloaded now if absent): an add-on reads the manifests a release ships (CRDs, RBAC,
+    webhooks) from there, so none is copied into this tree."""
+    folder = GOMOD / module
+    env = {**os.environ, "GOFLAGS": "-mod=readonly"}
+    command = [go_binary(), "mod", "download", "-json", f"{path}@{version_of(module, path)}"]
+    result = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise BuildError(f"`{' '.join(command)}` in {folder} failed:\n{result.stderr[-4000:]}")
+    return Path(json.loads(result.stdout)["Dir"])
 
 
 @dataclass(frozen=True)

@@ -112,6 +112,12 @@ class KubeControlPlane:
         """Each binary's log file, by name (a failing test prints their tails)."""
         return {child.name: child.log_path for child in self._children}
 
+    @property
+    def pki_files(self) -> pki.ControlPlanePki:
+        """The CA and its files, for a server beside the control plane that kube-apiserver
+        must trust (an add-on's webhooks: `pki.serving_cert`)."""
+        return self._require_pki()
+
     def _require_pki(self) -> pki.ControlPlanePki:
         if self._pki is None:
             raise RuntimeError("the control plane is not started")

@@ -110,3 +110,13 @@ def mint(
                 row.append(",".join(identity.groups))
             writer.writerow(row)
     return ControlPlanePki(directory, ca.cert_pem.bytes(), identities)
+
+
+def serving_cert(pki: ControlPlanePki, cert: Path, key: Path, *sans: str) -> None:
+    """A serving certificate for `sans`, signed by the cluster CA, written to `cert` and `key`:
+    what a webhook server that kube-apiserver calls by `url` presents (its configuration's
+    caBundle is then the cluster CA, which signs kubeadm's own servers too)."""
+    ca = trustme.CA.from_pem(pki.ca_file.read_bytes(), pki.path("ca.key").read_bytes())
+    leaf = ca.issue_cert(*sans, common_name=sans[0])
+    cert.write_bytes(b"".join(b.bytes() for b in leaf.cert_chain_pems))
+    key.write_bytes(leaf.private_key_pem.bytes())

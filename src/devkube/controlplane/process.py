@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import os
 import signal
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 
@@ -16,10 +16,18 @@ class ProcessDied(RuntimeError):
 
 
 class Child:
-    def __init__(self, name: str, argv: Sequence[str], log_path: Path) -> None:
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str],
+        log_path: Path,
+        *,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         self.name = name
         self.argv = list(argv)
         self.log_path = log_path
+        self.env = dict(env or {})
         self._process: asyncio.subprocess.Process | None = None
 
     async def start(self) -> None:
@@ -31,8 +39,8 @@ class Child:
                 stdout=log,
                 stderr=log,
                 start_new_session=True,
-                # The binaries read no environment we set; keep the caller's (PATH, proxies).
-                env=dict(os.environ),
+                # The caller's environment (PATH, proxies), and what the child is given.
+                env={**os.environ, **self.env},
             )
 
     @property

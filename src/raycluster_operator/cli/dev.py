@@ -20,6 +20,7 @@ import yaml
 from raycluster_operator.cli.run import backoff_options, split_namespaces
 from raycluster_operator.devcluster.foreground import (
     AUTO,
+    WITH,
     node_spec_help,
     node_spec_problem,
     resolve_runtime,
@@ -81,12 +82,14 @@ DEFAULT_KUBECONFIG = Path(".devcluster") / "kubeconfig"
 )
 @click.option(
     "--with",
-    "beside",
-    type=click.Choice(["kuberay"]),
+    "with_",
+    type=click.Choice(WITH),
     multiple=True,
-    help="Also run KubeRay's own operator (the release gomod/kuberay pins, built once from the "
-    "Go module proxy), with the CRDs and RBAC of its kustomize base in place of ours. "
-    "Partition the namespaces with --namespace and --kuberay-namespace.",
+    help="Run beside the cluster (each built once from the Go module proxy; needs "
+    "--control-plane kubernetes): 'kuberay' is KubeRay's own operator, with the CRDs and RBAC "
+    "of its kustomize base in place of ours (partition the namespaces with --namespace and "
+    "--kuberay-namespace); 'kueue' is Kueue, installed from its release's manifests with its "
+    "RayCluster and RayJob integrations on (needs root: it runs in a private mount namespace).",
 )
 @click.option(
     "--namespace",
@@ -123,7 +126,7 @@ def dev(
     deployed: bool,
     runtime: str,
     control_plane: str,
-    beside: tuple[str, ...],
+    with_: tuple[str, ...],
     namespaces: tuple[str, ...],
     kuberay_namespaces: tuple[str, ...],
     kubelet_delay: float,
@@ -152,6 +155,11 @@ def dev(
         )
     runtime, why = resolve_runtime(runtime)
     log.info("kubelet runtime: %s (%s)", runtime, why)
+    if with_ and control_plane != "kubernetes":
+        raise click.BadParameter(
+            f"{', '.join(with_)} needs a real API server: add --control-plane kubernetes",
+            param_hint="--with",
+        )
     if deployed and no_operator:
         raise click.BadParameter("--deployed installs the operator", param_hint="--no-operator")
     if deployed and runtime != "process":
@@ -159,7 +167,7 @@ def dev(
             f"--deployed runs the operator's pods as processes: needs the process runtime ({why})",
             param_hint="--deployed",
         )
-    if kuberay_namespaces and "kuberay" not in beside:
+    if kuberay_namespaces and "kuberay" not in with_:
         raise click.BadParameter("needs --with kuberay", param_hint="--kuberay-namespace")
     documents = [doc for path in apply_files for doc in _load_documents(path)]
     kubeconfig.unlink(missing_ok=True)  # a script waiting for it must not see the old one
@@ -175,7 +183,8 @@ def dev(
                 runtime=runtime,
                 control_plane=control_plane,
                 namespaces=split_namespaces(namespaces),
-                kuberay=split_namespaces(kuberay_namespaces) if "kuberay" in beside else None,
+                kuberay=split_namespaces(kuberay_namespaces) if "kuberay" in with_ else None,
+                with_=with_,
                 kubelet_delay=kubelet_delay,
                 watch=watch,
                 planning=PlanOptions(

@@ -29,6 +29,20 @@ from raycluster_operator.planning import PlanOptions
 log = logging.getLogger("raycluster_operator.dev")
 
 AUTO = "auto"
+#: What `dev --with` can run beside the cluster.
+WITH = ("kuberay", "kueue")
+
+
+async def _start_kueue(cluster: Any, beside: contextlib.AsyncExitStack) -> None:
+    """Kueue, after the CRDs (its RayCluster and RayJob integrations start only for kinds
+    the API serves), stopped before the cluster."""
+    from devkube import Kueue
+
+    kueue = Kueue()
+    beside.push_async_callback(kueue.stop)
+    log.info("starting kueue (built once from the Go module proxy; the first build takes minutes)")
+    await kueue.start(cluster)
+    log.info("kueue running; its log: %s", kueue.log_path)
 
 
 def node_spec_help() -> str:
@@ -84,12 +98,15 @@ async def serve(
     control_plane: str = "embedded",
     namespaces: Sequence[str] = (),
     kuberay: Sequence[str] | None = None,
+    with_: Sequence[str] = (),
 ) -> int:
     """Runs the dev cluster until a signal; the exit code (1: it failed, said in the log).
 
     ``kuberay``: KubeRay's operator runs too, watching those namespaces (all when empty); its
     kustomize base's CRDs are installed instead of ours (docs/design.md §3.7: ours runs under
-    either), so the CEL rules and pruning are KubeRay's own."""
+    either), so the CEL rules and pruning are KubeRay's own. ``with_`` names what else runs
+    beside it once the CRDs are served ("kueue": Kueue, queueing RayClusters and RayJobs;
+    Kubernetes' control plane only)."""
     from devkube import DevCluster, addons_for
 
     addons = addons_for(list(nodes))
@@ -102,17 +119,22 @@ async def serve(
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
-        async with DevCluster(
-            port=port,
-            nodes=list(nodes),
-            runtime=runtime,
-            kubelet_delay=kubelet_delay,
-            control_plane=control_plane,
-            # NVIDIA's DRA driver (simulated) when the nodes hold GB200/GB300 NVLink domains.
-            addons=addons,
-        ) as cluster:
+        async with (
+            DevCluster(
+                port=port,
+                nodes=list(nodes),
+                runtime=runtime,
+                kubelet_delay=kubelet_delay,
+                control_plane=control_plane,
+                # NVIDIA's DRA driver (simulated) when the nodes hold GB200/GB300 NVLink domains.
+                addons=addons,
+            ) as cluster,
+            contextlib.AsyncExitStack() as beside,
+        ):
             if kuberay is None:
                 await install_crd(cluster)
+            if "kueue" in with_:
+                await _start_kueue(cluster, beside)
             for doc in documents:
                 applied = Resource(await cluster.apply(doc))
                 log.info("applied %s %s", applied.kind, applied.name)

@@ -1,0 +1,310 @@
+"""Real Kueue (built from the Go module proxy, its release's CRDs, RBAC and webhooks) admits
+our RayClusters whole slices at a time, on Kubernetes' own control plane with our operator
+running (docs/design.md §8.4; issue #34).
+
+A ClusterQueue holds TPU quota for one v5p 2x2x2 slice (two hosts of four chips). Two
+RayClusters of one such slice each, queued on its LocalQueue with kubectl: Kueue suspends both
+on create and admits the first; the second stays suspended and none of its pods is ever
+created; once the first is deleted its quota comes back and the second runs, whole.
+`kubectl get workloads` shows both. A watch on every pod of the namespace from before the
+first create proves that no slice ever existed in part. Then a RayCluster of a higher
+WorkloadPriorityClass preempts a running one: Kueue suspends the victim, whose slice goes
+whole (every pod deleted), and readmits it when the preemptor leaves, its slice back at
+index 0. A queued RayJob waits Suspended without a RayCluster behind a running one, then
+runs its cluster's slice whole, under one Workload (the RayJob's)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from tests.harness import control_planes
+from tests.harness import manifests as m
+from tests.harness.kubectl import Run, ok, runner
+from tests.harness.kueue import require_kueue, running_kueue
+from tests.harness.objects import Obj
+from tests.harness.operator_world import SMALL, SharedWorld, eventually, running_world
+from tests.harness.pods import REPLICA_INDEX, is_ready
+
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.kubernetes]
+
+NS = "queued"
+#: Two slices' worth of TPU hosts: the nodes never hold the second slice back, Kueue does.
+NODES = ["tpu:v5p:2x2x2:2", "cpu:2"]
+HOSTS = 2
+QUEUE = "kueue.x-k8s.io/queue-name"
+PRIORITY = "kueue.x-k8s.io/priority-class"
+
+
+def kueue_objects() -> list[Obj]:
+    """A flavor, a ClusterQueue whose TPU quota is one slice (2 hosts x 4 chips) and which
+    preempts lower priorities, its LocalQueue in NS, and a high WorkloadPriorityClass."""
+    quota = [
+        {"name": "cpu", "nominalQuota": "4"},
+        {"name": "memory", "nominalQuota": "8Gi"},
+        {"name": "google.com/tpu", "nominalQuota": str(4 * HOSTS)},
+    ]
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}},
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ResourceFlavor",
+            "metadata": {"name": "v5p"},
+        },
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ClusterQueue",
+            "metadata": {"name": "tpu-slices"},
+            "spec": {
+                "namespaceSelector": {},
+                "preemption": {"withinClusterQueue": "LowerPriority"},
+                "resourceGroups": [
+                    {
+                        "coveredResources": [q["name"] for q in quota],
+                        "flavors": [{"name": "v5p", "resources": quota}],
+                    }
+                ],
+            },
+        },
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "LocalQueue",
+            "metadata": {"name": "team", "namespace": NS},
+            "spec": {"clusterQueue": "tpu-slices"},
+        },
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "WorkloadPriorityClass",
+            "metadata": {"name": "high"},
+            "value": 1000,
+        },
+    ]
+
+
+def queued_slice(name: str, **labels: str) -> Obj:
+    """One v5p 2x2x2 slice and a head, on the LocalQueue."""
+    tpu = {**SMALL, "google.com/tpu": "4"}
+    worker = m.template(
+        m.container("ray-worker", requests=tpu, limits=tpu), nodeSelector=dict(m.V5P_2X2X2)
+    )
+    head = m.head_group(m.container("ray-head", requests=SMALL))
+    group = m.worker_group("tpu", worker, replicas=1, min_replicas=0, max_replicas=1, hosts=HOSTS)
+    obj = m.raycluster(name, head, [group], namespace=NS)
+    obj["metadata"]["labels"] = {QUEUE: "team", **labels}
+    return obj
+
+
+class PodLog:
+    """Every pod of NS the API ever showed (a watch from before the first create): per
+    cluster and replica index the pod names added, and every name ever deleted."""
+
+    def __init__(self) -> None:
+        self.added: dict[tuple[str, str], set[str]] = {}
+        self.deleted: set[str] = set()
+
+    def names(self, cluster: str) -> set[str]:
+        return {n for (c, _), names in self.added.items() if c == cluster for n in names}
+
+    async def follow(self, world: SharedWorld) -> None:
+        async for event in world.cluster.client.list_and_watch(f"/api/v1/namespaces/{NS}/pods"):
+            objs = event.object.get("items") or [] if event.type == "SYNC" else [event.object]
+            for pod in objs:
+                meta = pod["metadata"]
+                labels = meta.get("labels") or {}
+                if labels.get("ray.io/node-type") == "worker":
+                    key = (labels.get("ray.io/cluster", ""), labels.get(REPLICA_INDEX, ""))
+                    self.added.setdefault(key, set()).add(meta["name"])
+                if event.type == "DELETED" or meta.get("deletionTimestamp"):
+                    self.deleted.add(meta["name"])
+
+    def assert_whole(self) -> None:
+        """Each slice ever seen had all its hosts: HOSTS worker names per index, no more
+        (a slice re-created after a suspension has new names: a multiple of HOSTS)."""
+        for key, names in self.added.items():
+            assert len(names) % HOSTS == 0 and names, (key, sorted(names))
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def queued(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> AsyncIterator[tuple[SharedWorld, Run, PodLog]]:
+    require_kueue()
+    async with running_world(
+        NODES, world_class=SharedWorld, control_plane=control_planes.KUBERNETES
+    ) as world:
+        assert isinstance(world, SharedWorld)
+        async with running_kueue(world.cluster):
+            for obj in kueue_objects():
+                await world.cluster.apply(obj)
+            await world.start_operator()
+            path = world.cluster.write_kubeconfig(tmp_path_factory.mktemp("kueue") / "kc")
+            log = PodLog()
+            task = asyncio.create_task(log.follow(world))
+            try:
+                yield world, runner(Path(path)), log
+            finally:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+
+async def get(kubectl: Run, *args: str) -> Any:
+    return json.loads(await ok(kubectl, "get", *args, "-n", NS, "-o", "json"))
+
+
+async def workload_of(kubectl: Run, cluster: str) -> Obj:
+    for wl in (await get(kubectl, "workloads"))["items"]:
+        if any(o["name"] == cluster for o in wl["metadata"].get("ownerReferences", [])):
+            result: Obj = wl
+            return result
+    raise LookupError(f"no Workload owned by RayCluster {cluster} yet")
+
+
+def condition(obj: Obj, kind: str) -> bool:
+    return any(
+        c["type"] == kind and c["status"] == "True"
+        for c in (obj.get("status") or {}).get("conditions") or []
+    )
+
+
+async def running_whole(world: SharedWorld, kubectl: Run, name: str) -> None:
+    """Admitted, unsuspended, and its slice Ready: both hosts at index 0."""
+
+    async def admitted() -> None:
+        assert condition(await workload_of(kubectl, name), "Admitted")
+
+    await eventually(admitted, 90, interval=0.3)
+    await slice_ready(world, kubectl, name)
+
+
+async def slice_ready(world: SharedWorld, kubectl: Run, name: str) -> None:
+    """RayCluster NAME unsuspended and its slice Ready: both hosts at index 0."""
+
+    async def check() -> None:
+        cluster = await get(kubectl, "raycluster", name)
+        assert cluster["spec"].get("suspend") is not True
+        workers = [p for p in await world.pods(name, NS) if p["metadata"]["labels"].get(
+            "ray.io/node-type") == "worker"]  # fmt: skip
+        assert len(workers) == HOSTS and all(is_ready(p) for p in workers), workers
+        assert {p["metadata"]["labels"][REPLICA_INDEX] for p in workers} == {"0"}
+
+    await eventually(check, 90, interval=0.3)
+
+
+async def waiting_whole(world: SharedWorld, kubectl: Run, name: str) -> None:
+    """Suspended by Kueue, its Workload pending on quota, and (after the operator's pass over
+    it as it stands: the barrier) not one pod."""
+
+    async def check() -> None:
+        cluster = await get(kubectl, "raycluster", name)
+        assert cluster["spec"].get("suspend") is True
+        wl = await workload_of(kubectl, name)
+        assert not condition(wl, "QuotaReserved"), wl["status"]
+
+    await eventually(check, 60, interval=0.3)
+    await world.reconciled(name, NS)
+    assert await world.pods(name, NS, live=False) == []
+
+
+async def test_second_slice_waits_whole_for_the_first(
+    queued: tuple[SharedWorld, Run, PodLog],
+) -> None:
+    world, kubectl, log = queued
+    await ok(kubectl, "apply", "-f", "-", input=json.dumps(queued_slice("first")))
+    await running_whole(world, kubectl, "first")
+    await ok(kubectl, "apply", "-f", "-", input=json.dumps(queued_slice("second")))
+    await waiting_whole(world, kubectl, "second")
+    listed = await ok(kubectl, "get", "workloads", "-n", NS)
+    assert listed.count("raycluster-") == 2, listed
+    assert not log.names("second")
+
+    await ok(kubectl, "delete", "raycluster", "first", "-n", NS, "--wait=true")
+    await running_whole(world, kubectl, "second")
+    log.assert_whole()
+    assert not log.names("second") & log.deleted  # created once, never churned
+    await ok(kubectl, "delete", "raycluster", "second", "-n", NS, "--wait=true")
+
+
+async def test_preemption_suspends_the_victim_whole_and_readmits_it(
+    queued: tuple[SharedWorld, Run, PodLog],
+) -> None:
+    world, kubectl, log = queued
+    await ok(kubectl, "apply", "-f", "-", input=json.dumps(queued_slice("victim")))
+    await running_whole(world, kubectl, "victim")
+    first = set(log.names("victim"))
+
+    await ok(
+        kubectl, "apply", "-f", "-", input=json.dumps(queued_slice("urgent", **{PRIORITY: "high"}))
+    )
+    await running_whole(world, kubectl, "urgent")
+    victim = await get(kubectl, "raycluster", "victim")
+    assert victim["spec"].get("suspend") is True
+    assert await world.pods("victim", NS) == []  # the whole slice went, not part of it
+    assert first <= log.deleted
+    assert condition(await workload_of(kubectl, "victim"), "Evicted")
+
+    await ok(kubectl, "delete", "raycluster", "urgent", "-n", NS, "--wait=true")
+    await running_whole(world, kubectl, "victim")  # back at index 0
+    log.assert_whole()
+    await ok(kubectl, "delete", "raycluster", "victim", "-n", NS, "--wait=true")
+
+
+def queued_job(name: str) -> Obj:
+    """A RayJob whose cluster is one v5p 2x2x2 slice and a head, on the LocalQueue (Kueue
+    asks a queued RayJob to shut its cluster down when it finishes)."""
+    cluster = queued_slice(name)
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {"name": name, "namespace": NS, "labels": {QUEUE: "team"}},
+        "spec": {
+            "entrypoint": "python -c 'print(1)'",
+            "shutdownAfterJobFinishes": True,
+            "rayClusterSpec": cluster["spec"],
+        },
+    }
+
+
+async def test_a_queued_rayjob_waits_without_a_cluster_then_runs_whole(
+    queued: tuple[SharedWorld, Run, PodLog],
+) -> None:
+    world, kubectl, log = queued
+    await ok(kubectl, "apply", "-f", "-", input=json.dumps(queued_slice("holder")))
+    await running_whole(world, kubectl, "holder")
+    await ok(kubectl, "apply", "-f", "-", input=json.dumps(queued_job("job")))
+
+    async def job_waits() -> None:
+        job = await get(kubectl, "rayjob", "job")
+        assert job["spec"].get("suspend") is True
+        assert (job.get("status") or {}).get("jobDeploymentStatus") == "Suspended", job
+        assert not condition(await workload_of(kubectl, "job"), "QuotaReserved")
+
+    await eventually(job_waits, 60, interval=0.3)
+    # One Workload per queued object: the RayJob's, none for a cluster it does not have.
+    assert not (await get(kubectl, "rayjob", "job"))["status"].get("rayClusterName")
+    names = [c["metadata"]["name"] for c in (await get(kubectl, "rayclusters"))["items"]]
+    assert names == ["holder"], names
+
+    await ok(kubectl, "delete", "raycluster", "holder", "-n", NS, "--wait=true")
+
+    async def job_runs() -> str:
+        job = await get(kubectl, "rayjob", "job")
+        assert condition(await workload_of(kubectl, "job"), "Admitted")
+        return str((job.get("status") or {})["rayClusterName"])
+
+    cluster = await eventually(job_runs, 90, interval=0.3)
+    await slice_ready(world, kubectl, cluster)
+    owners = [
+        o["name"] for w in (await get(kubectl, "workloads"))["items"]
+        for o in w["metadata"].get("ownerReferences", [])
+    ]  # fmt: skip
+    assert owners == ["job"], owners
+    log.assert_whole()
+    await ok(kubectl, "delete", "rayjob", "job", "-n", NS, "--wait=true")
