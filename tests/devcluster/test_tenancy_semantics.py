@@ -135,10 +135,6 @@ async def test_a_budget_with_neither_bound_refuses_every_eviction(
     assert not (await get(kubectl, "pod", "p", ns))["metadata"].get("deletionTimestamp")
 
 
-@pytest.mark.embedded_only(
-    "open difference: kube-apiserver's 422 names kind Namespace and carries the field cause "
-    "(kubectl prints it); the dev cluster's names namespaces with no causes"
-)
 async def test_pod_security_labels_are_validated_on_the_namespace(
     dev_cluster: DevCluster, kubectl: Any
 ) -> None:
@@ -146,17 +142,22 @@ async def test_pod_security_labels_are_validated_on_the_namespace(
     body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "psa-typo"}}
     body["metadata"]["labels"] = labels
     done = await kubectl("apply", "-f", "-", input=json.dumps(body))
-    # kubectl words a 422 by its details (kind, name) when the Status carries no causes.
-    assert (done.returncode, done.stderr) == (1, 'The namespaces "psa-typo" is invalid\n')
+    # NewInvalid's 422, as kube-apiserver's PodSecurity plugin answers: kubectl prints its
+    # kind and its cause.
+    cause = (
+        'metadata.labels[pod-security.kubernetes.io/enforce]: Invalid value: "strict": '
+        "must be one of privileged, baseline, restricted"
+    )
+    assert (done.returncode, done.stderr) == (1, f'The Namespace "psa-typo" is invalid: {cause}\n')
     with pytest.raises(ApiError) as raised:
         await dev_cluster.client.create("/api/v1/namespaces", body)
     status = raised.value.body
     assert (raised.value.status, status["reason"], status["message"]) == (
         422,
         "Invalid",
-        'metadata.labels[pod-security.kubernetes.io/enforce]: Invalid value: "strict": '
-        "must be one of privileged, baseline, restricted",
+        f'Namespace "psa-typo" is invalid: {cause}',
     )
+    assert status["details"]["kind"] == "Namespace"
     await ok(kubectl, "create", "namespace", "psa-typo")
     done = await kubectl(
         "label",
