@@ -111,10 +111,6 @@ def check_domains(
         )
 
 
-@pytest.mark.embedded_only(
-    "open finding: on Kubernetes' control plane one of the two slices often never gets its "
-    "4 pods ready (passed 1 run in 3); kube-scheduler's DRA allocation itself works"
-)
 async def test_a_compute_domain_per_slice(world: World, tmp_path: Path) -> None:
     config = tmp_path / "admin"
     config.write_text(yaml.safe_dump(world.cluster.kubeconfig_dict()))
