@@ -616,15 +616,33 @@ class DevCluster:
         body["metadata"] = meta
         ns = meta.get("namespace") if info.namespaced else None
         try:
-            return await self.client.create(info.path(ns), body)
+            made = await self.client.create(info.path(ns), body)
         except ApiError as error:
             if error.status != 409 or not meta.get("name"):
                 raise
-        current = await self.client.get(info.path(ns, meta["name"]))
-        meta["resourceVersion"] = current["metadata"]["resourceVersion"]
-        if "status" in current and "status" not in body:
-            body["status"] = current["status"]
-        return await self.client.replace(info.path(ns, meta["name"]), body)
+            current = await self.client.get(info.path(ns, meta["name"]))
+            meta["resourceVersion"] = current["metadata"]["resourceVersion"]
+            if "status" in current and "status" not in body:
+                body["status"] = current["status"]
+            made = await self.client.replace(info.path(ns, meta["name"]), body)
+        if kind == "CustomResourceDefinition":
+            await self._established(info.path(None, str(meta["name"])))
+        return made
+
+    async def _established(self, path: str, within: float = 30.0) -> None:
+        """kube-apiserver serves a new CRD's resource only once it is Established, about 5 s
+        after its names are accepted (its establishing controller waits for other API servers
+        to see it): a CRD this cluster applies is handed over Established, as `kubectl wait
+        --for condition=established` hands it to a user's next `kubectl apply`."""
+        deadline = asyncio.get_running_loop().time() + within
+        while True:
+            crd = await self.client.get(path)
+            conditions = (crd.get("status") or {}).get("conditions") or []
+            if any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
+                return
+            if asyncio.get_running_loop().time() > deadline:
+                raise TimeoutError(f"{crd['metadata']['name']} not Established in {within} s")
+            await asyncio.sleep(0.1)
 
     async def install(self, objects: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         """Apply objects in order (CRDs before their resources, as given)."""

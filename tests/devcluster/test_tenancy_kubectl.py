@@ -15,18 +15,20 @@ import pytest
 import pytest_asyncio
 
 from devkube import DevCluster
+from tests.harness import control_planes
 from tests.harness import kubectl as kubectl_bin
 from tests.harness.cluster import running_cluster
 from tests.harness.kubectl import ok, refused
 from tests.harness.waiting import eventually
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.control_planes]
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def dev_cluster() -> AsyncIterator[DevCluster]:
+async def dev_cluster(control_plane: str) -> AsyncIterator[DevCluster]:
     """One dev cluster (the default nodes) for the module: its tests only admit pods."""
-    async with running_cluster(kubelet_delay=0.2) as cluster:
+    control_planes.require(control_plane)
+    async with running_cluster(kubelet_delay=0.2, control_plane=control_plane) as cluster:
         yield cluster
 
 
@@ -121,6 +123,10 @@ async def test_quota_refuses_with_kubes_message_and_keeps_status(
     await ok(kubectl, "apply", "-f", "-", input=pod("x", ns, resources=small))
 
 
+@pytest.mark.embedded_only(
+    "open difference: kube-controller-manager publishes kube-root-ca.crt in every namespace, "
+    "which count/configmaps charges; the dev cluster does not publish it yet"
+)
 async def test_quota_limits_memory_must_be_specified_and_object_counts(
     dev_cluster: DevCluster, kubectl: Any
 ) -> None:

@@ -17,17 +17,19 @@ import pytest_asyncio
 
 from devkube import DevCluster
 from devkube.machinery.client import ApiError
+from tests.harness import control_planes
 from tests.harness import kubectl as kubectl_bin
 from tests.harness.cluster import running_cluster
 from tests.harness.kubectl import ok, refused
 from tests.harness.waiting import eventually
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.control_planes]
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def dev_cluster() -> AsyncIterator[DevCluster]:
-    async with running_cluster(kubelet_delay=0.2) as cluster:
+async def dev_cluster(control_plane: str) -> AsyncIterator[DevCluster]:
+    control_planes.require(control_plane)
+    async with running_cluster(kubelet_delay=0.2, control_plane=control_plane) as cluster:
         yield cluster
 
 
@@ -140,17 +142,22 @@ async def test_pod_security_labels_are_validated_on_the_namespace(
     body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "psa-typo"}}
     body["metadata"]["labels"] = labels
     done = await kubectl("apply", "-f", "-", input=json.dumps(body))
-    # kubectl words a 422 by its details (kind, name) when the Status carries no causes.
-    assert (done.returncode, done.stderr) == (1, 'The namespaces "psa-typo" is invalid\n')
+    # NewInvalid's 422, as kube-apiserver's PodSecurity plugin answers: kubectl prints its
+    # kind and its cause.
+    cause = (
+        'metadata.labels[pod-security.kubernetes.io/enforce]: Invalid value: "strict": '
+        "must be one of privileged, baseline, restricted"
+    )
+    assert (done.returncode, done.stderr) == (1, f'The Namespace "psa-typo" is invalid: {cause}\n')
     with pytest.raises(ApiError) as raised:
         await dev_cluster.client.create("/api/v1/namespaces", body)
     status = raised.value.body
     assert (raised.value.status, status["reason"], status["message"]) == (
         422,
         "Invalid",
-        'metadata.labels[pod-security.kubernetes.io/enforce]: Invalid value: "strict": '
-        "must be one of privileged, baseline, restricted",
+        f'Namespace "psa-typo" is invalid: {cause}',
     )
+    assert status["details"]["kind"] == "Namespace"
     await ok(kubectl, "create", "namespace", "psa-typo")
     done = await kubectl(
         "label",
@@ -247,6 +254,11 @@ async def test_a_pod_limitrange_takes_the_largest_init_container(
     assert message.endswith("maximum cpu usage per Pod is 2, but limit is 3"), message
 
 
+@pytest.mark.embedded_only(
+    "open difference: kube-controller-manager recounts a quota on pod events and its 5 min "
+    "resync only, so a pod past its grace stays charged until then; the dev cluster frees it "
+    "when the grace ends"
+)
 async def test_a_pod_stuck_terminating_past_its_grace_frees_its_quota(
     dev_cluster: DevCluster, kubectl: Any
 ) -> None:

@@ -11,18 +11,25 @@ from __future__ import annotations
 import asyncio
 import random
 
+import pytest
 from scenario import NODES, lifecycle
 
+from tests.harness import control_planes
 from tests.harness.hardening_world import RunningOperator, World, world
+
+pytestmark = pytest.mark.control_planes
 
 KILLS_PER_STEP = 4
 SEED = 20261129
 
 
-async def test_the_lifecycle_survives_an_operator_killed_at_random_points() -> None:
+async def test_the_lifecycle_survives_an_operator_killed_at_random_points(
+    control_plane: str,
+) -> None:
+    control_planes.require(control_plane)
     rng = random.Random(SEED)
     delays: list[float] = []
-    async with world(NODES) as w:
+    async with world(NODES, control_plane=control_plane) as w:
         current: list[RunningOperator] = [await w.start_operator()]
 
         async def kill_repeatedly(step: str) -> None:
@@ -42,7 +49,10 @@ async def test_the_lifecycle_survives_an_operator_killed_at_random_points() -> N
     )
 
 
-async def test_kills_under_api_faults_too() -> None:
+@pytest.mark.embedded_only(
+    "fault injection: a lossy API (failed creates and deletes, watches dropped)"
+)
+async def test_kills_under_api_faults_too(control_plane: str) -> None:
     """Crashes and faults together: a restarted operator meets a lossy API at once."""
     rng = random.Random(SEED + 1)
     async with world(NODES) as w:

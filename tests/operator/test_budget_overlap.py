@@ -18,7 +18,7 @@ import yaml
 from tests.harness.kubectl import KubectlEnv
 from tests.harness.operator_world import SharedWorld, eventually, raycluster, tpu_group
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.control_planes]
 
 OURS = "app.kubernetes.io/created-by=raycluster-operator"
 REFUSAL = "This pod has more than one PodDisruptionBudget"

@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from devkube import addons_for
+from tests.harness import control_planes
 from tests.harness import manifests as m
 from tests.harness.examples import example
 from tests.harness.kubectl import Run, runner
@@ -36,8 +37,9 @@ CLIQUE = "nvidia.com/gpu.clique"
 
 
 @pytest.fixture
-async def world() -> AsyncIterator[World]:
-    async with open_world(World, NODES, addons=addons_for(NODES)) as w:
+async def world(control_plane: str) -> AsyncIterator[World]:
+    control_planes.require(control_plane)
+    async with open_world(World, NODES, addons=addons_for(NODES), control_plane=control_plane) as w:
         yield w
 
 
@@ -118,7 +120,16 @@ async def test_a_compute_domain_per_slice(world: World, tmp_path: Path) -> None:
 
     pods, domains = await eventually(lambda: serving(world, run, 2), within=120)
     nodes = {n["metadata"]["name"]: n for n in (await kubectl_json(run, "get", "nodes"))["items"]}
-    check_domains(pods, domains, await claims_of(run), nodes)
+    claims = await claims_of(run)
+    check_domains(pods, domains, claims, nodes)
+    if world.cluster.control_plane == control_planes.KUBERNETES:
+        # Allocated by kube-scheduler's DRA plugin from the driver's ResourceSlices.
+        shown = await kubectl_json(run, "get", "resourceclaims", "--show-managed-fields")
+        for claim in shown["items"]:
+            writers = {
+                (f["manager"], f.get("subresource")) for f in claim["metadata"]["managedFields"]
+            }
+            assert ("kube-scheduler", "status") in writers, writers
     cliques = {
         frozenset(nodes[n["name"]]["metadata"]["labels"][CLIQUE] for n in d["status"]["nodes"])
         for d in domains

@@ -38,6 +38,7 @@ from raycluster_operator.api.models import load_cluster
 from raycluster_operator.builders.autoscaler import service_account_name
 from raycluster_operator.controller.manager import Manager
 from raycluster_operator.devcluster.attach import operator_kubeconfig
+from tests.harness import control_planes
 from tests.harness import manifests as m
 from tests.harness.cluster import LoopThread, free_port, start_dev_cluster, stop_dev_cluster
 from tests.harness.manifests import TPU_ACCELERATOR, TPU_TOPOLOGY
@@ -65,15 +66,23 @@ SETTLE_S = 20.0
 # ---------------------------------------------------------------- cluster + operator
 
 
-async def _start_cluster(port: int) -> DevCluster:
-    # Enough TPU pools for a few clusters at once (one v6e 4x4 slice fills one pool); short
-    # kubelet and termination delays keep the scenarios quick.
+#: The session's embedded world: enough TPU pools for a few clusters at once (one v6e 4x4 slice
+#: fills one pool). A module on both control planes (`control_planes`) starts a smaller one on
+#: Kubernetes' for itself: a slice or two at a time, and a pool spare for the namespace of the
+#: test before, still terminating.
+NODES = ["tpu:v6e:4x4:12", "gpu:gb200:4:3", "cpu:6"]
+KUBERNETES_NODES = ["tpu:v6e:4x4:4", "cpu:2"]
+
+
+async def _start_cluster(port: int, control_plane: str) -> DevCluster:
+    # Short kubelet and termination delays keep the scenarios quick.
     return await start_dev_cluster(
-        ["tpu:v6e:4x4:12", "gpu:gb200:4:3", "cpu:6"],
+        NODES if control_plane == control_planes.EMBEDDED else KUBERNETES_NODES,
         port=port,
         kubelet_delay=0.02,
         termination_cap=0.2,
         crds=[crd_manifest()],
+        control_plane=control_plane,
     )
 
 
@@ -264,13 +273,11 @@ def _configure_ray(port: int, ca_path: Path, token_path: Path, mp: pytest.Monkey
     importlib.import_module(CONFIG_PRODUCER)
 
 
-@pytest.fixture(scope="session")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    tmp = tmp_path_factory.mktemp("ray-world")
+@contextlib.contextmanager
+def _running_world(tmp: Path, control_plane: str) -> Iterator[World]:
     loop = LoopThread()
     port = free_port()
-    cluster = loop.run(_start_cluster(port))
-    mp = pytest.MonkeyPatch()
+    cluster = loop.run(_start_cluster(port, control_plane), timeout=120)
     operator_cm: Any = None
     try:
         kubeconfig = tmp / "kubeconfig"
@@ -285,15 +292,48 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         # The operator acts as its ServiceAccount with deploy/'s RBAC, as in production.
         operator_cm = running_operator(loop.run(operator_kubeconfig(cluster)))
         loop.run(operator_cm.__aenter__())
-        _configure_ray(port, ca_path, token_path, mp)
         yield w
     finally:
-        mp.undo()
         if operator_cm is not None:
             with contextlib.suppress(Exception):
                 loop.run(operator_cm.__aexit__(None, None, None))
         loop.run(stop_dev_cluster(cluster))
         loop.close()
+
+
+@contextlib.contextmanager
+def _ray_pointed_at(w: World) -> Iterator[None]:
+    mp = pytest.MonkeyPatch()
+    try:
+        _configure_ray(int(w.url.rsplit(":", 1)[1]), w.ca_path, w.token_path, mp)
+        yield
+    finally:
+        mp.undo()
+
+
+@pytest.fixture(scope="session")
+def embedded_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    """One embedded world for the whole session (every module of this directory)."""
+    with _running_world(tmp_path_factory.mktemp("ray-world"), control_planes.EMBEDDED) as w:
+        yield w
+
+
+@pytest.fixture(scope="module")
+def world(
+    control_plane: str, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[World]:
+    """The session's embedded world, or (a `control_planes` module's Kubernetes variant) a
+    world of the module's own on Kubernetes' control plane; Ray's clients, which read their
+    endpoint at import, pointed at it for the module."""
+    control_planes.require(control_plane)
+    with contextlib.ExitStack() as stack:
+        if control_plane == control_planes.EMBEDDED:
+            w: World = request.getfixturevalue("embedded_world")
+        else:
+            tmp = tmp_path_factory.mktemp("ray-kube-world")
+            w = stack.enter_context(_running_world(tmp, control_plane))
+        stack.enter_context(_ray_pointed_at(w))
+        yield w
 
 
 @pytest.fixture

@@ -5,9 +5,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
 from raycluster_operator.api.validation import parse_cluster
 from raycluster_operator.planning import ClusterState, PlanContext, PlanOptions, plan_cluster
 
+pytestmark = pytest.mark.control_planes
 HOSTS = 4
 
 

@@ -13,16 +13,18 @@ import pytest_asyncio
 from rayjob_world import NODES, RayJobWorld, rayjob, tpu_cluster_spec
 
 from raycluster_operator.kube import EVENTS, PODS, RAYCLUSTERS, RAYJOBS
+from tests.harness import control_planes
 from tests.harness.waiting import eventually
 from tests.harness.world import open_world
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.control_planes]
 HTTP: dict[str, Any] = {"submissionMode": "HTTPMode"}
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
-async def world() -> AsyncIterator[RayJobWorld]:
-    async with open_world(RayJobWorld, NODES) as w:
+async def world(control_plane: str) -> AsyncIterator[RayJobWorld]:
+    control_planes.require(control_plane)
+    async with open_world(RayJobWorld, NODES, control_plane=control_plane) as w:
         yield w
 
 

@@ -15,9 +15,10 @@ Security Standards from a namespace's labels:
 - `.../<mode>-version` is printed as given (`baseline:v1.30`); every version is evaluated
   with the latest checks;
 - the labels are validated on the namespace (kube's ValidateNamespace): a level outside the
-  three or a version other than `latest`/`v1.x` is refused with 422 (`metadata.labels[pod-
-  security.kubernetes.io/enforce]: Invalid value: "strict": must be one of privileged,
-  baseline, restricted`) on create, and on update when the errors change. A namespace that
+  three or a version other than `latest`/`v1.x` is refused with NewInvalid's 422 (`Namespace
+  "n" is invalid: metadata.labels[pod-security.kubernetes.io/enforce]: Invalid value:
+  "strict": must be one of privileged, baseline, restricted`, a cause per label) on create,
+  and on update when the errors change. A namespace that
   carries an invalid level anyway enforces `restricted` and warns at `privileged`, as kube
   fails closed for enforce and open for warn.
 
@@ -34,7 +35,7 @@ from typing import Any
 
 from devkube.server.admission.access import Admission
 from devkube.server.auth.rbac import forbidden_error
-from devkube.server.errors import ApiError
+from devkube.server.errors import invalid
 from devkube.server.registry import admitting
 from devkube.server.registry.resources import ResourceType
 from devkube.server.registry.store import Store
@@ -417,12 +418,14 @@ _VERSION = re.compile(r"^v1\.(0|[1-9][0-9]*)$")
 _LEVELS_TEXT = ", ".join(LEVELS)
 
 
-def namespace_policy(labels: Mapping[str, Any]) -> tuple[dict[str, tuple[str, str]], list[str]]:
+def namespace_policy(
+    labels: Mapping[str, Any],
+) -> tuple[dict[str, tuple[str, str]], list[tuple[str, str]]]:
     """(level, version) per mode, and the label errors, as kube's PolicyToEvaluate reads
     them: an invalid enforce level counts as restricted, an invalid warn or audit level as
-    privileged, an invalid version as latest."""
+    privileged, an invalid version as latest. An error is (field, message)."""
     policy: dict[str, tuple[str, str]] = {}
-    errors: list[str] = []
+    errors: list[tuple[str, str]] = []
     for mode in ("enforce", "audit", "warn"):
         level, version = "privileged", "latest"
         key = PREFIX + mode
@@ -433,8 +436,10 @@ def namespace_policy(labels: Mapping[str, Any]) -> tuple[dict[str, tuple[str, st
             else:
                 level = "restricted" if mode == "enforce" else "privileged"
                 errors.append(
-                    f'metadata.labels[{key}]: Invalid value: "{value}": must be one of '
-                    f"{_LEVELS_TEXT}"
+                    (
+                        f"metadata.labels[{key}]",
+                        f'Invalid value: "{value}": must be one of {_LEVELS_TEXT}',
+                    )
                 )
         if f"{key}-version" in labels:
             value = str(labels[f"{key}-version"])
@@ -442,8 +447,10 @@ def namespace_policy(labels: Mapping[str, Any]) -> tuple[dict[str, tuple[str, st
                 version = value
             else:
                 errors.append(
-                    f'metadata.labels[{key}-version]: Invalid value: "{value}": '
-                    'must be "latest" or "v1.x"'
+                    (
+                        f"metadata.labels[{key}-version]",
+                        f'Invalid value: "{value}": must be "latest" or "v1.x"',
+                    )
                 )
         policy[mode] = (level, version)
     return policy, errors
@@ -456,15 +463,16 @@ def _labels(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
 
 def _check_namespace(old: Obj | None, new: Obj) -> None:
     """Kube's ValidateNamespace: valid labels on create, and on an update that changes the
-    errors (a namespace already carrying a bad label may still be written otherwise)."""
+    errors (a namespace already carrying a bad label may still be written otherwise). The
+    422 is NewInvalid's, as kube's plugin answers it: kind Namespace, a cause per label
+    (kubectl prints them)."""
     errors = namespace_policy(_labels(new))[1]
     if not errors:
         return
     if old is not None and namespace_policy(_labels(old))[1] == errors:
         return
-    text = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
     name = str((new.get("metadata") or {}).get("name") or "")
-    raise ApiError(422, "Invalid", text, details={"name": name, "group": "", "kind": "namespaces"})
+    raise invalid("Namespace", "", name, errors)
 
 
 _SECCOMP_POD = "seccomp.security.alpha.kubernetes.io/pod"
