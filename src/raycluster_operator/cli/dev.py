@@ -155,20 +155,9 @@ def dev(
         )
     runtime, why = resolve_runtime(runtime)
     log.info("kubelet runtime: %s (%s)", runtime, why)
-    if with_ and control_plane != "kubernetes":
-        raise click.BadParameter(
-            f"{', '.join(with_)} needs a real API server: add --control-plane kubernetes",
-            param_hint="--with",
-        )
-    if deployed and no_operator:
-        raise click.BadParameter("--deployed installs the operator", param_hint="--no-operator")
-    if deployed and runtime != "process":
-        raise click.BadParameter(
-            f"--deployed runs the operator's pods as processes: needs the process runtime ({why})",
-            param_hint="--deployed",
-        )
-    if kuberay_namespaces and "kuberay" not in with_:
-        raise click.BadParameter("needs --with kuberay", param_hint="--kuberay-namespace")
+    _check_combinations(
+        with_, control_plane, deployed, no_operator, runtime, why, kuberay_namespaces
+    )
     documents = [doc for path in apply_files for doc in _load_documents(path)]
     kubeconfig.unlink(missing_ok=True)  # a script waiting for it must not see the old one
     try:
@@ -201,6 +190,32 @@ def dev(
     finally:
         kubeconfig.unlink(missing_ok=True)
     sys.exit(code)
+
+
+def _check_combinations(
+    with_: tuple[str, ...],
+    control_plane: str,
+    deployed: bool,
+    no_operator: bool,
+    runtime: str,
+    why: str,
+    kuberay_namespaces: tuple[str, ...],
+) -> None:
+    """Options that do not go together, refused as usage errors before anything starts."""
+    if with_ and control_plane != "kubernetes":
+        raise click.BadParameter(
+            f"{', '.join(with_)} needs a real API server: add --control-plane kubernetes",
+            param_hint="--with",
+        )
+    if deployed and no_operator:
+        raise click.BadParameter("--deployed installs the operator", param_hint="--no-operator")
+    if deployed and runtime != "process":
+        raise click.BadParameter(
+            f"--deployed runs the operator's pods as processes: needs the process runtime ({why})",
+            param_hint="--deployed",
+        )
+    if kuberay_namespaces and "kuberay" not in with_:
+        raise click.BadParameter("needs --with kuberay", param_hint="--kuberay-namespace")
 
 
 def _configure_logging(verbose: bool) -> None:
