@@ -298,17 +298,7 @@ class DevCluster:
         pods = Informer(self._client, "/api/v1/pods")
         nodes = Informer(self._client, "/api/v1/nodes")
         self._shared = [pods, nodes]
-        self._kubelet = Kubelet(
-            self._client,
-            self._runtime(),
-            termination_cap=self._termination_cap,
-            eviction_delay=self._eviction_delay,
-            pods=pods,
-            nodes=nodes,
-            lease_duration=self._node_grace,
-            status_every=self._node_status_every,
-            node_clients=self._node_client,
-        )
+        self._kubelet = self._new_kubelet(self._runtime(), pods, nodes)
         self._maintenance = HostMaintenance(self._client, nodes=nodes)
         await self._kubelet.start()
         if self._kubelet_api is not None:
@@ -321,6 +311,22 @@ class DevCluster:
             "dev cluster's %d nodes joined Kubernetes' control plane at %s",
             len(self.node_manifests),
             self.url,
+        )
+
+    def _new_kubelet(self, runtime: Runtime, pods: Informer, nodes: Informer) -> Kubelet:
+        """The kubelets of every node, on either control plane (each node writes with its own
+        client: `_node_client`)."""
+        assert self._client is not None
+        return Kubelet(
+            self._client,
+            runtime,
+            termination_cap=self._termination_cap,
+            eviction_delay=self._eviction_delay,
+            pods=pods,
+            nodes=nodes,
+            lease_duration=self._node_grace,
+            status_every=self._node_status_every,
+            node_clients=self._node_client,
         )
 
     def _node_client(self, node: str) -> ApiClient:
@@ -362,16 +368,7 @@ class DevCluster:
             self._client, pods=pods, claims=claims, templates=templates
         )
         runtime = self._runtime()
-        self._kubelet = Kubelet(
-            self._client,
-            runtime,
-            termination_cap=self._termination_cap,
-            eviction_delay=self._eviction_delay,
-            pods=pods,
-            nodes=nodes,
-            lease_duration=self._node_grace,
-            status_every=self._node_status_every,
-        )
+        self._kubelet = self._new_kubelet(runtime, pods, nodes)
         self._node_lifecycle = NodeLifecycleController(
             self._client,
             nodes=nodes,
