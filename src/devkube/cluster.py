@@ -584,6 +584,11 @@ class DevCluster:
     ) -> None:
         await self.kubelet.fail_pod(namespace, name, exit_code, container)
 
+    async def set_ready(
+        self, namespace: str, name: str, ready: bool, container: str | None = None
+    ) -> None:
+        await self.kubelet.set_ready(namespace, name, ready, container)
+
     async def fail_node(self, name: str) -> None:
         await self.kubelet.fail_node(name)
 

@@ -586,6 +586,17 @@ class Kubelet:
         if task is not None:
             await task
 
+    async def set_ready(
+        self, namespace: str, name: str, ready: bool, container: str | None = None
+    ) -> None:
+        """The container keeps running but its readiness probe fails (or passes again): the
+        pod stays unready until told otherwise, however fast a restart would have been.
+        Returns when the status is written."""
+        record = self._record(namespace, name)
+        for c in record.container(container):
+            c.ready = ready
+        await self._publish(record.uid)
+
     async def fail_node(self, name: str) -> None:
         """The node's kubelet reports NotReady (its runtime is down): the node NotReady, its
         pods unready at once, then Failed with reason NodeLost after `eviction_delay`. The
