@@ -34,6 +34,7 @@ from devkube.controllers.podgc import PodGarbageCollector
 from devkube.controllers.replicasets import ReplicaSetController
 from devkube.controllers.resourceclaims import ResourceClaimController
 from devkube.controllers.resourcequota import ResourceQuotaController
+from devkube.controllers.rootca import RootCAPublisher
 from devkube.controllers.tainteviction import TaintEvictionController
 from devkube.controlplane.kube import KubeControlPlane
 from devkube.kubelet.agent import Kubelet
@@ -174,6 +175,7 @@ class DevCluster:
         self._node_lifecycle: NodeLifecycleController | None = None
         self._taint_eviction: TaintEvictionController | None = None
         self._pod_gc: PodGarbageCollector | None = None
+        self._root_ca: RootCAPublisher | None = None
         self._quotas: ResourceQuotaController | None = None
         self._discovery: Discovery | None = None
         self._replicasets: ReplicaSetController | None = None
@@ -395,6 +397,7 @@ class DevCluster:
             quotas=Informer(self._client, "/api/v1/resourcequotas"),
         )
         self._jobs = JobController(self._client, pods=pods, backoff=self._job_backoff)
+        self._root_ca = RootCAPublisher(self._client, self.ca_pem)
         if self._server is not None:
             self._server.log_source = self._kubelet.log_source
             self._server.stream_backend = stream_backend(runtime)
@@ -411,6 +414,7 @@ class DevCluster:
             self._maintenance,
             self._quotas,
             self._jobs,
+            self._root_ca,
         ]
         return self._kubelet, controllers
 
@@ -418,6 +422,7 @@ class DevCluster:
         while self._addons_started:
             await self._addons_started.pop().stop()
         for part in (
+            self._root_ca,
             self._resourceclaims,
             self._maintenance,
             self._disruption,

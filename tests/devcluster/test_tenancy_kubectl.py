@@ -123,17 +123,26 @@ async def test_quota_refuses_with_kubes_message_and_keeps_status(
     await ok(kubectl, "apply", "-f", "-", input=pod("x", ns, resources=small))
 
 
-@pytest.mark.embedded_only(
-    "open difference: kube-controller-manager publishes kube-root-ca.crt in every namespace, "
-    "which count/configmaps charges; the dev cluster does not publish it yet"
-)
 async def test_quota_limits_memory_must_be_specified_and_object_counts(
     dev_cluster: DevCluster, kubectl: Any
 ) -> None:
     ns = "team-b"
-    await namespace_with_quota(
-        kubectl, ns, "mem", {"limits.memory": "1Gi", "pods": "1", "count/configmaps": "1"}
-    )
+    await ok(kubectl, "create", "namespace", ns)
+
+    async def published() -> None:  # kube-controller-manager's root CA publisher, at once
+        await ok(kubectl, "get", "configmap", "kube-root-ca.crt", "-n", ns)
+
+    await eventually(published)
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "mem", "namespace": ns},
+        "spec": {"hard": {"limits.memory": "1Gi", "pods": "1", "count/configmaps": "2"}},
+    }
+    await ok(kubectl, "apply", "-f", "-", input=json.dumps(quota))
+    synced = await quota_synced(kubectl, ns, "mem")
+    # The published kube-root-ca.crt is charged like any ConfigMap.
+    assert synced["status"]["used"]["count/configmaps"] == "1", synced["status"]
     message = await refused(kubectl, "apply", "-f", "-", input=pod("p", ns))
     assert message.endswith(
         'pods "p" is forbidden: failed quota: mem: must specify limits.memory for: c'
@@ -149,7 +158,7 @@ async def test_quota_limits_memory_must_be_specified_and_object_counts(
     message = await refused(kubectl, "create", "configmap", "two", "-n", ns)
     assert message.endswith(
         'configmaps "two" is forbidden: exceeded quota: mem, requested: count/configmaps=1, '
-        "used: count/configmaps=1, limited: count/configmaps=1"
+        "used: count/configmaps=2, limited: count/configmaps=2"
     ), message
     synced = await quota_synced(kubectl, ns, "mem")
     assert synced["status"]["used"]["limits.memory"] == "512Mi"
@@ -361,3 +370,23 @@ async def test_kubectl_create_quota_and_describe(dev_cluster: DevCluster, kubect
     ), message
     described = await ok(kubectl, "describe", "quota", "q", "-n", ns)
     assert "requests.nvidia.com/gpu  8     8" in described, described
+
+
+async def test_every_namespace_holds_the_root_ca_and_gets_it_back(
+    dev_cluster: DevCluster, kubectl: Any
+) -> None:
+    ns = "team-ca"
+    await ok(kubectl, "create", "namespace", ns)
+
+    async def published() -> dict[str, Any]:
+        found: dict[str, Any] = json.loads(
+            await ok(kubectl, "get", "configmap", "kube-root-ca.crt", "-n", ns, "-o", "json")
+        )
+        return found
+
+    first = await eventually(published)
+    assert first["data"]["ca.crt"] == dev_cluster.ca_pem.decode()
+    await ok(kubectl, "delete", "configmap", "kube-root-ca.crt", "-n", ns)
+    again = await eventually(published)
+    assert again["metadata"]["uid"] != first["metadata"]["uid"]
+    assert again["data"]["ca.crt"] == dev_cluster.ca_pem.decode()
