@@ -29,7 +29,9 @@ CONTENT_TYPES = {
 class Step:
     """One request. `path` may name `{ns}` (the area's namespace) and `{saved.KEY}` (a value
     an earlier step saved); `until` polls the request (a GET) until every path holds its value
-    or `within` seconds pass, and the last answer is the one compared."""
+    or `within` seconds pass, and the last answer is the one compared. `within` is a hang
+    guard, long enough that load never decides a verdict (a pod Ready on a machine at load 20
+    took over 30 s); a step known to disagree may set it short."""
 
     area: str
     name: str
@@ -40,7 +42,7 @@ class Step:
     params: dict[str, str] = field(default_factory=dict)
     identity: str = ""  # a ServiceAccount of the area's namespace; "" is the cluster admin
     until: dict[str, Any] = field(default_factory=dict)
-    within: float = 30.0
+    within: float = 150.0
     compare: list[str] = field(default_factory=list)  # only these paths of the body
     ignore: list[str] = field(default_factory=list)  # these paths of the body left out
     save: dict[str, str] = field(default_factory=dict)  # KEY: path of the answer's body
