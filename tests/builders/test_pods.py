@@ -151,6 +151,20 @@ def test_namespace_is_forced_to_the_clusters() -> None:
     assert head["metadata"]["namespace"] == worker["metadata"]["namespace"] == "ml"
 
 
+def test_template_finalizers_reach_every_pod_as_under_kuberay() -> None:
+    """KubeRay builds a pod from its template's whole metadata, finalizers included (its e2e
+    TestRayClusterScalingDown holds pods by one and counts the terminating worker)."""
+    obj = cluster_dict()
+    obj["spec"]["workerGroupSpecs"][0]["template"]["metadata"]["finalizers"] = ["team.io/keep"]
+    obj["spec"]["headGroupSpec"]["template"]["metadata"] = {"finalizers": ["team.io/logs"]}
+    cluster = load_cluster(obj)
+    head = build_head_pod(cluster)
+    worker = worker_pod(cluster, host=0, replica_name="tpu-x")
+    assert head["metadata"]["finalizers"] == ["team.io/logs"]
+    assert worker["metadata"]["finalizers"] == ["team.io/keep"]
+    assert "finalizers" not in build_head_pod(CLUSTER)["metadata"]
+
+
 def test_multi_host_hostname_subdomain_and_tpu_env() -> None:
     pod = tpu_pod(replica=1, host=2)
     assert pod["spec"]["hostname"] == "tpu-1-2"

@@ -122,3 +122,59 @@ def test_fields_the_models_do_not_declare_leave_both_hashes_alone() -> None:
     assert after[0] == before[0]
     raw["spec"]["autoscalerOptions"] = {}
     assert _hashes(raw)[1] == after[1]
+
+
+def _recreate_hash(raw: dict[str, Any]) -> str:
+    annotations = build_head_pod(load_cluster(raw))["metadata"]["annotations"]
+    value: str = annotations[labels.UPGRADE_STRATEGY_RECREATE_HASH_ANNOTATION]
+    return value
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda s: s["workerGroupSpecs"][0].__setitem__("replicas", 9),
+        lambda s: s["workerGroupSpecs"][0].__setitem__("minReplicas", 0),
+        lambda s: s["workerGroupSpecs"][0].__setitem__("maxReplicas", 40),
+        lambda s: s["workerGroupSpecs"][0].__setitem__(
+            "scaleStrategy", {"workersToDelete": ["some-pod"]}
+        ),
+        lambda s: s["workerGroupSpecs"][0]["template"]["spec"].__setitem__(
+            "tolerations", [{"key": "kueue", "operator": "Exists"}]
+        ),
+        lambda s: (
+            s["headGroupSpec"]["template"]
+            .setdefault("spec", {})
+            .__setitem__("schedulingGates", [{"name": "kueue.x-k8s.io/admission"}])
+        ),
+        lambda s: s.__setitem__("upgradeStrategy", {"type": "Recreate"}),
+    ],
+    ids=["replicas", "min", "max", "workersToDelete", "tolerations", "gates", "strategy"],
+)
+def test_kuberays_recreate_hash_leaves_out_what_kuberay_mutes(change: Any) -> None:
+    """The head carries KubeRay's `ray.io/upgrade-strategy-recreate-hash`: its whole-spec
+    hash without the fields KubeRay mutes (what an autoscaler or Kueue writes)."""
+    raw = cluster_dict()
+    before = _recreate_hash(raw)
+    change(raw["spec"])
+    assert _recreate_hash(raw) == before
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda s: s.__setitem__("rayVersion", "2.51.0"),
+        lambda s: s["workerGroupSpecs"][0]["template"]["spec"]["containers"][0].__setitem__(
+            "image", "ray:next"
+        ),
+        lambda s: s["headGroupSpec"]["rayStartParams"].__setitem__("num-cpus", "0"),
+    ],
+    ids=["rayVersion", "worker-image", "head-params"],
+)
+def test_kuberays_recreate_hash_changes_with_the_spec(change: Any) -> None:
+    raw = cluster_dict()
+    before = _recreate_hash(raw)
+    change(raw["spec"])
+    after = _recreate_hash(raw)
+    assert after != before
+    assert len(after) == 32 and after.isalnum()  # KubeRay's form: base32hex of a SHA-1

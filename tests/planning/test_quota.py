@@ -193,3 +193,42 @@ def test_a_service_account_not_made_yet_is_a_race_held_briefly_not_a_spec_proble
     now = datetime(2026, 1, 1, tzinfo=UTC)
     assert (hold_after(message, "t", 1, now).until - now).total_seconds() == 5
     assert refusal_reason("violates PodSecurity") == HoldReason.POD_REJECTED
+
+
+def kuberay_condition(p: Any) -> dict[str, Any] | None:
+    return next((c for c in p.status["conditions"] if c["type"] == "ReplicaFailure"), None)
+
+
+def test_a_waiting_slice_is_kuberays_replica_failure_too() -> None:
+    """Beside ours, KubeRay's `ReplicaFailure` with its reason and its message (the reason,
+    a newline, the API's refusal), which its e2e TestRayClusterWithResourceQuota reads."""
+    spec = cluster(gpu_group(3))
+    p = plan(spec, {"ResourceQuota": [quota({"requests.nvidia.com/gpu": "16"})]})
+    cond = kuberay_condition(p)
+    assert cond is not None and cond["status"] == "True"
+    assert cond["reason"] == "FailedCreateWorkerPod"
+    assert cond["message"] == (
+        'FailedCreateWorkerPod\npods "demo-gpu-worker-" is forbidden: exceeded quota: q, '
+        "requested: requests.nvidia.com/gpu=8, used: requests.nvidia.com/gpu=16, "
+        "limited: requests.nvidia.com/gpu=16"
+    )
+    # Once nothing waits, KubeRay removes the condition: so do we.
+    later = plan(spec, {"ResourceQuota": [quota({"requests.nvidia.com/gpu": "32"})]}, p.status)
+    assert kuberay_condition(later) is None
+    assert kuberay_condition(plan(spec, {})) is None
+
+
+def test_a_waiting_head_is_kuberays_failed_create_head_pod() -> None:
+    p = plan(cluster(gpu_group(1)), {"ResourceQuota": [quota({"pods": "0"})]})
+    assert not p.creates
+    cond = kuberay_condition(p)
+    assert cond is not None and cond["reason"] == "FailedCreateHeadPod"
+    assert cond["message"].startswith('FailedCreateHeadPod\npods "demo-head-" is forbidden: ')
+    assert "forbidden: exceeded quota: q, requested: pods=1" in cond["message"]
+
+
+def test_a_held_group_carries_the_apis_own_refusal_as_kuberays_message() -> None:
+    hold = AdmissionHold(BASE + timedelta(seconds=5), HoldReason.SLICE_QUOTA_EXCEEDED, QUOTA_403)
+    p = plan(cluster(gpu_group(1)), {"AdmissionHold": [hold_object("gpu", hold)]})
+    cond = kuberay_condition(p)
+    assert cond is not None and cond["message"] == f"FailedCreateWorkerPod\n{QUOTA_403}"

@@ -57,6 +57,9 @@ COMPUTE_DOMAIN_ANNOTATION = "raycluster-operator.io/compute-domain"
 #: The identity of the template a pod was built from (``builders.template_hash``): an upgrade
 #: compares it with the current spec's, and an operator restart resumes a rollout from it.
 POD_TEMPLATE_HASH_ANNOTATION = "ray.io/pod-template-hash"
+#: KubeRay's annotation on the head pod: its hash of the whole spec at the head's creation,
+#: without what an autoscaler or Kueue writes (docs/design.md §3.8).
+UPGRADE_STRATEGY_RECREATE_HASH_ANNOTATION = "ray.io/upgrade-strategy-recreate-hash"
 
 # --- well-known node labels ---
 GKE_NODEPOOL = "cloud.google.com/gke-nodepool"

@@ -40,7 +40,11 @@ from raycluster_operator.builders.metadata import (
     rayservice_serve_label,
     serves_rayservice,
 )
-from raycluster_operator.builders.template_hash import head_template_hash, worker_template_hash
+from raycluster_operator.builders.template_hash import (
+    head_template_hash,
+    recreate_hash,
+    worker_template_hash,
+)
 
 SHM_VOLUME = "shared-mem"
 SHM_PATH = "/dev/shm"
@@ -138,7 +142,17 @@ def _pod(
         "ownerReferences": [owner_reference(cluster)],
     }
     metadata["annotations"] = _annotations(meta, template_hash)
+    _add_finalizers(metadata, meta)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+def _add_finalizers(metadata: dict[str, Any], meta: Mapping[str, Any]) -> None:
+    """The template's finalizers, as KubeRay builds a pod from its template's whole metadata:
+    one a user puts there (to keep pods for log collection, say) holds each pod
+    (docs/design.md §3.1)."""
+    finalizers = meta.get("finalizers")
+    if isinstance(finalizers, list) and finalizers:
+        metadata["finalizers"] = [str(f) for f in finalizers]
 
 
 def _annotations(meta: Mapping[str, Any], template_hash: str) -> dict[str, str]:
@@ -185,7 +199,7 @@ def build_head_pod(cluster: RayCluster, *, inject_probes: bool = True) -> dict[s
         },
         default_labels(cluster),
     )
-    return _pod(
+    head_pod = _pod(
         cluster,
         generate_name=names.head_generate_name(cluster.metadata.name),
         meta=meta,
@@ -193,6 +207,11 @@ def build_head_pod(cluster: RayCluster, *, inject_probes: bool = True) -> dict[s
         spec=spec,
         template_hash=head_template_hash(cluster),
     )
+    # KubeRay's whole-spec hash, on the head as KubeRay puts it (docs/design.md §3.8).
+    head_pod["metadata"]["annotations"][labels.UPGRADE_STRATEGY_RECREATE_HASH_ANNOTATION] = (
+        recreate_hash(cluster)
+    )
+    return head_pod
 
 
 def build_worker_pod(
@@ -365,6 +384,7 @@ class WorkerPods:
             "ownerReferences": [dict(self._owner)],
         }
         metadata["annotations"] = _annotations(self._meta, self.template_hash)
+        _add_finalizers(metadata, self._meta)
         return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
     def _add_env(

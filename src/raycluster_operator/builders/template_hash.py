@@ -19,6 +19,7 @@ See docs/design.md §3.8.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 from typing import Any
@@ -104,6 +105,36 @@ def head_template_hash(cluster: RayCluster) -> str:
             "cluster": _cluster_inputs(cluster),
         }
     )
+
+
+def recreate_hash(cluster: RayCluster) -> str:
+    """KubeRay's ``ray.io/upgrade-strategy-recreate-hash`` of the head pod, with its meaning:
+    one hash of the whole spec, less what KubeRay mutes because others write it (a group's
+    replicas, min, max and workersToDelete; the templates' tolerations and scheduling gates,
+    which Kueue injects; the upgrade strategy), in KubeRay's form (base32hex of a SHA-1).
+    KubeRay's own value hashes its Go types' JSON, which no other program reproduces, so the
+    values differ between the two operators; what it says does not (docs/design.md §3.8)."""
+    spec = cluster.spec.model_dump(by_alias=True, exclude_none=True)
+    spec.pop("upgradeStrategy", None)
+    _mute_template(spec.get("headGroupSpec"))
+    for group in spec.get("workerGroupSpecs") or ():
+        for field in ("replicas", "minReplicas", "maxReplicas"):
+            group.pop(field, None)
+        strategy = group.pop("scaleStrategy", None)
+        if isinstance(strategy, dict):
+            strategy.pop("workersToDelete", None)
+            if strategy:  # an empty one means what none means
+                group["scaleStrategy"] = strategy
+        _mute_template(group)
+    text = json.dumps(_undefaulted(spec, "spec"), sort_keys=True, separators=(",", ":"))
+    return base64.b32hexencode(hashlib.sha1(text.encode(), usedforsecurity=False).digest()).decode()
+
+
+def _mute_template(group: Any) -> None:
+    spec = ((group or {}).get("template") or {}).get("spec")
+    if isinstance(spec, dict):
+        spec.pop("tolerations", None)
+        spec.pop("schedulingGates", None)
 
 
 def _cluster_inputs(cluster: RayCluster) -> dict[str, Any]:

@@ -218,6 +218,10 @@ class ConditionReason(StrEnum):
     #: PodDisruptionBudget selects pods of a group with per-slice budgets; none does any more.
     DISRUPTION_BUDGET_OVERLAP = "DisruptionBudgetOverlap"
     NO_DISRUPTION_BUDGET_OVERLAP = "NoDisruptionBudgetOverlap"
+    #: KubeRay's, condition ReplicaFailure (docs/design.md §6): which pod's create the API
+    #: refused (or would refuse: a slice held for quota, rule 13c).
+    FAILED_CREATE_HEAD_POD = "FailedCreateHeadPod"
+    FAILED_CREATE_WORKER_POD = "FailedCreateWorkerPod"
 
 
 class ConditionType(StrEnum):
@@ -225,7 +229,12 @@ class ConditionType(StrEnum):
 
     HEAD_POD_READY = "HeadPodReady"
     PROVISIONED = "RayClusterProvisioned"
+    #: Ours despite the name (KubeRay's Go constant; its string is ``ReplicaFailure``):
+    #: broken replicas being deleted, False (``NoReplicaFailure``) when none.
     REPLICA_FAILURE = "RayClusterReplicaFailure"
+    #: KubeRay's: True while a pod create is refused (rule 13c: a slice waiting for quota or
+    #: refused as built), absent otherwise, as KubeRay removes it (docs/design.md §6).
+    KUBERAY_REPLICA_FAILURE = "ReplicaFailure"
     SUSPENDING = "RayClusterSuspending"
     SUSPENDED = "RayClusterSuspended"
     #: Ours: validation problems; the affected part of the cluster is left untouched.

@@ -80,6 +80,10 @@ class Waiting:
     hosts: int
     reason: HoldReason
     message: str
+    #: The API's refusal of the slice's first pod, as KubeRay reports it: kube-apiserver's
+    #: own for a refused create; for a slice not sent, the one it would give (the pod named
+    #: by its generateName).
+    refusal: str = ""
 
 
 def unit_positions(creates: Sequence[PodCreate]) -> list[list[int]]:
@@ -228,7 +232,7 @@ class _Ledger:
             out[_name(quota)] = {k: v for k, v in total.items() if v[0] != 0}
         return out
 
-    def shortfall(self, charges: Mapping[str, q.Usage]) -> str | None:
+    def shortfall(self, charges: Mapping[str, q.Usage]) -> tuple[str, str] | None:
         """Kube's `exceeded quota` sentence for the first quota the charge does not fit, and
         what is missing; None when it fits every quota."""
         zero: q.Amount = (Fraction(0), q.DECIMAL)
@@ -247,8 +251,8 @@ class _Ledger:
             missing = {k: (was[k][0] + requested[k][0] - hard[k][0], requested[k][1]) for k in over}
             return (
                 f"exceeded quota: {name}, requested: {q.pretty({k: requested[k] for k in over})}"
-                f", used: {q.pretty(was)}, limited: {q.pretty({k: hard[k] for k in over})}"
-                f"; missing {q.pretty(missing)}"
+                f", used: {q.pretty(was)}, limited: {q.pretty({k: hard[k] for k in over})}",
+                f"missing {q.pretty(missing)}",
             )
         return None
 
@@ -288,27 +292,49 @@ def fit_slices(
     waiting: list[Waiting] = []
     for unit in _units(creates):
         hold = _held(unit, holds, now)
+        group, index, hosts = unit[0].group, unit[0].replica_index, len(unit)
         if hold is not None:
-            waiting.append(
-                Waiting(unit[0].group, unit[0].replica_index, len(unit), hold.reason, hold.message)
-            )
+            waiting.append(Waiting(group, index, hosts, hold.reason, hold.message, hold.message))
             continue
         charges = ledger.charge(unit) if quotas is not None else {}
         short = None if quotas is None else ledger.shortfall(charges)
         if short is not None:
+            kube, missing = short
+            refusal = f'pods "{_pod_name(unit[0])}" is forbidden: {kube}'
             waiting.append(
                 Waiting(
-                    unit[0].group,
-                    unit[0].replica_index,
-                    len(unit),
+                    group,
+                    index,
+                    hosts,
                     HoldReason.SLICE_QUOTA_EXCEEDED,
-                    short,
+                    f"{kube}; {missing}",
+                    refusal,
                 )
             )
             continue
         ledger.take(charges)
         kept += unit
     return tuple(kept), waiting
+
+
+def _pod_name(create: PodCreate) -> str:
+    meta = create.manifest.get("metadata") or {}
+    return str(meta.get("name") or meta.get("generateName") or "")
+
+
+def kuberay_replica_failure(first: Waiting) -> Condition:
+    """KubeRay's `ReplicaFailure` for the first slice that waits (the head first, as KubeRay
+    creates it first): reason `FailedCreateHeadPod` or `FailedCreateWorkerPod`, message the
+    reason and the API's refusal joined by a newline, as KubeRay's `errors.Join` prints them
+    (docs/design.md §6)."""
+    reason = (
+        ConditionReason.FAILED_CREATE_HEAD_POD
+        if first.group == HEAD_GROUP
+        else ConditionReason.FAILED_CREATE_WORKER_POD
+    )
+    return Condition(
+        ConditionType.KUBERAY_REPLICA_FAILURE, True, reason, f"{reason}\n{first.refusal}"
+    )
 
 
 def sentence(w: Waiting) -> str:
@@ -380,6 +406,8 @@ class Quota(Feature):
         self.previous = turn.previous_condition(CONDITION)
         self.waiting: dict[str, list[int]] = {}
         self.said: Condition | None = None
+        #: KubeRay's ReplicaFailure, beside ours while a slice waits; absent otherwise.
+        self.kuberay: Condition | None = None
 
     def finish(self, turn: ClusterTurn) -> None:
         if not self.quotas and not self.holds and self.previous is None:
@@ -408,13 +436,14 @@ class Quota(Feature):
             else ConditionReason.SLICE_QUOTA_EXCEEDED
         )
         self.said = Condition(CONDITION, True, reason, message)
+        self.kuberay = kuberay_replica_failure(waiting[0])
         previous = self.previous or {}
         if previous.get("status") != "True" or previous.get("message") != message:
             # Recorded when the wait begins or changes, never at steady state.
             turn.events += [PlannedEvent("Warning", w.reason, sentence(w)) for w in waiting]
 
     def conditions(self) -> Sequence[Condition]:
-        return () if self.said is None else (self.said,)
+        return tuple(c for c in (self.said, self.kuberay) if c is not None)
 
     def status(self, group: str) -> Mapping[str, Any]:
         waiting = self.waiting.get(group)
