@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 import requests
 
 from devkube.cluster import DevCluster
-from raycluster_operator.api.crd import crd_manifest
+from raycluster_operator.controller.crds import crd_manifest
 from raycluster_operator.controller.manager import Manager, ManagerOptions
 from raycluster_operator.kube.client import KubeClient
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from devkube.machinery.client import ApiClient
 from devkube.server import ApiServer
-from raycluster_operator.api.crd import crd_manifest
+from raycluster_operator.controller.crds import crd_manifest
 
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 RAYCLUSTERS = "/apis/ray.io/v1/namespaces/{ns}/rayclusters"

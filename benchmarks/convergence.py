@@ -32,8 +32,8 @@ from typing import Any
 import aiohttp
 
 from devkube import DevCluster
-from raycluster_operator.api.crd import crd_manifest
 from raycluster_operator.api.models import load_cluster
+from raycluster_operator.controller.crds import crd_manifest
 from raycluster_operator.kube import PODS, KubeClient
 from raycluster_operator.planning import ClusterState, PlanContext, plan_cluster
 

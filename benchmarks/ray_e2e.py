@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 from devkube import DevCluster
 from devkube.process import process_runtime_available
 from devkube.process.runtime import ProcessRuntime
-from raycluster_operator.api.crd import crd_manifest
+from raycluster_operator.controller.crds import crd_manifest
 from raycluster_operator.controller.manager import Manager, ManagerOptions
 from raycluster_operator.kube import PODS, KubeClient
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from convergence import HOSTS, is_ready, raycluster, run_operator, scrape, wait_ready, writes
 from devkube import DevCluster
-from raycluster_operator.api.crd import crd_manifest
+from raycluster_operator.controller.crds import crd_manifest
 from raycluster_operator.kube import PODS, RAYCLUSTERS, KubeClient
 
 HASH = "ray.io/pod-template-hash"

@@ -46,7 +46,7 @@ import aiohttp
 from convergence import free_port, raycluster, rss_mib, spawn_operator, writes
 from devkube import DevCluster
 from devkube.machinery.informer import Informer
-from raycluster_operator.api.crd import crd_manifest
+from raycluster_operator.controller.crds import crd_manifest
 
 RSS_BUDGET_MB = 300.0
 RESYNC_BUDGET_S = 15.0

@@ -24,7 +24,7 @@ import time
 from devkube import DevCluster
 from devkube.process import process_runtime_available
 from ray_e2e import MARK, Bench, raycluster, until
-from raycluster_operator.api.crd import crd_manifest
+from raycluster_operator.controller.crds import crd_manifest
 from raycluster_operator.controller.manager import Manager, ManagerOptions
 from raycluster_operator.kube import KubeClient
 

@@ -13,12 +13,14 @@ import k8s_openapi
 import k8s_protobuf
 import k8s_schemas
 
-from raycluster_operator.api.crd import crd_manifest
-from raycluster_operator.api.rayjob_crd import rayjob_crd_manifest
-from raycluster_operator.api.rayservice_crd import rayservice_crd_manifest
 from raycluster_operator.cli import helm_chart
 from raycluster_operator.cli.manifests import render
 from raycluster_operator.controller import install
+from raycluster_operator.controller.crds import (
+    crd_manifest,
+    rayjob_crd_manifest,
+    rayservice_crd_manifest,
+)
 
 HERE = Path(__file__).parent
 NS = install.NAME

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import runpy
 from pathlib import Path
-from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -20,8 +19,8 @@ from raycluster_operator.cli.run import run as run_command
 from raycluster_operator.controller import install
 from tests.harness.examples import DEPLOY
 from tests.harness.helm import CHART, Helm
+from tests.harness.objects import Obj
 
-Obj = dict[str, Any]
 NS = install.NAME
 CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition"}
 

@@ -22,8 +22,8 @@ import pytest
 import pytest_asyncio
 
 from devkube import DevCluster
-from raycluster_operator.api.crd import crd_manifest
 from raycluster_operator.controller import install
+from raycluster_operator.controller.crds import crd_manifest
 from tests.harness import control_planes
 from tests.harness import manifests as m
 from tests.harness.cluster import running_cluster

@@ -16,9 +16,10 @@ from click.testing import CliRunner
 
 import kustomize_render
 from devkube.server.schema import structural
-from raycluster_operator.api.crd import EXTENSION, crd_manifest
+from raycluster_operator.api.crd import EXTENSION
 from raycluster_operator.api.models import INT32_MAX
 from raycluster_operator.cli import main
+from raycluster_operator.controller.crds import crd_manifest
 from tests.operator.kuberay_crd import KUBERAY_V17_FIELDS
 
 DEPLOY = Path(__file__).parents[2] / "deploy"

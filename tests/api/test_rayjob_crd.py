@@ -9,7 +9,7 @@ from typing import Any
 from api.kuberay_rayjob_facts import CEL_RULES, FIELDS, PRINTER_COLUMNS
 from devkube.server.schema import structural
 from raycluster_operator.api.crd import EXTENSION, spec_schema
-from raycluster_operator.api.rayjob_crd import rayjob_crd_manifest
+from raycluster_operator.controller.crds import rayjob_crd_manifest
 
 VERSION = rayjob_crd_manifest()["spec"]["versions"][0]
 SCHEMA = VERSION["schema"]["openAPIV3Schema"]

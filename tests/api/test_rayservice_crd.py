@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from api.kuberay_rayservice_facts import CEL_RULES, FIELDS, PRINTER_COLUMNS
-from raycluster_operator.api.rayservice_crd import rayservice_crd_manifest
+from raycluster_operator.controller.crds import rayservice_crd_manifest
 
 VERSION = rayservice_crd_manifest()["spec"]["versions"][0]
 SCHEMA = VERSION["schema"]["openAPIV3Schema"]

@@ -1,7 +1,8 @@
 """A lifecycle feature is a plug-in (docs/design.md §4, "Lifecycle features"): a toy feature
 defined here, and added to ``lifecycle.FEATURES`` by this module alone, gets its watch (an
-informer whose changes name the cluster of their label), its RBAC in both installs, and its
-status condition and group field, with no source file touched."""
+informer whose changes name the cluster of their label), its RBAC in both installs, its
+status condition and group field, and that field's schema in every CRD, with no source file
+touched."""
 
 from __future__ import annotations
 
@@ -12,10 +13,10 @@ import pytest
 from fake_kube import FakeKube
 from test_install import grants
 
-from raycluster_operator.controller import install
+from raycluster_operator.controller import crds, install
 from raycluster_operator.controller.raycluster.sources import Change, SourceOptions, Sources
 from raycluster_operator.planning import lifecycle
-from raycluster_operator.planning.feature import Feature, Rule, Watch
+from raycluster_operator.planning.feature import Feature, Route, Rule, Watch
 from raycluster_operator.planning.reasons import Condition
 from raycluster_operator.planning.turn import ClusterTurn
 from tests.planning.cluster import Loop, cluster, worker_group
@@ -27,6 +28,7 @@ class Tickets(Feature):
     rule = "99"
     watches = (Watch("example.com", "v1", "Ticket", "tickets", ("create",)),)
     rules = (Rule("example.com", "tickets/status", ("patch",)),)
+    fields = {"openTickets": {"description": "Open tickets of the group.", "type": "integer"}}
 
     def __init__(self, turn: ClusterTurn) -> None:
         self.open = turn.context.state.objects.get("Ticket", ())
@@ -76,3 +78,42 @@ def test_the_toy_feature_gets_its_condition_and_group_field() -> None:
         "Counted",
         "1 open",
     )
+
+
+def group_fields(status: Mapping[str, Any]) -> Mapping[str, Any]:
+    return status["properties"]["workerGroups"]["items"]["properties"]
+
+
+def test_the_toy_feature_gets_its_status_field_in_every_crd() -> None:
+    def status(crd: Mapping[str, Any]) -> Mapping[str, Any]:
+        return crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
+
+    wanted = Tickets.fields["openTickets"]
+    cluster = status(crds.crd_manifest())
+    job = status(crds.rayjob_crd_manifest())["properties"]["rayClusterStatus"]
+    service = status(crds.rayservice_crd_manifest())["properties"]["activeServiceStatus"]
+    service = service["properties"]["rayClusterStatus"]
+    assert [group_fields(s)["openTickets"] for s in (cluster, job, service)] == [wanted] * 3
+    # The features of the source tree declare theirs the same way.
+    assert {"backoff", "quotaWaiting"} <= group_fields(cluster).keys()
+
+
+class Beacons(Feature):
+    """Plans from a cluster-scoped kind it routes like Nodes (by the pods bound to them)."""
+
+    rule = "99"
+    watches = (Watch("example.com", "v1", "Beacon", "beacons", namespaced=False, route=Route.NODE),)
+
+    def __init__(self, turn: ClusterTurn) -> None:
+        return None
+
+
+def test_a_watch_routed_by_hand_gets_no_label_selected_informer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The sources route from what a feature declares: only ``Route.LABEL`` kinds get
+    informers of their own, so Nodes, budgets, quotas and domains keep the caches made for
+    them, and so does any kind declared with their routes."""
+    monkeypatch.setattr(lifecycle, "FEATURES", (*lifecycle.FEATURES, Beacons))
+    src = Sources(FakeKube(), SourceOptions(namespaces=("ns",)))  # type: ignore[arg-type]
+    assert set(src.watched) == {"Ticket"}

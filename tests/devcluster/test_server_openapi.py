@@ -15,7 +15,7 @@ import pytest
 from test_compat_kubectl import Kubectl
 
 from devkube.server import ApiServer
-from raycluster_operator.api.crd import crd_manifest
+from raycluster_operator.controller.crds import crd_manifest
 
 DEPLOY = Path(__file__).parent.parent.parent / "deploy"
 

@@ -18,7 +18,7 @@ from test_compat_kubectl import Kubectl
 
 from devkube.server import ApiServer
 from devkube.server.schema import structural
-from raycluster_operator.api.crd import crd_manifest
+from raycluster_operator.controller.crds import crd_manifest
 from tests.harness.manifests import crd
 
 RAYCLUSTER = """

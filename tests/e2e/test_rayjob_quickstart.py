@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from raycluster_operator.api.rayjob_crd import rayjob_crd_manifest
+from raycluster_operator.controller.crds import rayjob_crd_manifest
 from tests.harness.examples import readme_block
 from tests.harness.ray_world import RayWorld
 

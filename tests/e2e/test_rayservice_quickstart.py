@@ -29,7 +29,7 @@ import aiohttp
 import pytest
 import yaml
 
-from raycluster_operator.api.rayservice_crd import rayservice_crd_manifest
+from raycluster_operator.controller.crds import rayservice_crd_manifest
 from raycluster_operator.kube import RAYSERVICES
 from tests.harness.examples import README, example, readme_block
 from tests.harness.ray_world import LIGHT_ENV, RayWorld

@@ -29,8 +29,8 @@ import pytest
 import yaml
 
 from devkube.server.schema import structural
-from raycluster_operator.api.crd import crd_manifest
 from raycluster_operator.api.validation import parse_cluster
+from raycluster_operator.controller.crds import crd_manifest
 from raycluster_operator.kube import EVENTS, PODS, RAYCLUSTERS, KubeError
 from raycluster_operator.planning import ClusterState, PlanContext, plan_cluster
 from tests.harness.hardening_world import World, cpu_group, eventually, labels, raycluster, world

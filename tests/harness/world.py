@@ -12,9 +12,11 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
 from devkube import DevCluster
-from raycluster_operator.api.crd import crd_manifest
-from raycluster_operator.api.rayjob_crd import rayjob_crd_manifest
-from raycluster_operator.api.rayservice_crd import rayservice_crd_manifest
+from raycluster_operator.controller.crds import (
+    crd_manifest,
+    rayjob_crd_manifest,
+    rayservice_crd_manifest,
+)
 from raycluster_operator.devcluster.attach import operator_kubeconfig
 from raycluster_operator.kube import PODS, RAYCLUSTERS, KubeClient, NotFound
 

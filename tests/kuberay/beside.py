@@ -9,16 +9,15 @@ import contextlib
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
 
 from devkube import DevCluster, KubeRayOperator
 from raycluster_operator.devcluster.attach import operator_kubeconfig
 from raycluster_operator.kube import RAYCLUSTERS, KubeClient
 from tests.harness.cluster import start_dev_cluster, stop_dev_cluster
+from tests.harness.objects import Obj
 from tests.harness.operator import RunningOperator, launch_operator, operator_options
 from tests.harness.waiting import eventually
 
-Obj = dict[str, Any]
 #: client-go's request counter in KubeRay's /metrics, by verb.
 REQUESTS = re.compile(r"^rest_client_requests_total\{([^}]*)\} (\d+)", re.MULTILINE)
 RECONCILES = re.compile(

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from raycluster_operator.api.crd import EXTENSION, crd_manifest
+from raycluster_operator.api.crd import EXTENSION
+from raycluster_operator.controller.crds import crd_manifest
 
 #: KubeRay v1.6's RayCluster status fields, from its CRD.
 KUBERAY_STATUS_FIELDS = frozenset(

@@ -16,7 +16,7 @@ import yaml
 from kuberay_crd import kuberay_crd
 
 from devkube.server import ApiServer
-from raycluster_operator.api.crd import crd_manifest
+from raycluster_operator.controller.crds import crd_manifest
 from tests.harness.kubectl import KubectlEnv
 from tests.harness.manifests import container, head_group, raycluster
 

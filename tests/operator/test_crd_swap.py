@@ -12,7 +12,7 @@ from typing import Any
 
 from kuberay_crd import kuberay_crd
 
-from raycluster_operator.api.crd import crd_manifest
+from raycluster_operator.controller.crds import crd_manifest
 from raycluster_operator.controller.raycluster.crdfit import served_schema
 from tests.harness.operator_world import World, cpu_group, eventually, raycluster
 

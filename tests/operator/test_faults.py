@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from raycluster_operator.controller.runtime.informer import Informer
 from raycluster_operator.controller.runtime.store import object_key
+from tests.harness.objects import Obj
 from tests.harness.operator_world import (
     World,
     eventually,
@@ -17,7 +17,6 @@ from tests.harness.operator_world import (
     tpu_group,
 )
 
-Obj = dict[str, Any]
 FOUR = [0, 1, 2, 3]
 
 

@@ -270,9 +270,9 @@ def test_kuberays_defaults_leave_every_pod_current() -> None:
     prunes the other's fields) has the same template hashes, so swapping the CRD either way
     outdates no pod (under ``Recreate``: deletes none)."""
     from devkube.server.schema import structural
-    from raycluster_operator.api.crd import crd_manifest
     from raycluster_operator.api.models import load_cluster
     from raycluster_operator.builders.template_hash import head_template_hash, worker_template_hash
+    from raycluster_operator.controller.crds import crd_manifest
 
     obj = load_example("tpu-v6e-4x4")[0]
     spec = obj["spec"]
@@ -325,7 +325,7 @@ def test_our_schema_has_every_field_of_kuberay_v17() -> None:
     """Nothing a v1.7 user stored is pruned by ours, and kubectl's strict validation refuses
     no v1.7 manifest (docs/design.md §3.7); the fields the operator does not act on are
     reported instead (rule 3a)."""
-    from raycluster_operator.api.crd import crd_manifest
+    from raycluster_operator.controller.crds import crd_manifest
 
     spec = crd_manifest()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
     spec = spec["spec"]["properties"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from raycluster_operator.api.crd import crd_manifest
+from raycluster_operator.controller.crds import crd_manifest
 from tests.harness.operator_world import World, cpu_group, eventually, labels_of, raycluster
 
 

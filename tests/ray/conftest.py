@@ -33,9 +33,9 @@ import pytest
 import requests
 
 from devkube.cluster import DevCluster
-from raycluster_operator.api.crd import crd_manifest
 from raycluster_operator.api.models import load_cluster
 from raycluster_operator.builders.autoscaler import service_account_name
+from raycluster_operator.controller.crds import crd_manifest
 from raycluster_operator.controller.manager import Manager
 from raycluster_operator.devcluster.attach import operator_kubeconfig
 from tests.harness import control_planes

@@ -13,16 +13,16 @@ from typing import Any, ClassVar
 import yaml
 from serve_api_standin import ServeApiStandIn
 
-from raycluster_operator.api.rayservice_crd import rayservice_crd_manifest
+from raycluster_operator.controller.crds import rayservice_crd_manifest
 from raycluster_operator.controller.rayservice.reconciler import RayServiceReconciler
 from raycluster_operator.kube import PODS, RAYCLUSTERS, RAYSERVICES, SERVICES, NotFound
 from tests.harness import manifests as m
 from tests.harness.kubectl import Run, runner
+from tests.harness.objects import Obj
 from tests.harness.operator import RunningOperator
 from tests.harness.waiting import eventually
 from tests.harness.world import DevWorld
 
-Obj = dict[str, Any]
 NODES = ["tpu:v5p:2x2x2:4", "cpu:4"]
 SMALL = {"cpu": "100m", "memory": "128Mi"}
 TIMINGS: dict[str, Any] = dict(

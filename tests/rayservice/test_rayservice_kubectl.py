@@ -20,12 +20,11 @@ from rayservice_world import (
 )
 
 from tests.harness import control_planes
+from tests.harness.objects import Obj
 from tests.harness.waiting import eventually
 from tests.harness.world import open_world
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.control_planes]
-
-Obj = dict[str, object]
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Mapping
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -507,7 +508,7 @@ def spec_schema() -> Schema:
     }
 
 
-def _group_status() -> Schema:
+def _group_status(fields: Mapping[str, Mapping[str, Any]]) -> Schema:
     counts = {
         "numOfHosts": "Hosts per slice.",
         "desiredSlices": "Slices the group should have.",
@@ -536,18 +537,6 @@ def _group_status() -> Schema:
             "time": _string("When.", format="date-time"),
         },
     }
-    props["backoff"] = _array(
-        "Slices whose re-creation waits out a crash-loop backoff: they broke again soon "
-        "after they were recreated.",
-        {
-            "type": "object",
-            "properties": {
-                "index": _int32("Replica index reserved for the slice."),
-                "failures": _int32("Breaks in a row."),
-                "nextTryTime": _string("When the slice is created again.", format="date-time"),
-            },
-        },
-    )
     props["disruptedSlices"] = _array(
         "Slices a planned disruption (drain, node maintenance, scale-down) is moving: each is "
         "replaced whole by a stand-in placed off its nodes, then deleted.",
@@ -568,12 +557,8 @@ def _group_status() -> Schema:
             },
         },
     )
-    props["quotaWaiting"] = _array(
-        "Indices of slices not created because they do not fit the namespace's "
-        "ResourceQuotas, or because the API refused a pod of the group's slices (condition "
-        "SliceQuotaExceeded says why).",
-        _int32("Replica index."),
-    )
+    # Then the fields the lifecycle features declare (``Feature.fields``).
+    props |= {name: copy.deepcopy(dict(schema)) for name, schema in fields.items()}
     return {
         "description": f"{EXTENSION} per-group slice counts.",
         "type": "array",
@@ -581,7 +566,9 @@ def _group_status() -> Schema:
     }
 
 
-def status_schema() -> Schema:
+def status_schema(group_fields: Mapping[str, Mapping[str, Any]]) -> Schema:
+    """``group_fields``: the ``workerGroups`` fields the lifecycle features declare (what
+    ``controller/crds.py`` hands over)."""
     return {
         "description": "What the operator observed.",
         "type": "object",
@@ -628,7 +615,7 @@ def status_schema() -> Schema:
             },
             "desiredWorkerSlices": _int32(f"{EXTENSION} worker slices wanted."),
             "readyWorkerSlices": _int32(f"{EXTENSION} worker slices fully ready."),
-            "workerGroups": _group_status(),
+            "workerGroups": _group_status(group_fields),
         },
     }
 
@@ -654,14 +641,15 @@ _PRINTER_COLUMNS: list[Schema] = [
 ]
 
 
-def crd_manifest() -> dict[str, Any]:
-    """A fresh dict each call (callers may add labels or annotations to it)."""
+def crd_manifest(group_fields: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """A fresh dict each call (callers may add labels or annotations to it); the operator's
+    whole CRD, with the features' status fields, is ``controller/crds.py``'s."""
     return namespaced_crd(
         KIND,
         PLURAL,
         "A Ray cluster whose multi-host worker groups scale by whole slices.",
         spec_schema(),
-        status_schema(),
+        status_schema(group_fields),
         _PRINTER_COLUMNS,
     )
 

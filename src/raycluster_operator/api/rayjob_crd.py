@@ -12,6 +12,7 @@ Our additions are marked like the RayCluster CRD's (descriptions start with ``EX
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from raycluster_operator.api.crd import (
@@ -194,8 +195,8 @@ def _slice_failure() -> Schema:
     }
 
 
-def rayjob_status_schema() -> Schema:
-    cluster_status = status_schema()
+def rayjob_status_schema(group_fields: Mapping[str, Mapping[str, Any]]) -> Schema:
+    cluster_status = status_schema(group_fields)
     cluster_status["description"] = "The RayCluster's status, as last seen."
     props: Schema = {
         "dashboardURL": _string("host:port of the head's dashboard."),
@@ -240,13 +241,13 @@ _PRINTER_COLUMNS: list[Schema] = [
 ]
 
 
-def rayjob_crd_manifest() -> dict[str, Any]:
+def rayjob_crd_manifest(group_fields: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """A fresh dict each call."""
     return namespaced_crd(
         KIND,
         PLURAL,
         "A Ray job run on a RayCluster the operator creates (or selects).",
         rayjob_spec_schema(),
-        rayjob_status_schema(),
+        rayjob_status_schema(group_fields),
         _PRINTER_COLUMNS,
     )

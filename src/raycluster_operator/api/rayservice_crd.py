@@ -12,6 +12,7 @@ Events, which every schema keeps.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from raycluster_operator.api.crd import (
@@ -127,8 +128,8 @@ def _app_status() -> Schema:
     }
 
 
-def _service_status(description: str) -> Schema:
-    cluster_status = status_schema()
+def _service_status(description: str, group_fields: Mapping[str, Mapping[str, Any]]) -> Schema:
+    cluster_status = status_schema(group_fields)
     cluster_status["description"] = "The RayCluster's status, as last seen."
     return {
         "description": description,
@@ -146,9 +147,11 @@ def _service_status(description: str) -> Schema:
     }
 
 
-def rayservice_status_schema() -> Schema:
+def rayservice_status_schema(group_fields: Mapping[str, Mapping[str, Any]]) -> Schema:
     props: Schema = {
-        "activeServiceStatus": _service_status("The cluster the serve service points at."),
+        "activeServiceStatus": _service_status(
+            "The cluster the serve service points at.", group_fields
+        ),
         "conditions": _array(
             "Ready and UpgradeInProgress.",
             _condition(),
@@ -161,7 +164,9 @@ def rayservice_status_schema() -> Schema:
             "type": "integer",
             "format": "int64",
         },
-        "pendingServiceStatus": _service_status("The cluster an upgrade is preparing."),
+        "pendingServiceStatus": _service_status(
+            "The cluster an upgrade is preparing.", group_fields
+        ),
         "serviceStatus": _string("Running once Ready is True."),
     }
     return {"description": "What the operator observed.", "type": "object", "properties": props}
@@ -173,13 +178,13 @@ _PRINTER_COLUMNS: list[Schema] = [
 ]
 
 
-def rayservice_crd_manifest() -> dict[str, Any]:
+def rayservice_crd_manifest(group_fields: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """A fresh dict each call."""
     return namespaced_crd(
         KIND,
         PLURAL,
         "Ray Serve applications on a RayCluster the operator creates and upgrades.",
         rayservice_spec_schema(),
-        rayservice_status_schema(),
+        rayservice_status_schema(group_fields),
         _PRINTER_COLUMNS,
     )

@@ -13,9 +13,11 @@ from typing import Any
 import click
 import yaml
 
-from raycluster_operator.api.crd import crd_manifest
-from raycluster_operator.api.rayjob_crd import rayjob_crd_manifest
-from raycluster_operator.api.rayservice_crd import rayservice_crd_manifest
+from raycluster_operator.controller.crds import (
+    crd_manifest,
+    rayjob_crd_manifest,
+    rayservice_crd_manifest,
+)
 
 _FORMAT = click.option(
     "-o",

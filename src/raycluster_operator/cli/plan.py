@@ -24,10 +24,10 @@ from raycluster_operator.api.objects import Resource
 from raycluster_operator.api.problems import Problem
 from raycluster_operator.api.validation import parse_cluster
 from raycluster_operator.planning import (
-    ClusterPlan,
     ClusterState,
     PlanContext,
     PlanOptions,
+    Writes,
     plan_cluster,
 )
 from raycluster_operator.planning.features.slice_scaling import slice_scaling_gaps
@@ -118,7 +118,7 @@ def plan(
     _print(output, result, cluster)
 
 
-def _print(output: str, result: ClusterPlan, cluster: RayCluster) -> None:
+def _print(output: str, result: Writes, cluster: RayCluster) -> None:
     """The plan, then what the operator warns about whether or not the file's status shows
     it warned already: rule 7b's gaps and rule 3a's fields are said on every run, not once
     per change as their Events are."""
@@ -189,7 +189,7 @@ def _objects(stream: TextIO | None, kind: str, namespace: str) -> list[dict[str,
     return out
 
 
-def plan_as_json(result: ClusterPlan) -> dict[str, Any]:
+def plan_as_json(result: Writes) -> dict[str, Any]:
     out = _plan_body(result)
     # Crash-loop backoff (docs/design.md §4 rule 13a): only when it has something to say.
     if result.annotations:
@@ -199,7 +199,7 @@ def plan_as_json(result: ClusterPlan) -> dict[str, Any]:
     return out
 
 
-def _plan_body(result: ClusterPlan) -> dict[str, Any]:
+def _plan_body(result: Writes) -> dict[str, Any]:
     return {
         "creates": [
             {
@@ -240,7 +240,7 @@ def _cell(value: object) -> str:
     return "-" if value is None else str(value)
 
 
-def render_table(result: ClusterPlan) -> str:
+def render_table(result: Writes) -> str:
     rows = [("ACTION", "GROUP", "REPLICA", "INDEX", "HOST", "POD", "REASON")]
     for c in result.creates:
         generate = Resource(c.manifest).generate_name
@@ -278,7 +278,7 @@ def render_table(result: ClusterPlan) -> str:
             "  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in rows
         ]
     lines.append("")
-    lines += _status_summary(result.status)
+    lines += _status_summary(result.status or {})
     return "\n".join(lines)
 
 

@@ -14,10 +14,12 @@ import sys
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from raycluster_operator.api.crd import crd_manifest
-from raycluster_operator.api.rayjob_crd import rayjob_crd_manifest
-from raycluster_operator.api.rayservice_crd import rayservice_crd_manifest
 from raycluster_operator.controller import install
+from raycluster_operator.controller.crds import (
+    crd_manifest,
+    rayjob_crd_manifest,
+    rayservice_crd_manifest,
+)
 from raycluster_operator.planning import PlanOptions
 
 if TYPE_CHECKING:

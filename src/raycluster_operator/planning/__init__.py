@@ -21,6 +21,7 @@ from raycluster_operator.planning.pass_plan import (
 from raycluster_operator.planning.reasons import CreateReason, DeleteReason, EventReason
 from raycluster_operator.planning.slice_state import SliceState, SliceTransition
 from raycluster_operator.planning.turn import GroupTally
+from raycluster_operator.planning.writes import Writes
 
 __all__ = [
     "DEFAULT_CONTROLLER_NAMES",
@@ -42,6 +43,7 @@ __all__ = [
     "PodDelete",
     "SliceState",
     "SliceTransition",
+    "Writes",
     "object_id",
     "plan_cluster",
     "plan_deletion",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -20,7 +20,6 @@ from raycluster_operator import builders
 from raycluster_operator.api import labels
 from raycluster_operator.api.models import RayCluster, WorkerGroupSpec
 from raycluster_operator.api.names import head_service_name
-from raycluster_operator.api.problems import Problem
 from raycluster_operator.planning.actions import (
     CREATE_POD,
     DELETE_POD,
@@ -50,7 +49,6 @@ from raycluster_operator.planning.services import (
     missing_services,
     service_name,
 )
-from raycluster_operator.planning.slice_state import SliceTransition
 from raycluster_operator.planning.spec_check import SpecCheck, check_spec
 from raycluster_operator.planning.status import INVALID_SPEC, Deletion, Observed, build_status
 from raycluster_operator.planning.suspension import (
@@ -62,52 +60,21 @@ from raycluster_operator.planning.turn import (
     GroupInput,
     GroupPlan,
     GroupSwitches,
-    GroupTally,
     NewReplica,
     previous_status,
 )
+from raycluster_operator.planning.writes import Writes, object_id
 
 #: How long after its grace period a terminating pod counts as stuck (a lost node): a broken
 #: replica's replacement then stops waiting for the replica index that pod holds.
 STUCK_AFTER = timedelta(minutes=2)
 
 
-@dataclass(frozen=True)
-class ClusterPlan:
-    creates: tuple[PodCreate, ...] = ()
-    deletes: tuple[PodDelete, ...] = ()
-    #: Every service the cluster needs; the controller creates the missing ones.
-    services: tuple[dict[str, Any], ...] = ()
-    #: Autoscaler ServiceAccount/Role/RoleBinding, created if missing.
-    extra_objects: tuple[dict[str, Any], ...] = ()
-    #: Objects to delete, as (kind, name): a slice's ComputeDomain (rule 13b), the per-slice
-    #: budgets no slice keeps (rule 12b).
-    object_deletes: tuple[tuple[str, str], ...] = ()
-    events: tuple[PlannedEvent, ...] = ()
-    #: The full desired ``.status``.
-    status: dict[str, Any] = field(default_factory=dict)
-    #: Validation problems; the parts they name are not touched.
-    problems: tuple[Problem, ...] = ()
-    #: Names of ``services`` not among the observed services.
-    missing_services: tuple[str, ...] = ()
-    #: Per worker group, the observed counts (slices by state) the status and metrics report.
-    tallies: tuple[GroupTally, ...] = ()
-    #: Every slice this plan moves, and why (``slice_state.TRANSITIONS``).
-    transitions: tuple[SliceTransition, ...] = ()
-    #: RayCluster metadata annotations to merge-patch (None removes one): the crash-loop
-    #: backoff's records (planning/features/backoff.py); empty when nothing changed.
-    annotations: dict[str, str | None] = field(default_factory=dict)
-    #: Seconds until a timed rule is due (a host's unready timeout runs out, a backoff wait
-    #: ends or falls due for reset); None: no timed look.
-    requeue_after: float | None = None
-
-    @property
-    def is_empty(self) -> bool:
-        """Nothing to write except maybe the status (and create-if-missing extra objects)."""
-        return not (self.creates or self.deletes or self.missing_services)
+#: The name ``plan_cluster`` answers under (one ``Writes``, as ``plan_pass`` does).
+ClusterPlan = Writes
 
 
-def plan_cluster(cluster: RayCluster, context: PlanContext) -> ClusterPlan:
+def plan_cluster(cluster: RayCluster, context: PlanContext) -> Writes:
     """Plan every pod, service and status write for ``cluster``.
 
     ``context.state.pods`` may hold pods of other clusters or namespaces; only pods labelled
@@ -144,20 +111,23 @@ def plan_cluster(cluster: RayCluster, context: PlanContext) -> ClusterPlan:
         features=features,
         previous=turn.previous,
     )
-    return ClusterPlan(
-        creates=tuple(turn.creates),
+    wanted = (*services, *turn.objects)
+    present = context.state.present
+    return Writes(
+        annotations=turn.annotations,
+        objects=tuple(o for o in wanted if object_id(o) not in present),
         deletes=tuple(deletes),
-        services=services,
-        extra_objects=tuple(turn.objects),
+        creates=tuple(turn.creates),
         object_deletes=tuple(turn.object_deletes),
         events=tuple(turn.events),
         status=build_status(cluster, seen, now=context.now),
-        problems=turn.check.problems,
-        missing_services=missing_services(services, context.state.services),
         tallies=tuple(turn.tallies),
         transitions=tuple(turn.transitions),
-        annotations=turn.annotations,
         requeue_after=min(turn.requeue) if turn.requeue else None,
+        services=services,
+        extra_objects=tuple(turn.objects),
+        missing_services=missing_services(services, context.state.services),
+        problems=turn.check.problems,
     )
 
 

@@ -25,13 +25,16 @@ every feature in that order, at the point of the rules where it stands:
 
 Then the status builder asks each feature, in the same order, for its contributions to the
 status, typed: ``conditions()``, the conditions it owns (listed after the planner's own), and
-``status(group)``, fields of that group's ``workerGroups`` entry.
+``status(group)``, fields of that group's ``workerGroups`` entry (each one declared, with its
+schema, in the feature's ``fields``).
 
 A feature also declares, as class attributes, what the operator must do for it beyond the
-planner: ``watches``, the kinds it plans from (the controller watches them, hands them over
-in ``ClusterState.objects`` by kind, and its install grants ``list``/``watch`` plus the
-watch's ``verbs``), and ``rules``, any other permission it needs. The controller's sources
-and the install's RBAC are made from ``lifecycle.FEATURES`` (docs/design.md §4).
+planner: ``watches``, the kinds it plans from and how a change of each finds its cluster (the
+controller watches them by their ``route``, hands them over in ``ClusterState.objects`` by
+kind, and its install grants ``list``/``watch`` plus the watch's ``verbs``); ``rules``, any
+other permission it needs; and ``fields``, the schema of its status fields. The controller's
+sources, the install's RBAC and the CRDs' status schema are made from ``lifecycle.FEATURES``
+(docs/design.md §4).
 
 Every hook does nothing unless a feature overrides it, so a feature overrides the few it needs.
 A feature with unindexed pods (gate RayMultiHostIndexing off) sees only ``settle``.
@@ -41,6 +44,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, ClassVar
 
 from raycluster_operator.planning.reasons import Condition
@@ -62,11 +66,25 @@ class Rule:
     verbs: tuple[str, ...]
 
 
+class Route(StrEnum):
+    """How a change of a watched kind finds the clusters it concerns."""
+
+    #: Its objects carry the ``ray.io/cluster`` label of their cluster: the controller gives
+    #: the kind label-selected informers of its own.
+    LABEL = "label"
+    #: A Node concerns every cluster with a pod bound to it.
+    NODE = "node"
+    #: Every cluster of the object's namespace (a quota, a LimitRange).
+    NAMESPACE = "namespace"
+    #: The operator's own by the label, a user's by namespace (disruption budgets).
+    LABEL_OR_NAMESPACE = "label-or-namespace"
+    #: By the label, and watched only where the kind turns out to be served (ComputeDomains).
+    LABEL_WHERE_SERVED = "label-where-served"
+
+
 @dataclass(frozen=True)
 class Watch:
-    """A kind a feature plans from. Unless the controller routes the kind itself (Nodes, by
-    the pods bound to them; quotas, by namespace), its objects carry the ``ray.io/cluster``
-    label of the cluster they concern, which is how a change finds its cluster."""
+    """A kind a feature plans from, and how a change of it finds its cluster (``route``)."""
 
     group: str
     version: str
@@ -75,6 +93,7 @@ class Watch:
     #: Writes the feature plans on the kind (``create``, ``delete``), beyond list and watch.
     verbs: tuple[str, ...] = ()
     namespaced: bool = True
+    route: Route = Route.LABEL
 
     @property
     def rule(self) -> Rule:
@@ -90,6 +109,9 @@ class Feature:
     watches: ClassVar[tuple[Watch, ...]] = ()
     #: Other permissions it needs.
     rules: ClassVar[tuple[Rule, ...]] = ()
+    #: The fields ``status(group)`` writes in a group's ``workerGroups`` entry, each with its
+    #: OpenAPI schema: the installed CRDs declare them (``controller/crds.py``).
+    fields: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
 
     def mark(self, turn: GroupTurn) -> None:
         return None

@@ -20,16 +20,16 @@ The inputs travel on as one ``PlanContext`` (planning/context.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from raycluster_operator.api.objects import RayClusterObject, Resource
+from raycluster_operator.api.objects import RayClusterObject
 from raycluster_operator.api.problems import Problem
 from raycluster_operator.api.validation import parse_cluster
-from raycluster_operator.planning.actions import DELETE_POD, PlannedEvent, PodCreate, PodDelete
-from raycluster_operator.planning.cluster_plan import ClusterPlan, plan_cluster
+from raycluster_operator.planning.actions import DELETE_POD, PlannedEvent
+from raycluster_operator.planning.cluster_plan import plan_cluster
 from raycluster_operator.planning.conflict import controller_conflict
 from raycluster_operator.planning.context import (
     DEFAULT_CONTROLLER_NAMES,
@@ -44,7 +44,7 @@ from raycluster_operator.planning.deletion import plan_deletion
 from raycluster_operator.planning.features.strays import split_strays
 from raycluster_operator.planning.reasons import DeleteReason, EventReason
 from raycluster_operator.planning.status import INVALID_SPEC, unreadable_status
-from raycluster_operator.planning.turn import GroupTally
+from raycluster_operator.planning.writes import Writes, object_id
 
 __all__ = [
     "DEFAULT_CONTROLLER_NAMES",
@@ -52,39 +52,14 @@ __all__ = [
     "ObjectId",
     "PassPlan",
     "PlanOptions",
+    "Writes",
     "object_id",
     "plan_pass",
 ]
 
 
-@dataclass(frozen=True)
-class PassPlan:
-    """Every write of one pass, in the order the controller carries them out."""
-
-    #: Services and autoscaler RBAC objects to create.
-    objects: tuple[dict[str, Any], ...] = ()
-    #: Objects of the cluster's namespace to delete, as (kind, name), after the pod writes: a
-    #: slice's ComputeDomain (rule 13b), the per-slice budgets no slice keeps (rule 12b).
-    object_deletes: tuple[tuple[str, str], ...] = ()
-    deletes: tuple[PodDelete, ...] = ()
-    creates: tuple[PodCreate, ...] = ()
-    #: JSON patch releasing Ray's idle-termination finalizer (metadata only).
-    release_finalizer: tuple[dict[str, Any], ...] = ()
-    #: Recorded after the writes.
-    events: tuple[PlannedEvent, ...] = ()
-    #: The desired ``.status``; None leaves the status alone.
-    status: dict[str, Any] | None = None
-    #: Per worker group slice figures for the metrics; None leaves the gauges alone.
-    slices: tuple[GroupTally, ...] | None = None
-    #: Why the pass does less than a full plan (for the log): empty for a full plan.
-    note: str = ""
-    #: RayCluster metadata annotations to merge-patch (None removes one), before any pod
-    #: write: the crash-loop backoff's records (planning/features/backoff.py).
-    annotations: dict[str, str | None] = field(default_factory=dict)
-    #: Look again after this many seconds without a change (a timed rule is due then: a
-    #: host's unready timeout runs out, a backoff ends);
-    #: None = no timed requeue.
-    requeue_after: float | None = None
+#: The name ``plan_pass`` answers under: one ``Writes`` (planning/writes.py).
+PassPlan = Writes
 
 
 def plan_pass(
@@ -93,7 +68,7 @@ def plan_pass(
     now: datetime,
     new_suffix: Callable[[], str],
     options: PlanOptions = DEFAULT_OPTIONS,
-) -> PassPlan:
+) -> Writes:
     obj = state.cluster
     stored = RayClusterObject(obj)
     pods, strays = split_strays(obj, state.pods)  # rule 2b
@@ -101,37 +76,21 @@ def plan_pass(
         return _deleting(replace(state, pods=pods))
     managed_by = stored.managed_by
     if managed_by and managed_by not in options.controller_names:
-        return PassPlan(note=f"managed by {managed_by}")
+        return Writes(note=f"managed by {managed_by}")
     conflict = controller_conflict(obj, state.pods, now)
     if conflict is not None:  # rule 2a
-        return PassPlan(status=conflict.status, events=conflict.events, note=conflict.note)
+        return Writes(status=conflict.status, events=conflict.events, note=conflict.note)
     state = replace(state, pods=pods, strays=strays)
     cluster, problems = parse_cluster(obj)
     if cluster is None:
         return _unreadable(obj, problems, now)
-    plan = plan_cluster(cluster, PlanContext(state, now, new_suffix, options))
-    return _full(plan, state.present)
+    return plan_cluster(cluster, PlanContext(state, now, new_suffix, options))
 
 
-def _full(plan: ClusterPlan, present: Container[ObjectId]) -> PassPlan:
-    wanted = (*plan.services, *plan.extra_objects)
-    return PassPlan(
-        objects=tuple(o for o in wanted if object_id(o) not in present),
-        object_deletes=plan.object_deletes,
-        deletes=plan.deletes,
-        creates=plan.creates,
-        events=plan.events,
-        status=plan.status,
-        slices=plan.tallies,
-        annotations=plan.annotations,
-        requeue_after=plan.requeue_after,
-    )
-
-
-def _deleting(state: ClusterState) -> PassPlan:
+def _deleting(state: ClusterState) -> Writes:
     plan = plan_deletion(state.cluster, state.pods)
     if plan is None:
-        return PassPlan(note="deleting")
+        return Writes(note="deleting")
     events: tuple[PlannedEvent, ...] = ()
     if plan.deletes:
         events = (
@@ -142,7 +101,7 @@ def _deleting(state: ClusterState) -> PassPlan:
                 action=DELETE_POD,
             ),
         )
-    return PassPlan(
+    return Writes(
         deletes=plan.deletes,
         release_finalizer=plan.release_finalizer,
         events=events,
@@ -150,12 +109,12 @@ def _deleting(state: ClusterState) -> PassPlan:
     )
 
 
-def _unreadable(obj: Cached, problems: Sequence[Problem], now: datetime) -> PassPlan:
+def _unreadable(obj: Cached, problems: Sequence[Problem], now: datetime) -> Writes:
     stored = RayClusterObject(obj)
     before = stored.status
     status = unreadable_status(before, problems, stored.generation, now=now)
     text = "; ".join(str(p) for p in problems) or "the RayCluster cannot be read"
-    return PassPlan(
+    return Writes(
         events=() if _reported(before, text) else (_invalid_event(text),),
         status=status,
         note="invalid",
@@ -175,8 +134,3 @@ def _reported(status: Mapping[str, Any], text: str) -> bool:
 
 def _invalid_event(text: str) -> PlannedEvent:
     return PlannedEvent("Warning", EventReason.INVALID_SPEC, text, action="Validate")
-
-
-def object_id(obj: Cached) -> ObjectId:
-    view = Resource(obj)
-    return view.kind, view.name

@@ -3,7 +3,9 @@
 A ``ClusterTurn`` is one RayCluster's pass (its context, what was read from it, and the writes
 decided so far); a ``GroupTurn`` is one worker group's plan inside it. The planner's rules and
 the features' hooks (planning/feature.py) read and extend these, in rule order
-(docs/design.md §4), so a feature needs no parameter of its own anywhere.
+(docs/design.md §4), so a feature needs no parameter of its own anywhere. Once every rule and
+feature has had its say, ``plan_cluster`` freezes the turn's writes into one ``Writes``
+(planning/writes.py), the value the controller carries out.
 """
 
 from __future__ import annotations

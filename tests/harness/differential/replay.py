@@ -20,7 +20,7 @@ import yaml
 
 from devkube import DevCluster
 from devkube.machinery.client import ssl_context
-from raycluster_operator.api.crd import crd_manifest
+from raycluster_operator.controller.crds import crd_manifest
 
 from . import paths
 from .corpus import CONTENT_TYPES, Area, Step

@@ -251,8 +251,8 @@ class Reconciler:
         await self._record(obj, plan.events, pods)
         if plan.status is not None:
             await self._write_status(key, obj, plan.status, failures)
-        if plan.slices is not None:
-            self.metrics.set_slices(*split_key(key), list(plan.slices))
+        if plan.tallies is not None:
+            self.metrics.set_slices(*split_key(key), list(plan.tallies))
         if failures:
             await self._fail(obj, failures)
         return held

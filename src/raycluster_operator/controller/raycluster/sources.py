@@ -41,12 +41,10 @@ from raycluster_operator.controller.runtime.store import (
 )
 from raycluster_operator.kube import (
     COMPUTE_DOMAINS,
-    LIMIT_RANGES,
     NODES,
     POD_DISRUPTION_BUDGETS,
     PODS,
     RAYCLUSTERS,
-    RESOURCE_QUOTAS,
     ROLE_BINDINGS,
     ROLES,
     SERVICE_ACCOUNTS,
@@ -56,6 +54,7 @@ from raycluster_operator.kube import (
     KubeClient,
     NotFound,
 )
+from raycluster_operator.planning.feature import Route
 from raycluster_operator.planning.lifecycle import FEATURE_TYPES
 
 log = logging.getLogger(__name__)
@@ -68,22 +67,18 @@ BY_NAMESPACE = "namespace"
 BY_NODE = "node"
 #: The autoscaler's RBAC kinds the operator creates for an autoscaling cluster.
 RBAC_KINDS = (SERVICE_ACCOUNTS, ROLES, ROLE_BINDINGS)
-#: Kinds the lifecycle features watch that are routed here by hand: Nodes by the pods bound to
-#: them, quotas and LimitRanges by namespace (``QuotaWatch``), ComputeDomains only where
-#: served, budgets only while Nodes are watched (ours by the cluster label, a user's by
-#: namespace). Any other kind a feature declares in its ``watches`` gets label-selected
-#: informers of its own (``Sources.watched``).
-ROUTED = frozenset(
-    k.kind for k in (NODES, POD_DISRUPTION_BUDGETS, COMPUTE_DOMAINS, RESOURCE_QUOTAS, LIMIT_RANGES)
-)
 
 
 def feature_kinds() -> dict[str, Kind]:
-    """The kinds ``lifecycle.FEATURES`` watch that are routed by the cluster label."""
+    """The kinds ``lifecycle.FEATURES`` watch with ``Route.LABEL``: each gets label-selected
+    informers of its own (``Sources.watched``). Every other route is one of the caches
+    ``Sources`` keeps by hand: Nodes (``Route.NODE``, by the pods bound to them), quotas and
+    LimitRanges (``Route.NAMESPACE``, ``QuotaWatch``), budgets (``Route.LABEL_OR_NAMESPACE``,
+    only while Nodes are watched), ComputeDomains (``Route.LABEL_WHERE_SERVED``)."""
     out: dict[str, Kind] = {}
     for feature in FEATURE_TYPES:
         for w in feature.watches:
-            if w.kind not in ROUTED:
+            if w.route is Route.LABEL:
                 out.setdefault(w.kind, Kind(w.group, w.version, w.kind, w.plural, w.namespaced))
     return out
 

@@ -292,6 +292,10 @@ def _ready_time(pod: Pod) -> datetime | None:
     return None
 
 
+def _int32(description: str) -> dict[str, str]:
+    return {"description": description, "type": "integer", "format": "int32"}
+
+
 class Backoff(Feature):
     """Rule 13a as a lifecycle feature: the backoff records of one RayCluster through one pass,
     read from its annotation, held against each group's plan (``gate``), settled with what the
@@ -370,6 +374,26 @@ class Backoff(Feature):
         turn.annotations.update(self.annotations())
         if self._wakes:
             turn.requeue.append(min(self._wakes))
+
+    fields = {
+        "backoff": {
+            "description": "Slices whose re-creation waits out a crash-loop backoff: they broke "
+            "again soon after they were recreated.",
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "index": _int32("Replica index reserved for the slice."),
+                    "failures": _int32("Breaks in a row."),
+                    "nextTryTime": {
+                        "description": "When the slice is created again.",
+                        "type": "string",
+                        "format": "date-time",
+                    },
+                },
+            },
+        }
+    }
 
     def status(self, group: str) -> Mapping[str, Any]:
         """Rule 13a in the group's entry: which indices wait out a backoff, until when."""

@@ -33,7 +33,7 @@ from raycluster_operator.api.models import WorkerGroupSpec
 from raycluster_operator.builders.compute_domain import KIND, compute_domain, wire_channel
 from raycluster_operator.planning.actions import PlannedEvent
 from raycluster_operator.planning.context import Cached
-from raycluster_operator.planning.feature import Feature, Watch
+from raycluster_operator.planning.feature import Feature, Route, Watch
 from raycluster_operator.planning.reasons import DeleteReason, EventReason
 from raycluster_operator.planning.replicas import Replica
 from raycluster_operator.planning.slice_state import SERVING, SliceState
@@ -60,6 +60,7 @@ class ComputeDomains(Feature):
             "ComputeDomain",
             "computedomains",
             ("create", "delete"),
+            route=Route.LABEL_WHERE_SERVED,
         ),
     )
 

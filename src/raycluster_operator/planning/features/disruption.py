@@ -65,7 +65,7 @@ from raycluster_operator.planning.budget_overlap import (
     theirs,
 )
 from raycluster_operator.planning.context import Cached
-from raycluster_operator.planning.feature import Feature, Watch
+from raycluster_operator.planning.feature import Feature, Route, Watch
 from raycluster_operator.planning.reasons import (
     Condition,
     CreateReason,
@@ -389,8 +389,15 @@ class Disruptions(Feature):
     #: The nodes' cordons, taints and maintenance labels; a budget per slice, made and removed
     #: (never changed), and a user's budgets of the namespace, which may select the same pods.
     watches = (
-        Watch("", "v1", "Node", "nodes", namespaced=False),
-        Watch("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", ("create", "delete")),
+        Watch("", "v1", "Node", "nodes", namespaced=False, route=Route.NODE),
+        Watch(
+            "policy",
+            "v1",
+            "PodDisruptionBudget",
+            "poddisruptionbudgets",
+            ("create", "delete"),
+            route=Route.LABEL_OR_NAMESPACE,
+        ),
     )
 
     def __init__(self, turn: ClusterTurn) -> None:

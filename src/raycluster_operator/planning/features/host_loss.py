@@ -33,7 +33,7 @@ from raycluster_operator.api.models import RayCluster
 from raycluster_operator.api.objects import Pod, Resource
 from raycluster_operator.planning.actions import PodDelete
 from raycluster_operator.planning.context import Cached
-from raycluster_operator.planning.feature import Feature, Watch
+from raycluster_operator.planning.feature import Feature, Route, Watch
 from raycluster_operator.planning.pods import parse_index
 from raycluster_operator.planning.reasons import DeleteReason
 from raycluster_operator.planning.replicas import GroupPods, Replica
@@ -243,7 +243,7 @@ class HostLoss(Feature):
 
     rule = "8a"
     #: Cluster-scoped: even the namespaced install grants this (a ClusterRole of its own).
-    watches = (Watch("", "v1", "Node", "nodes", namespaced=False),)
+    watches = (Watch("", "v1", "Node", "nodes", namespaced=False, route=Route.NODE),)
 
     def __init__(self, turn: ClusterTurn) -> None:
         context = turn.context

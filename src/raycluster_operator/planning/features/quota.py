@@ -36,7 +36,7 @@ from kubefacts import quota as q
 from kubefacts.timestamps import parse_time
 from raycluster_operator.planning.actions import CREATE_POD, PlannedEvent, PodCreate, PodDelete
 from raycluster_operator.planning.context import Cached
-from raycluster_operator.planning.feature import Feature, Watch
+from raycluster_operator.planning.feature import Feature, Route, Watch
 from raycluster_operator.planning.reasons import (
     Condition,
     ConditionReason,
@@ -393,8 +393,8 @@ class Quota(Feature):
     rule = "13c"
     #: By namespace; without the grant the operator runs without the check.
     watches = (
-        Watch("", "v1", "ResourceQuota", "resourcequotas"),
-        Watch("", "v1", "LimitRange", "limitranges"),
+        Watch("", "v1", "ResourceQuota", "resourcequotas", route=Route.NAMESPACE),
+        Watch("", "v1", "LimitRange", "limitranges", route=Route.NAMESPACE),
     )
 
     def __init__(self, turn: ClusterTurn) -> None:
@@ -444,6 +444,16 @@ class Quota(Feature):
 
     def conditions(self) -> Sequence[Condition]:
         return tuple(c for c in (self.said, self.kuberay) if c is not None)
+
+    fields = {
+        QUOTA_WAITING: {
+            "description": "Indices of slices not created because they do not fit the "
+            "namespace's ResourceQuotas, or because the API refused a pod of the group's "
+            "slices (condition SliceQuotaExceeded says why).",
+            "type": "array",
+            "items": {"description": "Replica index.", "type": "integer", "format": "int32"},
+        }
+    }
 
     def status(self, group: str) -> Mapping[str, Any]:
         waiting = self.waiting.get(group)
