@@ -162,9 +162,8 @@ class DevCluster:
         self._node_status_every = max(node_status_every, count / STATUS_WRITES_PER_SECOND)
         # Stretched, the node lifecycle controller also looks less often (kube: every 5 s
         # against a 40 s grace), and not once per lease renewal.
-        self._node_monitor = (
-            max(0.5, self._node_grace / 20) if self._node_grace > node_grace else 0.0
-        )
+        stretched = self._node_grace > node_grace
+        self._node_monitor = max(0.5, self._node_grace / 20) if stretched else 0.0
         self._pod_gc_every = pod_gc_every
         self.addons = list(addons)
         self._addons_started: list[Addon] = []
