@@ -29,8 +29,10 @@ HOST_REPLICA: dict[str, Any] = {
 
 
 def where() -> dict[str, str]:
-    """The host this replica runs on, as the TPU runtime sees it (the operator's env)."""
+    """The host this replica runs on, as the TPU runtime sees it, and its RayCluster (the
+    operator's env): a NewCluster upgrade moves the answers to another cluster."""
     return {
+        "cluster": os.environ.get("RAY_CLUSTER_NAME", ""),
         "slice": os.environ.get("TPU_NAME", ""),
         "worker": os.environ.get("TPU_WORKER_ID", ""),
         "host": socket.gethostname(),

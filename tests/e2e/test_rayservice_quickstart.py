@@ -1,13 +1,21 @@
 """The README's "RayService quickstart", run as written on the process runtime, on real Ray
-Serve: the RayService of examples/rayservice-tpu-v5p-2x2x2-local.yaml becomes Ready, `kubectl
-port-forward svc/slice-hosts-serve-svc 8000` and curl get answers from both hosts of the TPU
-slice; then the README's second block changes the application's code in serveConfigV2, and
-while it runs a steady stream of requests through a port-forward of the serve service counts
-what failed. The change rolls in place: the same RayCluster stays active, Serve replaces the
-replicas, and no request fails (issue #35's goal). The figures (time from the spec change to
-the first and last answers of each version, failed requests) are printed for the README.
+Serve, with a steady stream of requests counting what fails (issue #35):
 
-Run under `flock /tmp/realray.lock`.
+1. the RayService of examples/rayservice-tpu-v5p-2x2x2-local.yaml becomes Ready, `kubectl
+   port-forward svc/slice-hosts-serve-svc 8000` and curl get answers from both hosts of the
+   TPU slice;
+2. the README's second block changes the application's code in serveConfigV2 during a stream
+   through a port-forward of the serve service: the change rolls in place on the same
+   RayCluster and no request fails;
+3. the third block changes the cluster's image (NewCluster) during a stream that follows the
+   serve service as a cluster IP would (`ServiceRoute`; a port-forward holds on to one pod of
+   the old cluster): traffic moves once the new cluster's slice is whole and its application
+   RUNNING, the old cluster is deleted, and no request fails;
+4. Ray is killed on one host of the serving slice during that stream: the slice leaves the
+   service and comes back once healed; only requests on the slice fail.
+
+The figures (times from each change, answered and failed requests) are printed as
+`E2E-FIGURES` lines for the README. Run under `flock /tmp/realray.lock`.
 """
 
 from __future__ import annotations
@@ -21,18 +29,20 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
 import yaml
 
 from raycluster_operator.controller.crds import rayservice_crd_manifest
-from raycluster_operator.kube import RAYSERVICES
+from raycluster_operator.kube import PODS, RAYSERVICES, SERVICES, KubeError
 from tests.harness.examples import README, example, readme_block
-from tests.harness.ray_world import LIGHT_ENV, RayWorld
+from tests.harness.pods import HOST_INDEX
+from tests.harness.ray_world import LIGHT_ENV, RayWorld, eventually, labels_of
 
 EXAMPLE = example("rayservice-tpu-v5p-2x2x2-local")
 #: Where the pods import the application from (the README's `export PYTHONPATH=...`).
@@ -42,31 +52,50 @@ HEADING = "### RayService quickstart"
 #: The stream: one request every STREAM_GAP seconds, each given REQUEST_TIMEOUT to answer.
 STREAM_GAP = 0.05
 REQUEST_TIMEOUT = 10.0
+NAME = "slice-hosts"
+#: The dev cluster of the README: two TPU v5p 2x2x2 pools (a NewCluster upgrade runs two
+#: clusters of one 2-host slice at once) and a CPU node for both heads.
+NODES = ["tpu:v5p:2x2x2:2", "cpu:1"]
+#: The slice's hosts (their hostnames: the same in every cluster of the service).
+HOSTS = ("tpu-v5p-0-0", "tpu-v5p-0-1")
+SERVE_PORT = 8000
+SERVE_LABEL = "ray.io/serve"
+#: How often the test's stand-in for kube-proxy reads the serve service's endpoints.
+ENDPOINTS_EVERY = 0.25
 #: An answer of the application in a block's output (curl prints no newline after it).
 ANSWER = re.compile(r'\{"version":[^{}]*\}')
 
-pytestmark = pytest.mark.slow(seconds=100)
+pytestmark = pytest.mark.slow(seconds=180)
 
 
-def readme_blocks() -> tuple[str, str]:
-    """The section's two shell blocks: the first after its `export` and `dev` lines (the test
-    starts the same dev cluster itself and sets the environment), the second as written."""
+def readme_blocks() -> tuple[str, str, str]:
+    """The section's three shell blocks: the first after its `export` and `dev` lines (the
+    test starts the same dev cluster itself and sets the environment), the others as
+    written."""
     first = readme_block(HEADING)
     lines = first.splitlines()
     start = next(i for i, line in enumerate(lines) if line.lstrip().startswith("--apply"))
     text = README.read_text()
     rest = text[text.index(HEADING) :]
     rest = rest[rest.index("```\n") + 4 :]
-    second = rest[rest.index("```sh\n") + 6 :]
-    return "\n".join(lines[start + 1 :]) + "\n", second[: second.index("```")]
+    blocks = []
+    for _ in range(2):
+        rest = rest[rest.index("```sh\n") + 6 :]
+        blocks.append(rest[: rest.index("```")])
+        rest = rest[rest.index("```") + 3 :]
+    return "\n".join(lines[start + 1 :]) + "\n", blocks[0], blocks[1]
 
 
 @dataclass
 class Stream:
-    """Requests sent one after another to the serve service, each answer kept with its time
-    since the stream began (loop time); a failure is an error or a status other than 200."""
+    """Requests sent one after another to the serve service, each answer kept with the time it
+    was sent (loop time); a failure is an error, a status other than 200, or no endpoint to
+    send it to. ``target`` gives each request's URL (None: the service has no endpoint);
+    ``fresh``: a new connection for each request, as curl in a loop makes (a cluster IP sends
+    a connection to one endpoint for its whole life)."""
 
-    url: str
+    target: Callable[[], str | None]
+    fresh: bool = False
     answers: list[tuple[float, str]] = field(default_factory=list)
     failures: list[tuple[float, str]] = field(default_factory=list)
 
@@ -74,30 +103,85 @@ class Stream:
         loop = asyncio.get_running_loop()
         timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT)
         ends = loop.time() + bound
-        async with aiohttp.ClientSession(timeout=timeout) as http:
+        connector = aiohttp.TCPConnector(force_close=self.fresh)
+        async with aiohttp.ClientSession(timeout=timeout, connector=connector) as http:
             while not stop.is_set() and loop.time() < ends:
                 sent = loop.time()
-                try:
-                    async with http.get(self.url) as resp:
-                        body = await resp.text()
-                        if resp.status == 200:
-                            self.answers.append((sent, body))
-                        else:
-                            self.failures.append((sent, f"HTTP {resp.status}: {body[:200]}"))
-                except (aiohttp.ClientError, TimeoutError) as error:
-                    self.failures.append((sent, repr(error)))
+                url = self.target()
+                if url is None:
+                    self.failures.append((sent, "no endpoint"))
+                else:
+                    await self._send(http, url, sent)
                 await asyncio.sleep(STREAM_GAP)
+
+    async def _send(self, http: aiohttp.ClientSession, url: str, sent: float) -> None:
+        try:
+            async with http.get(url) as resp:
+                body = await resp.text()
+                if resp.status == 200:
+                    self.answers.append((sent, body))
+                else:
+                    self.failures.append((sent, f"{url}: HTTP {resp.status}: {body[:200]}"))
+        except (aiohttp.ClientError, TimeoutError) as error:
+            self.failures.append((sent, f"{url}: {error!r}"))
 
     def tail(self, count: int) -> list[tuple[float, str, str]]:
         return self.versions()[-count:]
 
+    def parsed(self) -> list[tuple[float, dict[str, str]]]:
+        return [(at, json.loads(body)) for at, body in self.answers]
+
     def versions(self) -> list[tuple[float, str, str]]:
         """(time, version, host) of every answer."""
-        out = []
-        for at, body in self.answers:
-            answer = json.loads(body)
-            out.append((at, str(answer["version"]), str(answer["host"])))
-        return out
+        return [(at, str(a["version"]), str(a["host"])) for at, a in self.parsed()]
+
+
+@dataclass
+class ServiceRoute:
+    """What kube-proxy does for the serve service's cluster IP, which the dev cluster does not
+    run (and `kubectl port-forward svc/...` holds on to the one pod it picked at start, which a
+    NewCluster upgrade deletes): the service's endpoints are the Ready, not terminating pods
+    its selector matches, looked up again every ENDPOINTS_EVERY seconds; each request goes to
+    the next endpoint's serve port, round robin."""
+
+    kube: Any
+    name: str
+    ips: list[str] = field(default_factory=list)
+    turn: int = 0
+
+    def next_url(self) -> str | None:
+        if not self.ips:
+            return None
+        self.turn += 1
+        return f"http://{self.ips[self.turn % len(self.ips)]}:{SERVE_PORT}/"
+
+    async def follow(self, stop: asyncio.Event) -> None:
+        """Look the endpoints up until ``stop`` (the caller's first lookup is ``refresh``)."""
+        while not stop.is_set():
+            await asyncio.sleep(ENDPOINTS_EVERY)
+            with contextlib.suppress(KubeError):
+                await self.refresh()
+
+    async def refresh(self) -> None:
+        self.ips = await self._endpoints()
+
+    async def _endpoints(self) -> list[str]:
+        service = await self.kube.get(SERVICES, "default", self.name)
+        selector = service["spec"]["selector"]
+        wanted = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
+        listing = await self.kube.list(PODS, "default", label_selector=wanted)
+        return sorted(ip for pod in listing.items if (ip := _endpoint(pod)))
+
+
+def _endpoint(pod: dict[str, Any]) -> str:
+    """The pod's IP when an EndpointSlice would list it as ready ("" when not)."""
+    status = pod.get("status") or {}
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in status.get("conditions") or []
+    )
+    terminating = bool(pod["metadata"].get("deletionTimestamp"))
+    return str(status.get("podIP") or "") if ready and not terminating else ""
 
 
 async def until_answered(stream: Stream, version: str) -> None:
@@ -169,9 +253,147 @@ def require_serve() -> None:
         pytest.fail(f"Ray Serve cannot be imported ({error}): pip install -e '.[ray]'")
 
 
+async def active_cluster(world: RayWorld) -> str:
+    service = await world.kube.get(RAYSERVICES, "default", NAME)
+    return str(service["status"]["activeServiceStatus"]["rayClusterName"])
+
+
+async def in_place_phase(world: RayWorld, env: dict[str, str], block: str) -> None:
+    """The README's second block during a stream through `kubectl port-forward`: the new code
+    rolls in place on the same cluster, with no failed request."""
+    cluster = await active_cluster(world)
+    async with port_forward(env, f"svc/{NAME}-serve-svc") as port:
+        url = f"http://127.0.0.1:{port}/"
+        stream = Stream(lambda: url)
+        stop = asyncio.Event()
+        streaming = asyncio.create_task(stream.run(stop, bound=900))
+        await until_answered(stream, "v1")
+        loop = asyncio.get_running_loop()
+        changed = loop.time()  # the block's first command is the spec change
+        text = await shell(env, block)
+        assert cluster in text, text[-6000:]  # the same RayCluster serves
+        await until_rolled(stream, streaming)
+        stop.set()
+        await streaming
+
+    after = await world.kube.get(RAYSERVICES, "default", NAME)
+    assert after["status"]["activeServiceStatus"]["rayClusterName"] == cluster
+    assert not (after["status"].get("pendingServiceStatus") or {}).get("rayClusterName")
+    seen = stream.versions()
+    first_v2 = min(at for at, version, _ in seen if version == "v2")
+    last_v1 = max(at for at, version, _ in seen if version == "v1")
+    print(
+        f"E2E-FIGURES serveConfigV2 change: first v2 answer {first_v2 - changed:.1f} s, "
+        f"last v1 answer {last_v1 - changed:.1f} s after the patch; "
+        f"{len(stream.answers)} answered, {len(stream.failures)} failed"
+    )
+    assert not stream.failures, stream.failures[:20]
+    assert {host for _, version, host in seen if version == "v2"} == set(HOSTS)
+
+
+async def new_cluster_phase(
+    world: RayWorld, env: dict[str, str], block: str, stream: Stream
+) -> str:
+    """The README's third block (a new image: NewCluster) during ``stream``, which follows the
+    serve service: traffic moves to the new cluster once its slice is whole and its
+    application RUNNING, the old cluster is deleted, and no request fails. Returns the new
+    cluster's name."""
+    old = await active_cluster(world)
+    await until_served_by(stream, old, since=0.0)
+    loop = asyncio.get_running_loop()
+    changed = loop.time()  # the block's second command is the spec change
+    text = await shell(env, block)
+    done = loop.time()
+    new = await active_cluster(world)
+    assert new != old and new in text, text[-6000:]
+
+    async def old_pods_gone() -> None:
+        assert not await world.pods(old, live=False)
+
+    await eventually(old_pods_gone, within=120)
+    await until_served_by(stream, new, since=done)
+    seen = [(at, a) for at, a in stream.parsed() if at >= changed]
+    first_new = min(at for at, a in seen if a["cluster"] == new)
+    last_old = max(at for at, a in seen if a["cluster"] == old)
+    failed = [f for f in stream.failures if f[0] >= changed]
+    print(
+        f"E2E-FIGURES NewCluster upgrade: first answer of the new cluster {first_new - changed:.1f}"
+        f" s, last of the old {last_old - changed:.1f} s after the patch, old cluster deleted "
+        f"{done - changed:.1f} s after it; {len(seen)} answered, {len(failed)} failed"
+    )
+    assert not stream.failures, stream.failures[:20]
+    assert {a["host"] for at, a in seen if a["cluster"] == new} == set(HOSTS)
+    return new
+
+
+async def until_served_by(stream: Stream, cluster: str, since: float) -> None:
+    """Until both hosts of ``cluster`` have answered requests sent after ``since``."""
+    while True:
+        served = {a["host"] for at, a in stream.parsed() if at > since and a["cluster"] == cluster}
+        if served == set(HOSTS):
+            return
+        await asyncio.sleep(0.2)
+
+
+async def host_kill_phase(world: RayWorld, cluster: str, stream: Stream) -> None:
+    """Ray dies on host 1 of the serving slice (its raylet is killed; the container exits and
+    the kubelet restarts it, as after a crash) during ``stream``: the slice leaves the serve
+    service until Serve has a replica on the restarted host again and the slice is whole;
+    the head's proxy serves from host 0's replica meanwhile. Only requests on the slice may
+    fail: those sent to its pods (a cluster IP's endpoints lag the pod's readiness too) and
+    those Serve had sent to the dying replica."""
+    pods = await world.workers(cluster)
+    workers = {labels_of(p)[HOST_INDEX]: p["metadata"]["name"] for p in pods}
+    on_slice = tuple(f"http://{p['status']['podIP']}:{SERVE_PORT}/" for p in pods)
+    loop = asyncio.get_running_loop()
+    killed = loop.time()
+    world.kill_process(workers["1"], "raylet")
+    left: list[float] = []
+
+    async def back() -> float:
+        pods = await world.workers(cluster)
+        serving = [labels_of(p).get(SERVE_LABEL) == "true" and _endpoint(p) for p in pods]
+        if not all(serving) and not left:
+            left.append(loop.time())
+        assert left and len(pods) == 2 and all(serving), [labels_of(p) for p in pods]
+        return loop.time()
+
+    returned = await world.while_progressing(cluster, back)
+    await until_served_by(stream, cluster, since=returned)
+    restarted = first_of_a_new_replica(stream, cluster, killed)
+    window = [(at - killed, why) for at, why in stream.failures if at >= killed - REQUEST_TIMEOUT]
+    print(
+        f"E2E-FIGURES host kill: the slice left the serve service {left[0] - killed:.1f} s after "
+        f"the kill and was back {returned - killed:.1f} s after it; the restarted host's first "
+        f"answer {restarted - killed:.1f} s after it; "
+        f"{sum(1 for at, _ in stream.answers if at >= killed)} answered, {len(window)} failed "
+        f"(the slice's pods: {on_slice}): {[(round(t, 2), why[:160]) for t, why in window]}"
+    )
+    # Through another pod's proxy only what Serve had sent to the dying replica before the
+    # slice left the service (one request at a time: the one in flight, the one after it).
+    elsewhere = [t for t, why in window if not why.startswith(on_slice)]
+    assert len(elsewhere) <= 2 and all(t <= left[0] - killed for t in elsewhere), window
+    assert all(t <= returned - killed for t, _ in window), window
+
+
+def first_of_a_new_replica(stream: Stream, cluster: str, killed: float) -> float:
+    """When host 1 of ``cluster`` first answered from a new replica after ``killed``: the v2
+    code counts the requests its replica served, so a count lower than the one before is a
+    new replica (the dying one may still answer for a moment)."""
+    last = 0
+    for at, a in stream.parsed():
+        if a["cluster"] != cluster or a["worker"] != "1":
+            continue
+        count = int(a["served_by_this_replica"])
+        if at > killed and count < last:
+            return at
+        last = count
+    raise AssertionError("host 1 never answered from a new replica")
+
+
 async def test_the_readme_rayservice_quickstart(tmp_path: Path) -> None:
     require_serve()
-    world = await RayWorld.start(["tpu:v5p:2x2x2:1", "cpu:1"], runtime="process")
+    world = await RayWorld.start(NODES, runtime="process")
     try:
         # What the README's `export PYTHONPATH=...` gives the pods (they get the host's
         # environment, as `raycluster-operator dev` does), with Ray's quiet settings.
@@ -187,39 +409,27 @@ async def test_the_readme_rayservice_quickstart(tmp_path: Path) -> None:
         await world.cluster.apply(yaml.safe_load(EXAMPLE.read_text()))
         kubeconfig = world.cluster.write_kubeconfig(tmp_path / "kubeconfig")
         env = {**os.environ, "KUBECONFIG": str(kubeconfig), "PATH": f"{BIN}:{os.environ['PATH']}"}
-        first, second = readme_blocks()
+        first, second, third = readme_blocks()
 
         text = await shell(env, first)
         hosts = {json.loads(answer)["host"] for answer in ANSWER.findall(text)}
-        assert hosts == {"tpu-v5p-0-0", "tpu-v5p-0-1"}, text[-6000:]
-        before = await world.kube.get(RAYSERVICES, "default", "slice-hosts")
-        cluster = before["status"]["activeServiceStatus"]["rayClusterName"]
+        assert hosts == set(HOSTS), text[-6000:]
+        await in_place_phase(world, env, second)
 
-        async with port_forward(env, "svc/slice-hosts-serve-svc") as port:
-            stream = Stream(f"http://127.0.0.1:{port}/")
-            stop = asyncio.Event()
-            streaming = asyncio.create_task(stream.run(stop, bound=900))
-            await until_answered(stream, "v1")
-            loop = asyncio.get_running_loop()
-            changed = loop.time()  # the second block's first command is the spec change
-            text = await shell(env, second)
-            assert cluster in text, text[-6000:]  # the same RayCluster serves
-            await until_rolled(stream, streaming)
+        route = ServiceRoute(world.kube, f"{NAME}-serve-svc")
+        await route.refresh()
+        assert route.ips, "the serve service has no endpoint"
+        stream = Stream(route.next_url, fresh=True)
+        stop = asyncio.Event()
+        tasks = [
+            asyncio.create_task(route.follow(stop)),
+            asyncio.create_task(stream.run(stop, bound=1200)),
+        ]
+        try:
+            new = await new_cluster_phase(world, env, third, stream)
+            await host_kill_phase(world, new, stream)
+        finally:
             stop.set()
-            await streaming
-
-        after = await world.kube.get(RAYSERVICES, "default", "slice-hosts")
-        assert after["status"]["activeServiceStatus"]["rayClusterName"] == cluster
-        assert not (after["status"].get("pendingServiceStatus") or {}).get("rayClusterName")
-        seen = stream.versions()
-        first_v2 = min(at for at, version, _ in seen if version == "v2")
-        last_v1 = max(at for at, version, _ in seen if version == "v1")
-        print(
-            f"E2E-FIGURES serveConfigV2 change: first v2 answer {first_v2 - changed:.1f} s, "
-            f"last v1 answer {last_v1 - changed:.1f} s after the patch; "
-            f"{len(stream.answers)} answered, {len(stream.failures)} failed"
-        )
-        assert not stream.failures, stream.failures[:20]
-        assert {host for _, version, host in seen if version == "v2"} == hosts
+            await asyncio.gather(*tasks)
     finally:
         await world.close()
