@@ -5,11 +5,11 @@ When Kueue admits a RayCluster under TAS it writes the scheduling gate
 `kueue.x-k8s.io/topology` into the worker group's template; each pod made from it waits until
 Kueue's ungater removes the gate and pins the pod to a domain of the admission's topology
 assignment. Kueue v0.17.0 reads no rank from a RayCluster's pods (its RayCluster integration
-sets no pod-index label), so the ungater hands the assignment's domains, in their order
-(sub-block by sub-block), to the gated pods in the order its cache lists them: two slices
+sets no pod-index label), so the ungater hands the assignment's places, grouped sub-block
+by sub-block, to the gated pods in the order its cache lists them: two slices
 gated together can be mixed across sub-blocks, and each is then split. With at most one
-slice of a group gated at a time, each slice takes the next free places in that order, which
-lie in one domain of the slice's required level, since Kueue fills each domain with whole
+slice of a group gated at a time, each slice takes the next free places, which lie in one
+domain of the slice's required level, since Kueue fills each domain with whole
 slices. The cost: one ungater round (about a second) per slice.
 """
 
