@@ -31,6 +31,14 @@ INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 BETA_INSTANCE_TYPE_LABEL = "beta.kubernetes.io/instance-type"  # GKE still sets both
 CPU_MACHINE_TYPE = "n2-standard-16"  # what the plain nodes' 16 CPUs / 64Gi are on GKE
 CLIQUE_LABEL = "nvidia.com/gpu.clique"
+# GKE's placement labels on nodes of compact capacity, coarsest first: the block, the
+# sub-block within it and the physical host. Kueue's Topology Aware Scheduling reads them
+# (`TPU_TOPOLOGY_LEVELS`, then kubernetes.io/hostname). Here every TPU entry of the spec is
+# one block, each of its pools (one slice) one sub-block, each node its own host.
+BLOCK_LABEL = "cloud.google.com/gce-topology-block"
+SUBBLOCK_LABEL = "cloud.google.com/gce-topology-subblock"
+HOST_LABEL = "cloud.google.com/gce-topology-host"
+TPU_TOPOLOGY_LEVELS = (BLOCK_LABEL, SUBBLOCK_LABEL, HOST_LABEL, "kubernetes.io/hostname")
 
 DEFAULT_SPEC: tuple[str, ...] = ("tpu:v6e:4x4:2", "gpu:gb200:18:1", "cpu:4")
 
@@ -330,6 +338,7 @@ def build_nodes(groups: Sequence[NodeGroup]) -> list[dict[str, Any]]:
             base = f"tpu-{group.generation}-{topology}"
             if machine_type != usual:
                 base += f"-{machine.chips}t"
+            block = pool_name(base + "-block")
             for _ in range(group.pools):
                 pool = pool_name(base)
                 labels = {
@@ -338,6 +347,8 @@ def build_nodes(groups: Sequence[NodeGroup]) -> list[dict[str, Any]]:
                     NODEPOOL_LABEL: pool,
                     INSTANCE_TYPE_LABEL: machine_type,
                     BETA_INSTANCE_TYPE_LABEL: machine_type,
+                    BLOCK_LABEL: block,
+                    SUBBLOCK_LABEL: pool,
                 }
                 resources = {
                     "cpu": machine.cpu,
@@ -346,7 +357,9 @@ def build_nodes(groups: Sequence[NodeGroup]) -> list[dict[str, Any]]:
                 }
                 for h in range(hosts):
                     taints = [accelerator_taint(TPU_RESOURCE)]
-                    nodes.append(_node(f"{pool}-h{h}", len(nodes), labels, resources, taints))
+                    name = f"{pool}-h{h}"
+                    host = {**labels, HOST_LABEL: name}
+                    nodes.append(_node(name, len(nodes), host, resources, taints))
         elif isinstance(group, GpuDomains):
             gpus, product = GPU_MODELS[group.model]
             for _ in range(group.domains):
@@ -382,7 +395,8 @@ of 4 hosts; v5e/v6e 2x4 = 1 host with 8 chips). Name GKE's machine type instead 
 generation to pick the hosts: tpu:ct6e-standard-4t:2x4 = 1 pool of 2 hosts with 4 chips,
 tpu:ct6e-standard-8t:2x4 = 1 host with 8 (also ct5lp-hightpu-1t/4t/8t, ct6e-standard-1t,
 ct4p-hightpu-4t, ct5p-hightpu-4t, tpu7x-standard-4t). Nodes carry GKE's labels
-(gke-tpu-accelerator, gke-tpu-topology, gke-nodepool, node.kubernetes.io/instance-type);
+(gke-tpu-accelerator, gke-tpu-topology, gke-nodepool, node.kubernetes.io/instance-type;
+TPU nodes also gce-topology-block/-subblock/-host: an entry is a block, a pool a sub-block);
 `gpu:<model>:<hosts>[:<domains>]` adds NVLink domains whose hosts share an
 nvidia.com/gpu.clique label (gb200, gb300: 4 GPUs per host; h100, h200, a100: 8);
 `cpu:<count>` adds plain nodes. TPU and GPU nodes are tainted

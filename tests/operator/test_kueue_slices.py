@@ -11,7 +11,10 @@ first create proves that no slice ever existed in part. Then a RayCluster of a h
 WorkloadPriorityClass preempts a running one: Kueue suspends the victim, whose slice goes
 whole (every pod deleted), and readmits it when the preemptor leaves, its slice back at
 index 0. A queued RayJob waits Suspended without a RayCluster behind a running one, then
-runs its cluster's slice whole, under one Workload (the RayJob's)."""
+runs its cluster's slice whole, under one Workload (the RayJob's). Under Topology Aware
+Scheduling (a ResourceFlavor naming the dev cluster's `Topology` of GKE's placement labels),
+a worker group asking for one sub-block per slice gets each slice's hosts inside one
+sub-block, and a slice that fits no domain waits whole, with Kueue's reason."""
 
 from __future__ import annotations
 
@@ -24,14 +27,18 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+import yaml
 
+from devkube.nodes import HOST_LABEL, SUBBLOCK_LABEL
 from tests.harness import control_planes
 from tests.harness import manifests as m
+from tests.harness.examples import EXAMPLES
 from tests.harness.kubectl import Run, ok, runner
 from tests.harness.kueue import require_kueue, running_kueue
 from tests.harness.objects import Obj
 from tests.harness.operator_world import SMALL, SharedWorld, eventually, running_world
 from tests.harness.pods import REPLICA_INDEX, is_ready
+from tests.rayjob.jobs_api_standin import JobsApiStandIn
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.kubernetes]
 
@@ -41,6 +48,10 @@ NODES = ["tpu:v5p:2x2x2:2", "cpu:2"]
 HOSTS = 2
 QUEUE = "kueue.x-k8s.io/queue-name"
 PRIORITY = "kueue.x-k8s.io/priority-class"
+SLICE_TOPOLOGY = "kueue.x-k8s.io/podset-slice-required-topology"
+SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
+TAS_GATE = "kueue.x-k8s.io/topology"
+HOSTNAME = "kubernetes.io/hostname"
 
 
 def kueue_objects() -> list[Obj]:
@@ -85,7 +96,21 @@ def kueue_objects() -> list[Obj]:
             "metadata": {"name": "high"},
             "value": 1000,
         },
+        *tas_objects(),
     ]
+
+
+def tas_objects() -> list[Obj]:
+    """Topology Aware Scheduling beside the quota above, as examples/kueue/tpu-tas.yaml has
+    it (its RayCluster left out, its LocalQueue `tas` moved to NS): a flavor of the TPU nodes
+    naming the dev cluster's Topology and a plain one for CPU nodes first (the head), in a
+    ClusterQueue of two slices' TPU quota."""
+    docs = yaml.safe_load_all((EXAMPLES / "kueue" / "tpu-tas.yaml").read_text())
+    out = [d for d in docs if d and d["kind"] != "RayCluster"]
+    for doc in out:
+        if doc["kind"] == "LocalQueue":
+            doc["metadata"]["namespace"] = NS
+    return out
 
 
 def queued_slice(name: str, **labels: str) -> Obj:
@@ -153,6 +178,19 @@ async def queued(
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def jobs_api(queued: tuple[SharedWorld, Run, PodLog]) -> AsyncIterator[JobsApiStandIn]:
+    """Ray's Jobs API for the RayJobs of the module (no Ray runs on the simulated runtime):
+    the test plays Ray's part, finishing a submitted job."""
+    world = queued[0]
+    standin = await JobsApiStandIn().start()
+    world.operators[-1].manager.rayjobs.resolve = lambda rayjob, cluster: standin.url
+    try:
+        yield standin
+    finally:
+        await standin.stop()
 
 
 async def get(kubectl: Run, *args: str) -> Any:
@@ -308,3 +346,130 @@ async def test_a_queued_rayjob_waits_without_a_cluster_then_runs_whole(
     assert owners == ["job"], owners
     log.assert_whole()
     await ok(kubectl, "delete", "rayjob", "job", "-n", NS, "--wait=true")
+
+
+def tas_slices(name: str, replicas: int, level: str) -> Obj:
+    """REPLICAS v5p 2x2x2 slices on LocalQueue `tas`, each slice (numOfHosts pods) required
+    inside one domain of LEVEL."""
+    obj = queued_slice(name)
+    obj["metadata"]["labels"] = {QUEUE: "tas"}
+    group = obj["spec"]["workerGroupSpecs"][0]
+    group.update(replicas=replicas, maxReplicas=replicas)
+    group["template"]["metadata"] = {"annotations": {SLICE_TOPOLOGY: level, SLICE_SIZE: str(HOSTS)}}
+    return obj
+
+
+async def nodes_empty(world: SharedWorld) -> None:
+    """Until no pod of the earlier tests is left, terminating ones included: TAS counts every
+    pod on a node, and a Workload found not to fit is tried again only on a queue event."""
+
+    async def empty() -> None:
+        pods = await world.cluster.client.get(f"/api/v1/namespaces/{NS}/pods")
+        assert [p["metadata"]["name"] for p in pods["items"]] == []
+
+    await eventually(empty, 60, interval=0.3)
+
+
+async def test_under_tas_each_slice_lands_in_one_subblock(
+    queued: tuple[SharedWorld, Run, PodLog],
+) -> None:
+    world, kubectl, log = queued
+    await nodes_empty(world)
+    await ok(kubectl, "apply", "-f", "-", input=json.dumps(tas_slices("tas", 2, SUBBLOCK_LABEL)))
+
+    async def placed() -> list[Obj]:
+        assert condition(await workload_of(kubectl, "tas"), "Admitted")
+        workers = [p for p in await world.pods("tas", NS) if p["metadata"]["labels"].get(
+            "ray.io/node-type") == "worker"]  # fmt: skip
+        assert len(workers) == 2 * HOSTS and all(is_ready(p) for p in workers), workers
+        return workers
+
+    workers = await eventually(placed, 120, interval=0.3)
+    nodes = {n["metadata"]["name"]: n["metadata"]["labels"] for n in (
+        await world.cluster.client.get("/api/v1/nodes"))["items"]}  # fmt: skip
+    slices: dict[str, set[str]] = {}
+    for pod in workers:
+        spec = pod["spec"]
+        # Kueue's ungater opened the gate and pinned the pod to the host TAS assigned it.
+        assert TAS_GATE not in [g["name"] for g in spec.get("schedulingGates") or []]
+        assert spec["nodeSelector"][HOSTNAME] == spec["nodeName"], spec["nodeSelector"]
+        index = pod["metadata"]["labels"][REPLICA_INDEX]
+        slices.setdefault(index, set()).add(nodes[spec["nodeName"]][SUBBLOCK_LABEL])
+    # Each slice's hosts share one sub-block (one slice at a time in Kueue's ungater, rule
+    # 13d), and the two slices have one each.
+    assert sorted(slices) == ["0", "1"] and all(len(s) == 1 for s in slices.values()), slices
+    assert slices["0"] != slices["1"], slices
+    log.assert_whole()
+    await ok(kubectl, "delete", "raycluster", "tas", "-n", NS, "--wait=true")
+
+
+async def test_under_tas_a_slice_that_fits_no_domain_waits_whole(
+    queued: tuple[SharedWorld, Run, PodLog],
+) -> None:
+    world, kubectl, log = queued
+    # One host holds one 4-chip worker: a slice of two can never fit one host.
+    await ok(kubectl, "apply", "-f", "-", input=json.dumps(tas_slices("unfit", 1, HOST_LABEL)))
+
+    async def waits() -> str:
+        wl = await workload_of(kubectl, "unfit")
+        assert not condition(wl, "QuotaReserved")
+        messages = [c.get("message", "") for c in wl["status"]["conditions"]]
+        # Kueue's reason, e.g. couldn't assign flavors to pod set tpu: topology "gke-tpu"
+        # doesn't allow to fit any of 1 slice(s) (its first try may name the head's flavors
+        # instead, until an event of the queue has it try again)
+        assert any("couldn't assign flavors" in m for m in messages), wl
+        return " ".join(messages)
+
+    why = await eventually(waits, 60, interval=0.3)
+    assert (await get(kubectl, "raycluster", "unfit"))["spec"].get("suspend") is True
+    await world.reconciled("unfit", NS)
+    assert await world.pods("unfit", NS, live=False) == [], why
+    assert not log.names("unfit")
+    await ok(kubectl, "delete", "raycluster", "unfit", "-n", NS, "--wait=true")
+
+
+async def deployment(kubectl: Run, job: str) -> Obj:
+    status: Obj = (await get(kubectl, "rayjob", job)).get("status") or {}
+    return status
+
+
+async def test_two_rayjobs_over_one_slice_of_quota_run_one_after_the_other(
+    queued: tuple[SharedWorld, Run, PodLog], jobs_api: JobsApiStandIn
+) -> None:
+    world, kubectl, log = queued
+    names = ("job-a", "job-b")
+    for name in names:
+        job = queued_job(name)
+        job["spec"]["submissionMode"] = "HTTPMode"  # submitted to the stand-in Jobs API
+        await ok(kubectl, "apply", "-f", "-", input=json.dumps(job))
+
+    async def one_runs() -> tuple[str, str]:
+        states = {n: (await deployment(kubectl, n)).get("jobDeploymentStatus") for n in names}
+        running = [n for n in names if states[n] == "Running"]
+        waiting = [n for n in names if states[n] == "Suspended"]
+        assert len(running) == 1 and len(waiting) == 1, states
+        return running[0], waiting[0]
+
+    first, second = await eventually(one_runs, 120, interval=0.3)
+    status = await deployment(kubectl, first)
+    await slice_ready(world, kubectl, status["rayClusterName"])
+    assert not (await deployment(kubectl, second)).get("rayClusterName")
+    assert not condition(await workload_of(kubectl, second), "QuotaReserved")
+
+    jobs_api.finish(status["jobId"], "SUCCEEDED")  # Ray's part: the first job ends
+
+    async def second_runs() -> str:
+        done = await deployment(kubectl, first)
+        assert done.get("jobDeploymentStatus") == "Complete", done
+        assert condition(await workload_of(kubectl, first), "Finished")
+        after = await deployment(kubectl, second)
+        assert after.get("jobDeploymentStatus") == "Running", after
+        return str(after["rayClusterName"])
+
+    cluster = await eventually(second_runs, 120, interval=0.3)
+    await slice_ready(world, kubectl, cluster)
+    # The first job's cluster went (shutdownAfterJobFinishes) before the second's came.
+    assert log.names(status["rayClusterName"]) <= log.deleted
+    log.assert_whole()
+    for name in names:
+        await ok(kubectl, "delete", "rayjob", name, "-n", NS, "--wait=true")

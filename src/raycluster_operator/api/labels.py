@@ -91,3 +91,7 @@ RAY_TPU_WORKER_ID = "ray.io/tpu-worker-id"
 RAY_TPU_SLICE_NAME = "ray.io/tpu-slice-name"
 RAY_TPU_POD_TYPE = "ray.io/tpu-pod-type"
 RAY_TPU_TOPOLOGY = "ray.io/tpu-topology"
+
+# Kueue's Topology Aware Scheduling: the scheduling gate its admission writes into a pod
+# template; its ungater removes it from each pod, pinning the pod to a domain (rule 13d).
+KUEUE_TOPOLOGY_GATE = "kueue.x-k8s.io/topology"

@@ -71,6 +71,7 @@ class PodSpecBody(TypedDict, total=False):
     containers: list[dict[str, Any]]
     restartPolicy: str
     nodeName: str
+    schedulingGates: list[dict[str, str]]
 
 
 class PodStatusBody(TypedDict, total=False):
@@ -258,6 +259,11 @@ class Pod(Resource):
     @property
     def container_statuses(self) -> Sequence[ContainerStatusBody]:
         return self._status.get("containerStatuses") or ()
+
+    @property
+    def scheduling_gates(self) -> tuple[str, ...]:
+        """The names of `spec.schedulingGates`: the pod is not scheduled while any is left."""
+        return tuple(g.get("name", "") for g in self._spec.get("schedulingGates") or ())
 
     @property
     def conditions(self) -> Sequence[ConditionBody]:

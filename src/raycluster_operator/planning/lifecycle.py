@@ -12,6 +12,7 @@ from raycluster_operator.planning.features.cluster_upgrade import Upgrades
 from raycluster_operator.planning.features.compute_domains import ComputeDomains
 from raycluster_operator.planning.features.disruption import Disruptions
 from raycluster_operator.planning.features.host_loss import HostLoss
+from raycluster_operator.planning.features.kueue_topology import KueueTopology
 from raycluster_operator.planning.features.quota import Quota
 from raycluster_operator.planning.features.slice_scaling import SliceScaling
 from raycluster_operator.planning.features.strays import StrayPods
@@ -22,7 +23,8 @@ from raycluster_operator.planning.turn import ClusterTurn
 #: it made (a condition and a Warning only), 3a KubeRay fields not acted on (a condition and a
 #: Warning only), 7b slice reservations (a Warning only), 8a/8b host
 #: loss, 12a upgrades, 12b planned disruptions, 13a crash-loop backoff, 13b a ComputeDomain
-#: per slice, 13c a slice whole or not at all (quota).
+#: per slice, 13c a slice whole or not at all (quota), 13d one slice at a time under Kueue's
+#: Topology Aware Scheduling.
 FEATURES: Sequence[Callable[[ClusterTurn], Feature]] = (
     StrayPods,
     UnsupportedFields,
@@ -33,6 +35,7 @@ FEATURES: Sequence[Callable[[ClusterTurn], Feature]] = (
     Backoff,
     ComputeDomains,
     Quota,
+    KueueTopology,
 )
 
 

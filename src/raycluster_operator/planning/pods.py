@@ -51,6 +51,8 @@ class PodView(NamedTuple):
     running_and_ready: bool
     #: ``ray.io/pod-template-hash`` (docs/design.md §3.8); None on pods made before it existed.
     template_hash: str | None = None
+    #: Still carries Kueue's topology gate: Kueue's ungater has not placed it yet (rule 13d).
+    topology_gated: bool = False
 
 
 def parse_index(value: str | None) -> int | None:
@@ -91,6 +93,7 @@ def read_pod(obj: Mapping[str, Any]) -> PodView:
         live,
         live and running and ready,
         pod.annotations.get(labels.POD_TEMPLATE_HASH_ANNOTATION),
+        labels.KUEUE_TOPOLOGY_GATE in pod.scheduling_gates,
     )
 
 

@@ -5,7 +5,8 @@ their controllers at start; a kind that appears later is waited for with a backo
 installed as its release's manifests install it (CRDs, the ServiceAccount and its RBAC, the
 webhook configurations) and runs as that ServiceAccount, with a token from the TokenRequest
 API. `start` returns once kube-apiserver calls its webhooks: a RayCluster created after that
-is suspended by Kueue on create.
+is suspended by Kueue on create. It also ships the `Topology` of the simulated TPU nodes
+(`manifests.TOPOLOGY`) for Topology Aware Scheduling.
 """
 
 from __future__ import annotations
@@ -137,6 +138,7 @@ class Kueue:
         for doc in manifests.webhooks(components, url=url, ca_pem=kube.ca_pem):
             await cluster.apply(doc)
         await self._webhooks_called(cluster)
+        await cluster.apply(manifests.topology())
         self.timings["webhooks"] = time.monotonic() - started
         log.info("kueue up in %.1f s, webhooks on %s", self.timings["webhooks"], url)
 

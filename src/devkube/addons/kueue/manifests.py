@@ -19,11 +19,16 @@ from typing import Any
 
 import yaml
 
+from devkube.nodes import TPU_TOPOLOGY_LEVELS
+
 NAMESPACE = "kueue-system"
 PREFIX = "kueue-"
 SERVICE_ACCOUNT = f"{PREFIX}controller-manager"
 #: The integrations turned on: ours are KubeRay's kinds.
 FRAMEWORKS = ("ray.io/rayjob", "ray.io/raycluster")
+#: The Topology the dev cluster ships: GKE's placement labels on the simulated TPU nodes
+#: (block, sub-block, host, then the node), for a ResourceFlavor's `topologyName`.
+TOPOLOGY = "gke-tpu"
 #: Webhook paths of Kueue's own kinds (always on) and of the frameworks above.
 _OWN_KINDS = "-kueue-x-k8s-io-"
 _FRAMEWORK_PATHS = ("-ray-io-v1-rayjob", "-ray-io-v1-raycluster")
@@ -138,4 +143,15 @@ def configuration(
         "clientConnection": {"qps": 100, "burst": 200},
         "integrations": {"frameworks": list(frameworks)},
         "featureGates": gates,
+    }
+
+
+def topology() -> Obj:
+    """The `Topology` of the simulated TPU nodes (devkube.nodes), coarsest level first; a
+    ResourceFlavor naming it turns Topology Aware Scheduling on for its quota."""
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Topology",
+        "metadata": {"name": TOPOLOGY},
+        "spec": {"levels": [{"nodeLabel": label} for label in TPU_TOPOLOGY_LEVELS]},
     }
