@@ -314,3 +314,66 @@ async def test_qos_class_reads_limitrange_defaults_and_compares_numbers(
     assert await created(pod("plain", ns)) == "Guaranteed"
     same = {"requests": {"cpu": "1000m", "memory": "64Mi"}, "limits": {"cpu": "1"}}
     assert await created(pod("milli", ns, same)) == "Guaranteed"
+
+
+def resource_quota(name: str, ns: str, **spec: Any) -> str:
+    body = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": name}, "spec": spec}
+    return json.dumps({**body, "metadata": {"name": name, "namespace": ns}})
+
+
+async def test_resource_quotas_are_validated_as_kube_apiserver_validates_them(
+    dev_cluster: DevCluster, kubectl: Any
+) -> None:
+    """A quantity that does not parse fails the decoding (400); a negative one, a fraction of
+    an object count, an unknown bare name, a scope that cannot cover a resource and a changed
+    scope are refused (422) with kube's wording; none is stored."""
+    ns = "t-quota-valid"
+    await ok(kubectl, "create", "namespace", ns)
+    create = ("create", "-f", "-")
+    message = await refused(kubectl, *create, input=resource_quota("a", ns, hard={"cpu": "lots"}))
+    assert message.endswith(
+        'ResourceQuota in version "v1" cannot be handled as a ResourceQuota: quantities must '
+        "match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+    ), message
+    message = await refused(kubectl, *create, input=resource_quota("b", ns, hard={"cpu": "1K"}))
+    assert message.endswith("unable to parse quantity's suffix"), message
+    message = await refused(kubectl, *create, input=resource_quota("c", ns, hard={"cpu": "-1"}))
+    assert message.endswith(
+        'ResourceQuota "c" is invalid: spec.hard[cpu]: Invalid value: "-1": must be greater '
+        "than or equal to 0"
+    ), message
+    message = await refused(kubectl, *create, input=resource_quota("d", ns, hard={"pods": "1.5"}))
+    assert message.endswith(
+        'ResourceQuota "d" is invalid: spec.hard[pods]: Invalid value: "1500m": must be an integer'
+    ), message
+    message = await refused(kubectl, *create, input=resource_quota("e", ns, hard={"gpus": "1"}))
+    assert message.endswith(
+        'spec.hard[gpus]: Invalid value: "gpus": must be a standard resource for quota'
+    ), message
+    both = resource_quota("f", ns, hard={"pods": "1"}, scopes=["Terminating", "NotTerminating"])
+    message = await refused(kubectl, *create, input=both)
+    assert message.endswith(
+        'spec.scopes: Invalid value: ["Terminating","NotTerminating"]: conflicting scopes'
+    ), message
+    cpu = resource_quota("g", ns, hard={"requests.cpu": "1"}, scopes=["BestEffort"])
+    message = await refused(kubectl, *create, input=cpu)
+    assert message.endswith(
+        'spec.scopes: Invalid value: ["BestEffort"]: unsupported scope applied to resource'
+    ), message
+    selector = {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "In"}]}
+    bad = resource_quota("h", ns, hard={"pods": "1"}, scopeSelector=selector)
+    message = await refused(kubectl, *create, input=bad)
+    assert message.endswith(
+        "spec.scopeSelector.matchExpressions.values: Required value: must be at least one value "
+        "when `operator` is 'In' or 'NotIn' for scope selector"
+    ), message
+    scoped = resource_quota("ok", ns, hard={"pods": "2"}, scopes=["NotBestEffort"])
+    await ok(kubectl, *create, input=scoped)
+    patch = '{"spec": {"scopes": ["Terminating"]}}'
+    message = await refused(kubectl, "patch", "quota", "ok", "-n", ns, "--type=merge", "-p", patch)
+    assert message.endswith(
+        'ResourceQuota "ok" is invalid: spec.scopes: Invalid value: ["Terminating"]: field is '
+        "immutable"
+    ), message
+    names = (await ok(kubectl, "get", "quota", "-n", ns, "-o", "name")).split()
+    assert names == ["resourcequota/ok"]

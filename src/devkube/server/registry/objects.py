@@ -29,7 +29,7 @@ from devkube.server.registry import admitting, deletion, patches
 from devkube.server.registry.resources import Registry, ResourceType
 from devkube.server.registry.selectors import Selection
 from devkube.server.registry.store import Store, Stored, encode
-from devkube.server.registry.strategies import crds, defaults, events, jobs, validation
+from devkube.server.registry.strategies import crds, defaults, events, jobs, quotas, validation
 from devkube.server.schema import builtin, structural
 from devkube.server.schema.cel import rules
 from kubefacts.limitrange import requests_from_limits
@@ -469,6 +469,8 @@ class Objects:
             causes += validation.service_causes(obj)
         elif rt.builtin and rt.group == "batch" and rt.plural == "jobs":
             causes += jobs.job_causes(obj)
+        elif rt.builtin and rt.group == "" and rt.plural == "resourcequotas":
+            causes += quotas.quota_causes(obj)
         if causes:
             raise invalid(rt.kind, rt.group, obj["metadata"].get("name", ""), causes)
 
@@ -491,6 +493,10 @@ class Objects:
                         )
                     ],
                 )
+        if rt.builtin and rt.storage_key == "resourcequotas":
+            found = quotas.quota_update_causes(old, new)
+            if found:
+                raise invalid(rt.kind, rt.group, old["metadata"]["name"], found)
         if rt.storage_key == CRD_KEY:
             found = crds.problems(new)
             if found:
