@@ -377,3 +377,58 @@ async def test_resource_quotas_are_validated_as_kube_apiserver_validates_them(
     ), message
     names = (await ok(kubectl, "get", "quota", "-n", ns, "-o", "name")).split()
     assert names == ["resourcequota/ok"]
+
+
+async def test_limit_ranges_are_validated_after_their_defaults(
+    dev_cluster: DevCluster, kubectl: Any
+) -> None:
+    """A default above max (its defaulted request too), a request above the limit, an unknown
+    type, a Pod item with defaults and a ratio below 1 are refused with kube's wording."""
+    ns = "t-limitrange-valid"
+    await ok(kubectl, "create", "namespace", ns)
+
+    def limit_range(name: str, *limits: dict[str, Any]) -> str:
+        meta = {"name": name, "namespace": ns}
+        return json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "LimitRange",
+                "metadata": meta,
+                "spec": {"limits": list(limits)},
+            }
+        )
+
+    create = ("create", "-f", "-")
+    above = limit_range("a", {"type": "Container", "default": {"cpu": "2"}, "max": {"cpu": "1"}})
+    message = await refused(kubectl, *create, input=above)
+    assert message.endswith(  # two causes: kubectl lists them
+        'The LimitRange "a" is invalid: \n* spec.limits[0].defaultRequest[cpu]: Invalid value: '
+        '"2": default request value 2 is greater than max value 1\n* spec.limits[0].default[cpu]: '
+        'Invalid value: "1": default value 2 is greater than max value 1'
+    ), message
+    inverted = {
+        "type": "Container",
+        "default": {"memory": "1Gi"},
+        "defaultRequest": {"memory": "2Gi"},
+    }
+    message = await refused(kubectl, *create, input=limit_range("b", inverted))
+    assert message.endswith(
+        'spec.limits[0].defaultRequest[memory]: Invalid value: "2Gi": default request value '
+        "2Gi is greater than default limit value 1Gi"
+    ), message
+    message = await refused(kubectl, *create, input=limit_range("c", {"type": "Deployment"}))
+    assert message.endswith(
+        'spec.limits[0].type: Invalid value: "Deployment": must be a standard limit type or '
+        "fully qualified"
+    ), message
+    pod_defaults = {"type": "Pod", "default": {"cpu": "1"}}
+    message = await refused(kubectl, *create, input=limit_range("d", pod_defaults))
+    assert message.endswith(
+        "spec.limits[0].default: Forbidden: may not be specified when `type` is 'Pod'"
+    ), message
+    ratio = {"type": "Container", "maxLimitRequestRatio": {"cpu": "500m"}}
+    message = await refused(kubectl, *create, input=limit_range("e", ratio))
+    assert message.endswith(
+        'spec.limits[0].maxLimitRequestRatio[cpu]: Invalid value: "500m": ratio 500m is less than 1'
+    ), message
+    assert (await ok(kubectl, "get", "limitrange", "-n", ns, "-o", "name")).split() == []

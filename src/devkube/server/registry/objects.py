@@ -29,7 +29,15 @@ from devkube.server.registry import admitting, deletion, patches
 from devkube.server.registry.resources import Registry, ResourceType
 from devkube.server.registry.selectors import Selection
 from devkube.server.registry.store import Store, Stored, encode
-from devkube.server.registry.strategies import crds, defaults, events, jobs, quotas, validation
+from devkube.server.registry.strategies import (
+    crds,
+    defaults,
+    events,
+    jobs,
+    limitranges,
+    quotas,
+    validation,
+)
 from devkube.server.schema import builtin, structural
 from devkube.server.schema.cel import rules
 from kubefacts.limitrange import requests_from_limits
@@ -471,6 +479,8 @@ class Objects:
             causes += jobs.job_causes(obj)
         elif rt.builtin and rt.group == "" and rt.plural == "resourcequotas":
             causes += quotas.quota_causes(obj)
+        elif rt.builtin and rt.group == "" and rt.plural == "limitranges":
+            causes += limitranges.limit_range_causes(obj)
         if causes:
             raise invalid(rt.kind, rt.group, obj["metadata"].get("name", ""), causes)
 
