@@ -432,3 +432,51 @@ async def test_limit_ranges_are_validated_after_their_defaults(
         'spec.limits[0].maxLimitRequestRatio[cpu]: Invalid value: "500m": ratio 500m is less than 1'
     ), message
     assert (await ok(kubectl, "get", "limitrange", "-n", ns, "-o", "name")).split() == []
+
+
+async def test_disruption_budgets_are_validated(dev_cluster: DevCluster, kubectl: Any) -> None:
+    """Both bounds, a negative count, a percentage over 100% or malformed, and an unknown
+    unhealthy-pod policy are refused with kube's wording; none is stored."""
+    ns = "t-pdb-valid"
+    await ok(kubectl, "create", "namespace", ns)
+
+    def budget(name: str, **spec: Any) -> str:
+        meta = {"name": name, "namespace": ns}
+        spec = {"selector": {"matchLabels": {"app": "x"}}, **spec}
+        return json.dumps(
+            {
+                "apiVersion": "policy/v1",
+                "kind": "PodDisruptionBudget",
+                "metadata": meta,
+                "spec": spec,
+            }
+        )
+
+    create = ("create", "-f", "-")
+    message = await refused(kubectl, *create, input=budget("a", minAvailable=1, maxUnavailable=1))
+    assert message.endswith(
+        'spec: Invalid value: {"MinAvailable":1,"Selector":{"matchLabels":{"app":"x"}},'
+        '"MaxUnavailable":1,"UnhealthyPodEvictionPolicy":null}: minAvailable and '
+        "maxUnavailable cannot be both set"
+    ), message
+    message = await refused(kubectl, *create, input=budget("b", minAvailable=-1))
+    assert message.endswith(
+        "spec.minAvailable: Invalid value: -1: must be greater than or equal to 0"
+    ), message
+    message = await refused(kubectl, *create, input=budget("c", maxUnavailable="150%"))
+    assert message.endswith(
+        'spec.maxUnavailable: Invalid value: "150%": must not be greater than 100%'
+    ), message
+    message = await refused(kubectl, *create, input=budget("d", maxUnavailable="half"))
+    assert message.endswith(
+        'spec.maxUnavailable: Invalid value: "half": a valid percent string must be a numeric '
+        "string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is "
+        "'[0-9]+%')"
+    ), message
+    policy = budget("e", minAvailable=1, unhealthyPodEvictionPolicy="Sometimes")
+    message = await refused(kubectl, *create, input=policy)
+    assert message.endswith(
+        'spec.unhealthyPodEvictionPolicy: Unsupported value: "Sometimes": supported values: '
+        '"AlwaysAllow", "IfHealthyBudget"'
+    ), message
+    assert (await ok(kubectl, "get", "pdb", "-n", ns, "-o", "name")).split() == []

@@ -30,6 +30,7 @@ from devkube.server.registry.resources import Registry, ResourceType
 from devkube.server.registry.selectors import Selection
 from devkube.server.registry.store import Store, Stored, encode
 from devkube.server.registry.strategies import (
+    budgets,
     crds,
     defaults,
     events,
@@ -481,6 +482,8 @@ class Objects:
             causes += quotas.quota_causes(obj)
         elif rt.builtin and rt.group == "" and rt.plural == "limitranges":
             causes += limitranges.limit_range_causes(obj)
+        elif rt.builtin and rt.group == "policy" and rt.plural == "poddisruptionbudgets":
+            causes += budgets.budget_causes(obj)
         if causes:
             raise invalid(rt.kind, rt.group, obj["metadata"].get("name", ""), causes)
 
