@@ -480,3 +480,48 @@ async def test_disruption_budgets_are_validated(dev_cluster: DevCluster, kubectl
         '"AlwaysAllow", "IfHealthyBudget"'
     ), message
     assert (await ok(kubectl, "get", "pdb", "-n", ns, "-o", "name")).split() == []
+
+
+async def test_immutable_config_and_secret_data(dev_cluster: DevCluster, kubectl: Any) -> None:
+    """A Secret's stringData is stored base64 in data with type Opaque; data that is not base64
+    fails the decoding; once immutable, data and the flag are refused a change, as is a
+    Secret's type at any time."""
+    ns = "t-immutable"
+    await ok(kubectl, "create", "namespace", ns)
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": ns}}
+    await ok(kubectl, "create", "-f", "-", input=json.dumps({**secret, "stringData": {"k": "v"}}))
+    stored = await get(kubectl, "secret", "s", ns)
+    assert (stored["data"], stored["type"], "stringData" in stored) == (
+        {"k": "dg=="},
+        "Opaque",
+        False,
+    )
+    bad = {**secret, "metadata": {"name": "b", "namespace": ns}, "data": {"k": "not base64!"}}
+    message = await refused(kubectl, "create", "-f", "-", input=json.dumps(bad))
+    assert message.endswith(
+        'Secret in version "v1" cannot be handled as a Secret: illegal base64 data at input byte 3'
+    ), message
+    patch = '{"type": "example.com/other"}'
+    message = await refused(kubectl, "patch", "secret", "s", "-n", ns, "--type=merge", "-p", patch)
+    assert message.endswith(
+        'Secret "s" is invalid: type: Invalid value: "example.com/other": field is immutable'
+    ), message
+    await ok(kubectl, "patch", "secret", "s", "-n", ns, "--type=merge", "-p", '{"immutable": true}')
+    message = await refused(
+        kubectl, "patch", "secret", "s", "-n", ns, "--type=merge", "-p", '{"data": {"k": "dw=="}}'
+    )
+    assert message.endswith(
+        'Secret "s" is invalid: data: Forbidden: field is immutable when `immutable` is set'
+    ), message
+    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": ns}}
+    frozen = {**config, "immutable": True, "data": {"a": "b"}}
+    await ok(kubectl, "create", "-f", "-", input=json.dumps(frozen))
+    message = await refused(
+        kubectl, "patch", "configmap", "c", "-n", ns, "--type=merge", "-p", '{"immutable": false}'
+    )
+    assert message.endswith(
+        'ConfigMap "c" is invalid: immutable: Forbidden: field is immutable when `immutable` is set'
+    ), message
+    # Labels stay writable.
+    await ok(kubectl, "label", "configmap", "c", "-n", ns, "x=y")
+    assert (await get(kubectl, "configmap", "c", ns))["data"] == {"a": "b"}

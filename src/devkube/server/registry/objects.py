@@ -31,6 +31,7 @@ from devkube.server.registry.selectors import Selection
 from devkube.server.registry.store import Store, Stored, encode
 from devkube.server.registry.strategies import (
     budgets,
+    configdata,
     crds,
     defaults,
     events,
@@ -214,6 +215,8 @@ class Objects:
             self._decode_builtin(rt, obj, fields)
         if rt.group == events.GROUP:
             obj = events.to_core(obj)
+        elif rt.builtin and rt.group == "" and rt.plural == "secrets":
+            configdata.secret_from_request(obj)
         return obj
 
     def _decode_builtin(
@@ -506,6 +509,10 @@ class Objects:
                         )
                     ],
                 )
+        if rt.builtin and rt.storage_key in ("configmaps", "secrets"):
+            found = configdata.update_causes(rt.storage_key, old, new)
+            if found:
+                raise invalid(rt.kind, rt.group, old["metadata"]["name"], found)
         if rt.builtin and rt.storage_key == "resourcequotas":
             found = quotas.quota_update_causes(old, new)
             if found:
