@@ -525,3 +525,35 @@ async def test_immutable_config_and_secret_data(dev_cluster: DevCluster, kubectl
     # Labels stay writable.
     await ok(kubectl, "label", "configmap", "c", "-n", ns, "x=y")
     assert (await get(kubectl, "configmap", "c", ns))["data"] == {"a": "b"}
+
+
+async def test_role_binding_role_refs_are_validated_and_fixed(
+    dev_cluster: DevCluster, kubectl: Any
+) -> None:
+    """A RoleBinding to a Group (not a role kind) is refused, and a stored binding's roleRef
+    never changes, with kube's wording."""
+    ns = "t-rolebinding"
+    await ok(kubectl, "create", "namespace", ns)
+    ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "x"}
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "b", "namespace": ns},
+        "subjects": [{"kind": "User", "name": "alice", "apiGroup": "rbac.authorization.k8s.io"}],
+        "roleRef": ref,
+    }
+    message = await refused(kubectl, "create", "-f", "-", input=json.dumps(binding))
+    assert message.endswith(
+        'RoleBinding "b" is invalid: roleRef.kind: Unsupported value: "Group": supported '
+        'values: "Role", "ClusterRole"'
+    ), message
+    await ok(kubectl, "create", "rolebinding", "b", "-n", ns, "--clusterrole=view", "--user=alice")
+    patch = '{"roleRef": {"name": "edit"}}'
+    message = await refused(
+        kubectl, "patch", "rolebinding", "b", "-n", ns, "--type=merge", "-p", patch
+    )
+    assert message.endswith(
+        'RoleBinding "b" is invalid: roleRef: Invalid value: '
+        '{"APIGroup":"rbac.authorization.k8s.io","Kind":"ClusterRole","Name":"edit"}: '
+        "field is immutable"
+    ), message

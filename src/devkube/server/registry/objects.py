@@ -38,6 +38,7 @@ from devkube.server.registry.strategies import (
     jobs,
     limitranges,
     quotas,
+    rbacbindings,
     validation,
 )
 from devkube.server.schema import builtin, structural
@@ -487,6 +488,8 @@ class Objects:
             causes += limitranges.limit_range_causes(obj)
         elif rt.builtin and rt.group == "policy" and rt.plural == "poddisruptionbudgets":
             causes += budgets.budget_causes(obj)
+        elif rt.builtin and rt.group == rbacbindings.GROUP and rt.plural.endswith("bindings"):
+            causes += rbacbindings.binding_causes(rt.plural, obj)
         if causes:
             raise invalid(rt.kind, rt.group, obj["metadata"].get("name", ""), causes)
 
@@ -511,6 +514,10 @@ class Objects:
                 )
         if rt.builtin and rt.storage_key in ("configmaps", "secrets"):
             found = configdata.update_causes(rt.storage_key, old, new)
+            if found:
+                raise invalid(rt.kind, rt.group, old["metadata"]["name"], found)
+        if rt.builtin and rt.group == rbacbindings.GROUP and rt.plural.endswith("bindings"):
+            found = rbacbindings.binding_update_causes(old, new)
             if found:
                 raise invalid(rt.kind, rt.group, old["metadata"]["name"], found)
         if rt.builtin and rt.storage_key == "resourcequotas":
