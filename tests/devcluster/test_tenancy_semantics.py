@@ -557,3 +557,44 @@ async def test_role_binding_role_refs_are_validated_and_fixed(
         '{"APIGroup":"rbac.authorization.k8s.io","Kind":"ClusterRole","Name":"edit"}: '
         "field is immutable"
     ), message
+
+
+async def test_deployment_selector_must_match_its_template_and_stay(
+    dev_cluster: DevCluster, kubectl: Any
+) -> None:
+    """A Deployment whose selector misses its template's labels, or is empty, is refused; a
+    stored one's selector never changes (kube's wording for each)."""
+    ns = "t-deploy-valid"
+    await ok(kubectl, "create", "namespace", ns)
+
+    def deployment(name: str, selector: dict[str, Any], labels: dict[str, str]) -> str:
+        container = {"name": "c", "image": "busybox", "command": ["sleep", "1d"]}
+        template = {"metadata": {"labels": labels}, "spec": {"containers": [container]}}
+        spec = {"replicas": 0, "selector": selector, "template": template}
+        meta = {"name": name, "namespace": ns}
+        return json.dumps(
+            {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta, "spec": spec}
+        )
+
+    create = ("create", "-f", "-")
+    mismatch = deployment("a", {"matchLabels": {"app": "a"}}, {"app": "other", "tier": "x"})
+    message = await refused(kubectl, *create, input=mismatch)
+    assert message.endswith(
+        'Deployment "a" is invalid: spec.template.metadata.labels: Invalid value: '
+        '{"app":"other","tier":"x"}: `selector` does not match template `labels`'
+    ), message
+    message = await refused(kubectl, *create, input=deployment("b", {}, {"app": "b"}))
+    assert message.endswith(
+        "spec.selector: Invalid value: {}: empty selector is invalid for deployment"
+    ), message
+    await ok(kubectl, *create, input=deployment("c", {"matchLabels": {"app": "c"}}, {"app": "c"}))
+    labels = {"app": "c", "v": "2"}
+    changed = {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}}}
+    patch = json.dumps({"spec": changed})
+    message = await refused(
+        kubectl, "patch", "deployment", "c", "-n", ns, "--type=merge", "-p", patch
+    )
+    assert message.endswith(
+        'Deployment "c" is invalid: spec.selector: Invalid value: '
+        '{"matchLabels":{"app":"c","v":"2"}}: field is immutable'
+    ), message

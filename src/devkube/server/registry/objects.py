@@ -40,6 +40,7 @@ from devkube.server.registry.strategies import (
     quotas,
     rbacbindings,
     validation,
+    workloads,
 )
 from devkube.server.schema import builtin, structural
 from devkube.server.schema.cel import rules
@@ -490,6 +491,8 @@ class Objects:
             causes += budgets.budget_causes(obj)
         elif rt.builtin and rt.group == rbacbindings.GROUP and rt.plural.endswith("bindings"):
             causes += rbacbindings.binding_causes(rt.plural, obj)
+        elif rt.builtin and rt.group == "apps" and rt.plural in ("deployments", "replicasets"):
+            causes += workloads.workload_causes(rt.plural, obj)
         if causes:
             raise invalid(rt.kind, rt.group, obj["metadata"].get("name", ""), causes)
 
@@ -512,18 +515,9 @@ class Objects:
                         )
                     ],
                 )
-        if rt.builtin and rt.storage_key in ("configmaps", "secrets"):
-            found = configdata.update_causes(rt.storage_key, old, new)
-            if found:
-                raise invalid(rt.kind, rt.group, old["metadata"]["name"], found)
-        if rt.builtin and rt.group == rbacbindings.GROUP and rt.plural.endswith("bindings"):
-            found = rbacbindings.binding_update_causes(old, new)
-            if found:
-                raise invalid(rt.kind, rt.group, old["metadata"]["name"], found)
-        if rt.builtin and rt.storage_key == "resourcequotas":
-            found = quotas.quota_update_causes(old, new)
-            if found:
-                raise invalid(rt.kind, rt.group, old["metadata"]["name"], found)
+        found = _update_causes(rt, old, new) if rt.builtin else []
+        if found:
+            raise invalid(rt.kind, rt.group, old["metadata"]["name"], found)
         if rt.storage_key == CRD_KEY:
             found = crds.problems(new)
             if found:
@@ -730,6 +724,21 @@ class Objects:
         status["conditions"] = conditions
         obj["metadata"]["resourceVersion"] = str(self.store.next_rv())
         self.store.put(rt.storage_key, obj)
+
+
+def _update_causes(rt: ResourceType, old: Obj, new: Obj) -> list[tuple[str, str]]:
+    """What a built-in kind's update validation refuses beyond its create validation
+    (fields fixed once stored), by kind."""
+    key = rt.storage_key
+    if key in ("configmaps", "secrets"):
+        return configdata.update_causes(key, old, new)
+    if rt.group == rbacbindings.GROUP and rt.plural.endswith("bindings"):
+        return rbacbindings.binding_update_causes(old, new)
+    if key == "deployments.apps":
+        return workloads.deployment_update_causes(old, new)
+    if key == "resourcequotas":
+        return quotas.quota_update_causes(old, new)
+    return []
 
 
 def _spec_of(rt: ResourceType, obj: Obj) -> Obj:
