@@ -598,3 +598,39 @@ async def test_deployment_selector_must_match_its_template_and_stay(
         'Deployment "c" is invalid: spec.selector: Invalid value: '
         '{"matchLabels":{"app":"c","v":"2"}}: field is immutable'
     ), message
+
+
+async def test_a_jobs_fixed_fields_stay_fixed(dev_cluster: DevCluster, kubectl: Any) -> None:
+    """A Job's completions (not Indexed) never change; a suspended Job that never started may
+    change its template's node selector and resources but nothing else of it."""
+    ns = "t-job-fixed"
+    await ok(kubectl, "create", "namespace", ns)
+    container = {"name": "c", "image": "busybox", "command": ["true"]}
+    template = {"spec": {"restartPolicy": "Never", "containers": [container]}}
+    meta = {"name": "j", "namespace": ns}
+    body = {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta}
+    spec = {"suspend": True, "completions": 1, "template": template}
+    await ok(kubectl, "create", "-f", "-", input=json.dumps({**body, "spec": spec}))
+
+    async def patch(change: dict[str, Any]) -> Any:
+        return await kubectl(
+            "patch", "job", "j", "-n", ns, "--type=strategic", "-p", json.dumps({"spec": change})
+        )
+
+    done = await patch({"completions": 5})
+    assert done.returncode != 0
+    assert done.stderr.strip().endswith(
+        'The Job "j" is invalid: spec.completions: Invalid value: 5: field is immutable'
+    ), done.stderr
+    resources = {"requests": {"cpu": "100m"}}
+    allowed = {"nodeSelector": {"pool": "a"}, "containers": [{"name": "c", "resources": resources}]}
+    done = await patch({"template": {"spec": allowed}})
+    assert done.returncode == 0, done.stderr
+    done = await patch({"template": {"spec": {"containers": [{"name": "c", "image": "alpine"}]}}})
+    assert done.returncode != 0
+    message = done.stderr.strip()
+    # kube shows its internal Go struct as the value; the dev cluster shows the v1 spec.
+    assert message.startswith('The Job "j" is invalid: spec.template.spec: Invalid value: {')
+    assert message.endswith(": field is immutable"), message
+    stored = (await get(kubectl, "job", "j", ns))["spec"]["template"]["spec"]
+    assert (stored["nodeSelector"], stored["containers"][0]["image"]) == ({"pool": "a"}, "busybox")

@@ -738,6 +738,8 @@ def _update_causes(rt: ResourceType, old: Obj, new: Obj) -> list[tuple[str, str]
         return workloads.deployment_update_causes(old, new)
     if key == "resourcequotas":
         return quotas.quota_update_causes(old, new)
+    if key == "jobs.batch":
+        return jobs.job_update_causes(old, new)
     return []
 
 
