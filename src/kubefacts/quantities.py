@@ -59,3 +59,28 @@ def _parse_text(value: str) -> Fraction:
     if exponent:
         return amount * Fraction(10) ** int(exponent[1:])
     return amount * _SUFFIXES[suffix or ""]
+
+
+#: apimachinery's quantity errors (``resource.ParseQuantity``), as a decode failure shows them.
+FORMAT_WRONG = (
+    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+)
+SUFFIX_WRONG = "unable to parse quantity's suffix"
+_GO_SHAPE = re.compile(r"^[+-]?[0-9]*(?:\.[0-9]*)?([eEinumkKMGTP]*[-+]?[0-9]*)$")
+_EXPONENT = re.compile(r"^[eE][+-]?[0-9]+$")
+
+
+@functools.lru_cache(maxsize=1024)
+def go_parse_error(text: str) -> str | None:
+    """Why Go's ``ParseQuantity`` refuses ``text`` (after its TrimSpace), or None: the shape
+    its scanner accepts, then a suffix it knows (a decimal or binary one, or an exponent)."""
+    text = text.strip()
+    if not text:
+        return FORMAT_WRONG
+    match = _GO_SHAPE.match(text)
+    if match is None:
+        return FORMAT_WRONG
+    suffix = match.group(1)
+    if suffix in _SUFFIXES or _EXPONENT.match(suffix):
+        return None
+    return SUFFIX_WRONG

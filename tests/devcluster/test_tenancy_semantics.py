@@ -314,3 +314,323 @@ async def test_qos_class_reads_limitrange_defaults_and_compares_numbers(
     assert await created(pod("plain", ns)) == "Guaranteed"
     same = {"requests": {"cpu": "1000m", "memory": "64Mi"}, "limits": {"cpu": "1"}}
     assert await created(pod("milli", ns, same)) == "Guaranteed"
+
+
+def resource_quota(name: str, ns: str, **spec: Any) -> str:
+    body = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": name}, "spec": spec}
+    return json.dumps({**body, "metadata": {"name": name, "namespace": ns}})
+
+
+async def test_resource_quotas_are_validated_as_kube_apiserver_validates_them(
+    dev_cluster: DevCluster, kubectl: Any
+) -> None:
+    """A quantity that does not parse fails the decoding (400); a negative one, a fraction of
+    an object count, an unknown bare name, a scope that cannot cover a resource and a changed
+    scope are refused (422) with kube's wording; none is stored."""
+    ns = "t-quota-valid"
+    await ok(kubectl, "create", "namespace", ns)
+    create = ("create", "-f", "-")
+    message = await refused(kubectl, *create, input=resource_quota("a", ns, hard={"cpu": "lots"}))
+    assert message.endswith(
+        'ResourceQuota in version "v1" cannot be handled as a ResourceQuota: quantities must '
+        "match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+    ), message
+    message = await refused(kubectl, *create, input=resource_quota("b", ns, hard={"cpu": "1K"}))
+    assert message.endswith("unable to parse quantity's suffix"), message
+    message = await refused(kubectl, *create, input=resource_quota("c", ns, hard={"cpu": "-1"}))
+    assert message.endswith(
+        'ResourceQuota "c" is invalid: spec.hard[cpu]: Invalid value: "-1": must be greater '
+        "than or equal to 0"
+    ), message
+    message = await refused(kubectl, *create, input=resource_quota("d", ns, hard={"pods": "1.5"}))
+    assert message.endswith(
+        'ResourceQuota "d" is invalid: spec.hard[pods]: Invalid value: "1500m": must be an integer'
+    ), message
+    message = await refused(kubectl, *create, input=resource_quota("e", ns, hard={"gpus": "1"}))
+    assert message.endswith(
+        'spec.hard[gpus]: Invalid value: "gpus": must be a standard resource for quota'
+    ), message
+    both = resource_quota("f", ns, hard={"pods": "1"}, scopes=["Terminating", "NotTerminating"])
+    message = await refused(kubectl, *create, input=both)
+    assert message.endswith(
+        'spec.scopes: Invalid value: ["Terminating","NotTerminating"]: conflicting scopes'
+    ), message
+    cpu = resource_quota("g", ns, hard={"requests.cpu": "1"}, scopes=["BestEffort"])
+    message = await refused(kubectl, *create, input=cpu)
+    assert message.endswith(
+        'spec.scopes: Invalid value: ["BestEffort"]: unsupported scope applied to resource'
+    ), message
+    selector = {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "In"}]}
+    bad = resource_quota("h", ns, hard={"pods": "1"}, scopeSelector=selector)
+    message = await refused(kubectl, *create, input=bad)
+    assert message.endswith(
+        "spec.scopeSelector.matchExpressions.values: Required value: must be at least one value "
+        "when `operator` is 'In' or 'NotIn' for scope selector"
+    ), message
+    scoped = resource_quota("ok", ns, hard={"pods": "2"}, scopes=["NotBestEffort"])
+    await ok(kubectl, *create, input=scoped)
+    patch = '{"spec": {"scopes": ["Terminating"]}}'
+    message = await refused(kubectl, "patch", "quota", "ok", "-n", ns, "--type=merge", "-p", patch)
+    assert message.endswith(
+        'ResourceQuota "ok" is invalid: spec.scopes: Invalid value: ["Terminating"]: field is '
+        "immutable"
+    ), message
+    names = (await ok(kubectl, "get", "quota", "-n", ns, "-o", "name")).split()
+    assert names == ["resourcequota/ok"]
+
+
+async def test_limit_ranges_are_validated_after_their_defaults(
+    dev_cluster: DevCluster, kubectl: Any
+) -> None:
+    """A default above max (its defaulted request too), a request above the limit, an unknown
+    type, a Pod item with defaults and a ratio below 1 are refused with kube's wording."""
+    ns = "t-limitrange-valid"
+    await ok(kubectl, "create", "namespace", ns)
+
+    def limit_range(name: str, *limits: dict[str, Any]) -> str:
+        meta = {"name": name, "namespace": ns}
+        return json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "LimitRange",
+                "metadata": meta,
+                "spec": {"limits": list(limits)},
+            }
+        )
+
+    create = ("create", "-f", "-")
+    above = limit_range("a", {"type": "Container", "default": {"cpu": "2"}, "max": {"cpu": "1"}})
+    message = await refused(kubectl, *create, input=above)
+    assert message.endswith(  # two causes: kubectl lists them
+        'The LimitRange "a" is invalid: \n* spec.limits[0].defaultRequest[cpu]: Invalid value: '
+        '"2": default request value 2 is greater than max value 1\n* spec.limits[0].default[cpu]: '
+        'Invalid value: "1": default value 2 is greater than max value 1'
+    ), message
+    inverted = {
+        "type": "Container",
+        "default": {"memory": "1Gi"},
+        "defaultRequest": {"memory": "2Gi"},
+    }
+    message = await refused(kubectl, *create, input=limit_range("b", inverted))
+    assert message.endswith(
+        'spec.limits[0].defaultRequest[memory]: Invalid value: "2Gi": default request value '
+        "2Gi is greater than default limit value 1Gi"
+    ), message
+    message = await refused(kubectl, *create, input=limit_range("c", {"type": "Deployment"}))
+    assert message.endswith(
+        'spec.limits[0].type: Invalid value: "Deployment": must be a standard limit type or '
+        "fully qualified"
+    ), message
+    pod_defaults = {"type": "Pod", "default": {"cpu": "1"}}
+    message = await refused(kubectl, *create, input=limit_range("d", pod_defaults))
+    assert message.endswith(
+        "spec.limits[0].default: Forbidden: may not be specified when `type` is 'Pod'"
+    ), message
+    ratio = {"type": "Container", "maxLimitRequestRatio": {"cpu": "500m"}}
+    message = await refused(kubectl, *create, input=limit_range("e", ratio))
+    assert message.endswith(
+        'spec.limits[0].maxLimitRequestRatio[cpu]: Invalid value: "500m": ratio 500m is less than 1'
+    ), message
+    assert (await ok(kubectl, "get", "limitrange", "-n", ns, "-o", "name")).split() == []
+
+
+async def test_disruption_budgets_are_validated(dev_cluster: DevCluster, kubectl: Any) -> None:
+    """Both bounds, a negative count, a percentage over 100% or malformed, and an unknown
+    unhealthy-pod policy are refused with kube's wording; none is stored."""
+    ns = "t-pdb-valid"
+    await ok(kubectl, "create", "namespace", ns)
+
+    def budget(name: str, **spec: Any) -> str:
+        meta = {"name": name, "namespace": ns}
+        spec = {"selector": {"matchLabels": {"app": "x"}}, **spec}
+        return json.dumps(
+            {
+                "apiVersion": "policy/v1",
+                "kind": "PodDisruptionBudget",
+                "metadata": meta,
+                "spec": spec,
+            }
+        )
+
+    create = ("create", "-f", "-")
+    message = await refused(kubectl, *create, input=budget("a", minAvailable=1, maxUnavailable=1))
+    assert message.endswith(
+        'spec: Invalid value: {"MinAvailable":1,"Selector":{"matchLabels":{"app":"x"}},'
+        '"MaxUnavailable":1,"UnhealthyPodEvictionPolicy":null}: minAvailable and '
+        "maxUnavailable cannot be both set"
+    ), message
+    message = await refused(kubectl, *create, input=budget("b", minAvailable=-1))
+    assert message.endswith(
+        "spec.minAvailable: Invalid value: -1: must be greater than or equal to 0"
+    ), message
+    message = await refused(kubectl, *create, input=budget("c", maxUnavailable="150%"))
+    assert message.endswith(
+        'spec.maxUnavailable: Invalid value: "150%": must not be greater than 100%'
+    ), message
+    message = await refused(kubectl, *create, input=budget("d", maxUnavailable="half"))
+    assert message.endswith(
+        'spec.maxUnavailable: Invalid value: "half": a valid percent string must be a numeric '
+        "string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is "
+        "'[0-9]+%')"
+    ), message
+    policy = budget("e", minAvailable=1, unhealthyPodEvictionPolicy="Sometimes")
+    message = await refused(kubectl, *create, input=policy)
+    assert message.endswith(
+        'spec.unhealthyPodEvictionPolicy: Unsupported value: "Sometimes": supported values: '
+        '"AlwaysAllow", "IfHealthyBudget"'
+    ), message
+    assert (await ok(kubectl, "get", "pdb", "-n", ns, "-o", "name")).split() == []
+
+
+async def test_immutable_config_and_secret_data(dev_cluster: DevCluster, kubectl: Any) -> None:
+    """A Secret's stringData is stored base64 in data with type Opaque; data that is not base64
+    fails the decoding; once immutable, data and the flag are refused a change, as is a
+    Secret's type at any time."""
+    ns = "t-immutable"
+    await ok(kubectl, "create", "namespace", ns)
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": ns}}
+    await ok(kubectl, "create", "-f", "-", input=json.dumps({**secret, "stringData": {"k": "v"}}))
+    stored = await get(kubectl, "secret", "s", ns)
+    assert (stored["data"], stored["type"], "stringData" in stored) == (
+        {"k": "dg=="},
+        "Opaque",
+        False,
+    )
+    bad = {**secret, "metadata": {"name": "b", "namespace": ns}, "data": {"k": "not base64!"}}
+    message = await refused(kubectl, "create", "-f", "-", input=json.dumps(bad))
+    assert message.endswith(
+        'Secret in version "v1" cannot be handled as a Secret: illegal base64 data at input byte 3'
+    ), message
+    patch = '{"type": "example.com/other"}'
+    message = await refused(kubectl, "patch", "secret", "s", "-n", ns, "--type=merge", "-p", patch)
+    assert message.endswith(
+        'Secret "s" is invalid: type: Invalid value: "example.com/other": field is immutable'
+    ), message
+    await ok(kubectl, "patch", "secret", "s", "-n", ns, "--type=merge", "-p", '{"immutable": true}')
+    message = await refused(
+        kubectl, "patch", "secret", "s", "-n", ns, "--type=merge", "-p", '{"data": {"k": "dw=="}}'
+    )
+    assert message.endswith(
+        'Secret "s" is invalid: data: Forbidden: field is immutable when `immutable` is set'
+    ), message
+    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": ns}}
+    frozen = {**config, "immutable": True, "data": {"a": "b"}}
+    await ok(kubectl, "create", "-f", "-", input=json.dumps(frozen))
+    message = await refused(
+        kubectl, "patch", "configmap", "c", "-n", ns, "--type=merge", "-p", '{"immutable": false}'
+    )
+    assert message.endswith(
+        'ConfigMap "c" is invalid: immutable: Forbidden: field is immutable when `immutable` is set'
+    ), message
+    # Labels stay writable.
+    await ok(kubectl, "label", "configmap", "c", "-n", ns, "x=y")
+    assert (await get(kubectl, "configmap", "c", ns))["data"] == {"a": "b"}
+
+
+async def test_role_binding_role_refs_are_validated_and_fixed(
+    dev_cluster: DevCluster, kubectl: Any
+) -> None:
+    """A RoleBinding to a Group (not a role kind) is refused, and a stored binding's roleRef
+    never changes, with kube's wording."""
+    ns = "t-rolebinding"
+    await ok(kubectl, "create", "namespace", ns)
+    ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "x"}
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "b", "namespace": ns},
+        "subjects": [{"kind": "User", "name": "alice", "apiGroup": "rbac.authorization.k8s.io"}],
+        "roleRef": ref,
+    }
+    message = await refused(kubectl, "create", "-f", "-", input=json.dumps(binding))
+    assert message.endswith(
+        'RoleBinding "b" is invalid: roleRef.kind: Unsupported value: "Group": supported '
+        'values: "Role", "ClusterRole"'
+    ), message
+    await ok(kubectl, "create", "rolebinding", "b", "-n", ns, "--clusterrole=view", "--user=alice")
+    patch = '{"roleRef": {"name": "edit"}}'
+    message = await refused(
+        kubectl, "patch", "rolebinding", "b", "-n", ns, "--type=merge", "-p", patch
+    )
+    assert message.endswith(
+        'RoleBinding "b" is invalid: roleRef: Invalid value: '
+        '{"APIGroup":"rbac.authorization.k8s.io","Kind":"ClusterRole","Name":"edit"}: '
+        "field is immutable"
+    ), message
+
+
+async def test_deployment_selector_must_match_its_template_and_stay(
+    dev_cluster: DevCluster, kubectl: Any
+) -> None:
+    """A Deployment whose selector misses its template's labels, or is empty, is refused; a
+    stored one's selector never changes (kube's wording for each)."""
+    ns = "t-deploy-valid"
+    await ok(kubectl, "create", "namespace", ns)
+
+    def deployment(name: str, selector: dict[str, Any], labels: dict[str, str]) -> str:
+        container = {"name": "c", "image": "busybox", "command": ["sleep", "1d"]}
+        template = {"metadata": {"labels": labels}, "spec": {"containers": [container]}}
+        spec = {"replicas": 0, "selector": selector, "template": template}
+        meta = {"name": name, "namespace": ns}
+        return json.dumps(
+            {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta, "spec": spec}
+        )
+
+    create = ("create", "-f", "-")
+    mismatch = deployment("a", {"matchLabels": {"app": "a"}}, {"app": "other", "tier": "x"})
+    message = await refused(kubectl, *create, input=mismatch)
+    assert message.endswith(
+        'Deployment "a" is invalid: spec.template.metadata.labels: Invalid value: '
+        '{"app":"other","tier":"x"}: `selector` does not match template `labels`'
+    ), message
+    message = await refused(kubectl, *create, input=deployment("b", {}, {"app": "b"}))
+    assert message.endswith(
+        "spec.selector: Invalid value: {}: empty selector is invalid for deployment"
+    ), message
+    await ok(kubectl, *create, input=deployment("c", {"matchLabels": {"app": "c"}}, {"app": "c"}))
+    labels = {"app": "c", "v": "2"}
+    changed = {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}}}
+    patch = json.dumps({"spec": changed})
+    message = await refused(
+        kubectl, "patch", "deployment", "c", "-n", ns, "--type=merge", "-p", patch
+    )
+    assert message.endswith(
+        'Deployment "c" is invalid: spec.selector: Invalid value: '
+        '{"matchLabels":{"app":"c","v":"2"}}: field is immutable'
+    ), message
+
+
+async def test_a_jobs_fixed_fields_stay_fixed(dev_cluster: DevCluster, kubectl: Any) -> None:
+    """A Job's completions (not Indexed) never change; a suspended Job that never started may
+    change its template's node selector and resources but nothing else of it."""
+    ns = "t-job-fixed"
+    await ok(kubectl, "create", "namespace", ns)
+    container = {"name": "c", "image": "busybox", "command": ["true"]}
+    template = {"spec": {"restartPolicy": "Never", "containers": [container]}}
+    meta = {"name": "j", "namespace": ns}
+    body = {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta}
+    spec = {"suspend": True, "completions": 1, "template": template}
+    await ok(kubectl, "create", "-f", "-", input=json.dumps({**body, "spec": spec}))
+
+    async def patch(change: dict[str, Any]) -> Any:
+        return await kubectl(
+            "patch", "job", "j", "-n", ns, "--type=strategic", "-p", json.dumps({"spec": change})
+        )
+
+    done = await patch({"completions": 5})
+    assert done.returncode != 0
+    assert done.stderr.strip().endswith(
+        'The Job "j" is invalid: spec.completions: Invalid value: 5: field is immutable'
+    ), done.stderr
+    resources = {"requests": {"cpu": "100m"}}
+    allowed = {"nodeSelector": {"pool": "a"}, "containers": [{"name": "c", "resources": resources}]}
+    done = await patch({"template": {"spec": allowed}})
+    assert done.returncode == 0, done.stderr
+    done = await patch({"template": {"spec": {"containers": [{"name": "c", "image": "alpine"}]}}})
+    assert done.returncode != 0
+    message = done.stderr.strip()
+    # kube shows its internal Go struct as the value; the dev cluster shows the v1 spec.
+    assert message.startswith('The Job "j" is invalid: spec.template.spec: Invalid value: {')
+    assert message.endswith(": field is immutable"), message
+    stored = (await get(kubectl, "job", "j", ns))["spec"]["template"]["spec"]
+    assert (stored["nodeSelector"], stored["containers"][0]["image"]) == ({"pool": "a"}, "busybox")

@@ -55,6 +55,8 @@ class ResourceQuotaController:
         self._discovery = discovery
         self.pods = pods
         self.quotas = quotas
+        #: (uid, resourceVersion) of the quotas already logged as unreadable.
+        self._unreadable: set[tuple[str, str]] = set()
         self._loop = ControlLoop(
             "devcluster resource quota",
             self.sync,
@@ -90,8 +92,9 @@ class ResourceQuotaController:
     async def _sync_one(self, quota: Mapping[str, Any], pods: list[Mapping[str, Any]]) -> None:
         meta = _meta(quota)
         ns, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
-        spec_hard = (quota.get("spec") or {}).get("hard") or {}
-        hard = {str(k): q.format_amount(q.amount(v)) for k, v in spec_hard.items()}
+        hard = self._hard(quota)
+        if hard is None:
+            return
         usage = pods_usage(quota, pods, datetime.now(UTC))
         used: dict[str, str] = {}
         for key in hard:
@@ -112,6 +115,26 @@ class ResourceQuotaController:
         except ApiError as error:
             if error.status not in (404, 409):
                 raise  # a conflict (admission charged meanwhile) is retried next pass
+
+    def _hard(self, quota: Mapping[str, Any]) -> dict[str, str] | None:
+        """`spec.hard` in canonical form; None for a quota stored with a quantity that does not
+        parse (the API refuses one now; older or foreign data may still hold it): logged once
+        per version of the quota, and skipped, as nothing it limits can be counted."""
+        spec_hard = (quota.get("spec") or {}).get("hard") or {}
+        try:
+            return {str(k): q.format_amount(q.amount(v)) for k, v in spec_hard.items()}
+        except ValueError as error:
+            meta = _meta(quota)
+            key = (str(meta.get("uid")), str(meta.get("resourceVersion")))
+            if key not in self._unreadable:
+                self._unreadable.add(key)
+                log.warning(
+                    "resource quota %s/%s skipped: spec.hard: %s",
+                    meta.get("namespace"),
+                    meta.get("name"),
+                    error,
+                )
+            return None
 
     async def _count(self, ns: str, key: str) -> int:
         """How many objects an object-count name counts in `ns` (0 for an unknown kind)."""

@@ -10,7 +10,8 @@ create and update before the object is stored:
   a RoleBinding or ClusterRoleBinding is refused unless the writer holds every permission of
   the role it points at or may `bind` that role. system:masters bypasses both. An update
   that changes only ownerReferences or finalizers (what a garbage collector writes) is not
-  checked. A binding's roleRef cannot change;
+  checked. (That a binding's roleRef cannot change is validation:
+  ``registry/strategies/rbacbindings.py``.)
 - a patch (server-side apply) that creates its object needs `create` as well.
 """
 
@@ -94,29 +95,6 @@ def rbac_escalation(authorizer: Authorizer) -> Admission:
         kind = rt.plural
         meta = new.get("metadata") or {}
         name, ns = str(meta.get("name") or ""), str(meta.get("namespace") or "")
-        if (
-            old is not None
-            and kind in ("rolebindings", "clusterrolebindings")
-            and (old.get("roleRef") or {}) != (new.get("roleRef") or {})
-        ):
-            raise ApiError(
-                422,
-                "Invalid",
-                f'{rt.kind}.{GROUP} "{name}" is invalid: roleRef: Invalid value: '
-                f"{json.dumps(new.get('roleRef'))}: cannot change roleRef",
-                details={
-                    "name": name,
-                    "group": GROUP,
-                    "kind": rt.kind,
-                    "causes": [
-                        {
-                            "reason": "FieldValueInvalid",
-                            "message": "cannot change roleRef",
-                            "field": "roleRef",
-                        }
-                    ],
-                },
-            )
         user = current_user.get()
         if user is None or user.privileged:
             return

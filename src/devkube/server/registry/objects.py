@@ -29,7 +29,19 @@ from devkube.server.registry import admitting, deletion, patches
 from devkube.server.registry.resources import Registry, ResourceType
 from devkube.server.registry.selectors import Selection
 from devkube.server.registry.store import Store, Stored, encode
-from devkube.server.registry.strategies import crds, defaults, events, jobs, validation
+from devkube.server.registry.strategies import (
+    budgets,
+    configdata,
+    crds,
+    defaults,
+    events,
+    jobs,
+    limitranges,
+    quotas,
+    rbacbindings,
+    validation,
+    workloads,
+)
 from devkube.server.schema import builtin, structural
 from devkube.server.schema.cel import rules
 from kubefacts.limitrange import requests_from_limits
@@ -205,6 +217,8 @@ class Objects:
             self._decode_builtin(rt, obj, fields)
         if rt.group == events.GROUP:
             obj = events.to_core(obj)
+        elif rt.builtin and rt.group == "" and rt.plural == "secrets":
+            configdata.secret_from_request(obj)
         return obj
 
     def _decode_builtin(
@@ -469,6 +483,16 @@ class Objects:
             causes += validation.service_causes(obj)
         elif rt.builtin and rt.group == "batch" and rt.plural == "jobs":
             causes += jobs.job_causes(obj)
+        elif rt.builtin and rt.group == "" and rt.plural == "resourcequotas":
+            causes += quotas.quota_causes(obj)
+        elif rt.builtin and rt.group == "" and rt.plural == "limitranges":
+            causes += limitranges.limit_range_causes(obj)
+        elif rt.builtin and rt.group == "policy" and rt.plural == "poddisruptionbudgets":
+            causes += budgets.budget_causes(obj)
+        elif rt.builtin and rt.group == rbacbindings.GROUP and rt.plural.endswith("bindings"):
+            causes += rbacbindings.binding_causes(rt.plural, obj)
+        elif rt.builtin and rt.group == "apps" and rt.plural in ("deployments", "replicasets"):
+            causes += workloads.workload_causes(rt.plural, obj)
         if causes:
             raise invalid(rt.kind, rt.group, obj["metadata"].get("name", ""), causes)
 
@@ -491,6 +515,9 @@ class Objects:
                         )
                     ],
                 )
+        found = _update_causes(rt, old, new) if rt.builtin else []
+        if found:
+            raise invalid(rt.kind, rt.group, old["metadata"]["name"], found)
         if rt.storage_key == CRD_KEY:
             found = crds.problems(new)
             if found:
@@ -697,6 +724,23 @@ class Objects:
         status["conditions"] = conditions
         obj["metadata"]["resourceVersion"] = str(self.store.next_rv())
         self.store.put(rt.storage_key, obj)
+
+
+def _update_causes(rt: ResourceType, old: Obj, new: Obj) -> list[tuple[str, str]]:
+    """What a built-in kind's update validation refuses beyond its create validation
+    (fields fixed once stored), by kind."""
+    key = rt.storage_key
+    if key in ("configmaps", "secrets"):
+        return configdata.update_causes(key, old, new)
+    if rt.group == rbacbindings.GROUP and rt.plural.endswith("bindings"):
+        return rbacbindings.binding_update_causes(old, new)
+    if key == "deployments.apps":
+        return workloads.deployment_update_causes(old, new)
+    if key == "resourcequotas":
+        return quotas.quota_update_causes(old, new)
+    if key == "jobs.batch":
+        return jobs.job_update_causes(old, new)
+    return []
 
 
 def _spec_of(rt: ResourceType, obj: Obj) -> Obj:

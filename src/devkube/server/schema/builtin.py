@@ -9,18 +9,23 @@ header), and a value of the wrong JSON type fails the whole request with Go's ow
 
 The types come from ``builtin_schemas.json``, generated from Kubernetes' OpenAPI by
 ``deploy/k8s_schemas.py``. Semantic rules (names, required fields, ports) stay in
-``validation.py``; defaults in ``defaults.py``. Quantities, IntOrString and times only get their
-JSON kind checked (their Go decoders are custom).
+``validation.py``; defaults in ``defaults.py``. IntOrString and times only get their JSON kind
+checked (their Go decoders are custom); a quantity map's values (resources, quota ``hard``,
+LimitRange bounds) are parsed as Go's ``ParseQuantity`` does, and a ``[]byte`` map's (a
+Secret's ``data``) as base64, and a malformed one fails the request with Go's error.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from typing import Any
+
+from devkube.server.schema import gobase64
+from kubefacts.quantities import go_parse_error
 
 Node = Mapping[str, Any]
 _INT_BOUNDS = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
@@ -84,6 +89,11 @@ class _Node:
 
 _COMPILED: dict[str, _Node] = {}
 RAW_EXTENSION = "io.k8s.apimachinery.pkg.runtime.RawExtension"
+#: Map values Go decodes with a parser of its own: its error fails the request as it is.
+_PARSERS: dict[str, Callable[[str], str | None]] = {
+    "resource.Quantity": go_parse_error,
+    "[]uint8": gobase64.error,
+}
 
 
 def _compiled(name: str) -> _Node:
@@ -164,10 +174,15 @@ def _walk_value(
                     _walk_value(value, sub.values, here, here_go, name, struct, out)
         elif sub.values is not None:
             allowed = sub.values.types
+            parse = _PARSERS.get(sub.values.go)
             for value in item.values():
                 if value is not None and type(value) not in allowed:
                     _fail(out, value, here_go, struct, sub.values.go)
                     return
+                if parse is not None and type(value) is str:
+                    out.type_error = parse(value)
+                    if out.type_error is not None:
+                        return
     elif kind is list and sub.items is not None:
         here = f"{path}.{key}" if path else key
         element = sub.items

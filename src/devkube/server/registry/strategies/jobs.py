@@ -8,6 +8,9 @@ job/NAME` lists them by `spec.selector`).
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from kubefacts.objects import Obj
 
 Cause = tuple[str, str]
@@ -199,4 +202,95 @@ def _exit_code_causes(codes: Obj, where: str, names: set[object]) -> list[Cause]
     if values != sorted(values):
         shown = "[]int32{" + ", ".join(str(v) for v in values) + "}"
         causes.append((f"{where}.values", f"Invalid value: {shown}: must be ordered"))
+    return causes
+
+
+_FIXED = (
+    "completionMode",
+    "podFailurePolicy",
+    "backoffLimitPerIndex",
+    "managedBy",
+    "successPolicy",
+)
+#: What a suspended Job without pods may change in its pod template (with the containers'
+#: resources and the template's labels, annotations and node affinity).
+_SCHEDULING = ("nodeSelector", "tolerations", "schedulingGates")
+
+
+def _shown(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _template_for_compare(template: Obj, scheduling_mutable: bool) -> Obj:
+    frozen: Obj = json.loads(json.dumps(template or {}))
+    if scheduling_mutable:
+        meta = frozen.setdefault("metadata", {})
+        meta.pop("labels", None)
+        meta.pop("annotations", None)
+        spec = frozen.setdefault("spec", {})
+        for key in _SCHEDULING:
+            spec.pop(key, None)
+        affinity = spec.get("affinity")
+        if isinstance(affinity, dict):
+            affinity.pop("nodeAffinity", None)
+            if not affinity:
+                spec.pop("affinity")
+        for group in ("initContainers", "containers"):
+            for container in spec.get(group) or []:
+                if isinstance(container, dict):
+                    container.pop("resources", None)
+    return frozen
+
+
+def _template_mutable(old: Obj) -> bool:
+    """Suspended, and never started or suspended since, with no pod running (kube's
+    mutable scheduling directives and pod resources for suspended Jobs, on in v1.37)."""
+    status = old.get("status") or {}
+    conditions = status.get("conditions") or []
+    suspended_now = any(
+        c.get("type") == "Suspended" and c.get("status") == "True" for c in conditions
+    )
+    return (
+        (old.get("spec") or {}).get("suspend") is True
+        and (not status.get("startTime") or suspended_now)
+        and not status.get("active")
+    )
+
+
+def job_update_causes(old: Obj, new: Obj) -> list[Cause]:
+    """ValidateJobSpecUpdate: fields fixed once a Job exists. A template change shows the v1
+    template (kube prints its internal Go struct there)."""
+    spec, before = new.get("spec") or {}, old.get("spec") or {}
+    causes: list[Cause] = []
+    if spec.get("completions") != before.get("completions"):
+        if spec.get("completionMode") != "Indexed":
+            causes.append(
+                (
+                    "spec.completions",
+                    f"Invalid value: {_shown(spec.get('completions'))}: field is immutable",
+                )
+            )
+        elif spec.get("completions") is not None and spec.get("completions") != spec.get(
+            "parallelism"
+        ):
+            why = "can only be modified in tandem with spec.parallelism"
+            causes.append(("spec.completions", f"Invalid value: {spec['completions']}: {why}"))
+    if spec.get("selector") != before.get("selector"):
+        causes.append(
+            ("spec.selector", f"Invalid value: {_shown(spec.get('selector'))}: field is immutable")
+        )
+    mutable = _template_mutable(old)
+    after_t = _template_for_compare(spec.get("template") or {}, mutable)
+    before_t = _template_for_compare(before.get("template") or {}, mutable)
+    if after_t != before_t:
+        # Suspended without pods, only the template's spec is compared (the rest may change).
+        path, value = "spec.template", spec.get("template")
+        if mutable:
+            path, value = "spec.template.spec", (value or {}).get("spec")
+        causes.append((path, f"Invalid value: {_shown(value)}: field is immutable"))
+    for key in _FIXED:
+        if spec.get(key) != before.get(key):
+            causes.append(
+                (f"spec.{key}", f"Invalid value: {_shown(spec.get(key))}: field is immutable")
+            )
     return causes
