@@ -108,6 +108,9 @@ class Sampler:
     def __init__(self, cluster: DevCluster) -> None:
         self.pods = Informer(cluster.client, "/api/v1/pods")
         self.rayclusters = Informer(cluster.client, "/apis/ray.io/v1/rayclusters")
+        self.nodes = Informer(cluster.client, "/api/v1/nodes")
+        #: Nodes seen not Ready at some moment (a starved heartbeat, or row 6's).
+        self.unready_nodes: set[str] = set()
         self.slices: dict[tuple[str, str], Slice] = {}
         self.members: dict[tuple[str, str], set[tuple[str, str]]] = {}
         #: (time, namespace, pod, replica index, host index) of every pod whose deletion began.
@@ -118,16 +121,27 @@ class Sampler:
         self.changed = asyncio.Event()
         self.pods.subscribe(self._on_pod)
         self.rayclusters.subscribe(lambda _: self.changed.set())
+        self.nodes.subscribe(self._on_node)
 
     async def start(self) -> None:
         self.pods.start()
         self.rayclusters.start()
+        self.nodes.start()
+        await self.nodes.synced.wait()
         await self.pods.synced.wait()
         await self.rayclusters.synced.wait()
 
     async def stop(self) -> None:
         await self.pods.stop()
         await self.rayclusters.stop()
+        await self.nodes.stop()
+
+    def _on_node(self, event: WatchEvent) -> None:
+        nodes = [event.object] if event.type in ("ADDED", "MODIFIED") else []
+        for node in nodes:
+            conditions = (node.get("status") or {}).get("conditions") or []
+            if any(c.get("type") == "Ready" and c.get("status") != "True" for c in conditions):
+                self.unready_nodes.add(str(node["metadata"]["name"]))
 
     def _on_pod(self, event: WatchEvent) -> None:
         now = time.monotonic()
@@ -376,6 +390,7 @@ class World:
     sampler: Sampler
     args: argparse.Namespace
     kubeconfig: Path
+    stopped: list[str] = field(default_factory=list)  # nodes row 6 stopped
 
 
 Figures = dict[str, Any]
@@ -611,6 +626,7 @@ async def row_not_ready(world: World, op: Operator) -> Figures:
     await world.cluster.apply(cluster_in("lost", ns, 2), ns)
     await running(world, op, ns, 2)
     node = (await one_host(world, ns))["spec"]["nodeName"]
+    world.stopped.append(node)
     mark = time.monotonic()
     await world.admin.patch(NODES, None, node, {"metadata": {"annotations": {KUBELET: "stopped"}}})
     await world.sampler.until(lambda: len(world.sampler.whole_ready(ns, avoid_node=node)) < 2, 30)
@@ -753,7 +769,9 @@ async def main(args: argparse.Namespace) -> int:
     operators = [op for op in operators if op.key in args.operators]
     print(f"versus KubeRay: rows {args.rows}, nodes {nodes}, {os.cpu_count()} cores,")
     print(f"  load average at start {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    async with DevCluster(nodes=nodes, control_plane="kubernetes") as cluster:
+    async with DevCluster(
+        nodes=nodes, control_plane="kubernetes", node_grace=args.node_grace
+    ) as cluster:
         await KubeRayOperator().install(cluster)  # KubeRay's CRDs, for both operators
         admin = KubeClient.from_kubeconfig(cluster.kubeconfig_dict())
         sampler = Sampler(cluster)
@@ -763,7 +781,10 @@ async def main(args: argparse.Namespace) -> int:
         results: dict[str, Figures] = {}
         try:
             for op in operators:
+                before = set(sampler.unready_nodes)
                 results[op.key] = await run_operator(world, op)
+                flapped = sampler.unready_nodes - before - set(world.stopped)
+                print(f"  nodes NotReady while {op.name} ran, not stopped by row 6: {len(flapped)}")
         finally:
             await sampler.stop()
             await admin.close()
@@ -784,6 +805,12 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--converge-within", type=float, default=180.0, help="seconds a row may take to be Ready"
+    )
+    parser.add_argument(
+        "--node-grace",
+        type=float,
+        default=40.0,
+        help="seconds without a heartbeat before a node is NotReady (kube's default: 40)",
     )
     parser.add_argument("--operators", default="kuberay,ours", help="whom to run, in order")
     args = parser.parse_args(argv)
