@@ -24,6 +24,11 @@ cleans up after itself, so both operators meet the same empty nodes. The rows:
 6. a node going NotReady under a slice (its kubelet stops: a partitioned or dead VM): until
    the group has every slice whole and Ready on other nodes, or ``--give-up``.
 
+Nodes are NotReady after ``--node-grace`` seconds without a heartbeat (40, kube's default:
+a shorter grace lets the simulated kubelets' heartbeats fall behind on a loaded machine, and
+ours, which acts on NotReady nodes, then replaces healthy slices); the run prints how many
+nodes went NotReady while each operator ran, other than row 6's.
+
 A pod watch over the whole cluster (`Sampler`) records, for every slice (a
 ``ray.io/worker-group-replica-name``), when it was whole and when it was partial (some of its
 hosts gone or terminating, others not) after having been whole: each row reports the longest
