@@ -712,8 +712,12 @@ def ratio(ours: Any, theirs: Any) -> str:
     numbers = (int, float)
     if isinstance(ours, bool) or not isinstance(ours, numbers) or not isinstance(theirs, numbers):
         return ""
-    if math.isinf(theirs) and not math.isinf(ours):
-        return "< 1 (KubeRay gave up)"
+    if math.isinf(theirs) or math.isinf(ours):
+        return (
+            "-"
+            if math.isinf(theirs) == math.isinf(ours)
+            else ("< 1 (KubeRay gave up)" if math.isinf(theirs) else "> 1 (ours gave up)")
+        )
     if theirs == 0:
         return "-" if ours == 0 else "(KubeRay 0)"
     return f"{ours / theirs:.2f}"
