@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from raycluster_operator import OPERATOR_NAME
+from raycluster_operator.api import names
 from raycluster_operator.api.models import load_cluster
 from raycluster_operator.builders import build_head_pod, build_worker_pod
 from raycluster_operator.builders.ray_start import ULIMIT
@@ -70,6 +71,8 @@ def test_multi_host_worker_labels() -> None:
         "ray.io/worker-group-replica-name": "tpu-bcd2f",
         "ray.io/replica-host-index": "2",
         "replicaIndex": "tpu-1",
+        # Ours: one value per slice in the Kubernetes cluster (exclusive placement, §3.5).
+        "ray.io/slice-id": names.slice_id(CLUSTER.metadata.namespace, "demo", "tpu", 1),
         "team": "research",
     }
 
@@ -467,3 +470,32 @@ def test_the_open_files_raise_is_kuberays_where_it_is_permitted() -> None:
         return
     done = _run_open_files_raise(hard, {})
     assert (done.stdout, done.stderr) == ("soft=65536\n", "")
+
+
+def test_an_exclusive_slice_keeps_every_other_clusters_slices_out_of_its_pool() -> None:
+    """kube-scheduler places pods one by one: without the cluster-wide term two clusters'
+    slices could each start in one pool and neither ever fit (docs/design.md §3.5)."""
+    pod = tpu_pod()
+    raw = cluster_dict()
+    raw["metadata"]["name"] = "other"
+    other_cluster = load_cluster(raw)
+    other_group = other_cluster.spec.worker_group_specs[0]
+    other = worker_pod(other_cluster, other_group, replica=1, host=2, replica_name="x")
+    mine, theirs = (p["metadata"]["labels"]["ray.io/slice-id"] for p in (pod, other))
+    assert mine != theirs
+    terms = pod["spec"]["affinity"]["podAntiAffinity"][REQ]
+    wide = [t for t in terms if "namespaceSelector" in t]
+    assert wide == [
+        {
+            "labelSelector": {
+                "matchExpressions": [
+                    {"key": "ray.io/slice-id", "operator": "Exists"},
+                    {"key": "ray.io/slice-id", "operator": "NotIn", "values": [mine]},
+                ]
+            },
+            "namespaceSelector": {},
+            "topologyKey": "cloud.google.com/gke-nodepool",
+        }
+    ]
+    # A slice's own hosts share the id, so the term never pushes them apart.
+    assert tpu_pod(host=0)["metadata"]["labels"]["ray.io/slice-id"] == mine

@@ -23,3 +23,5 @@ class HostIdentity:
     #: Fully qualified within the namespace (``hostname.subdomain``), in host order; empty for
     #: single-host groups.
     hostnames: tuple[str, ...]
+    #: Unique among all slices of the Kubernetes cluster (``labels.SLICE_ID``); "" single-host.
+    slice_id: str = ""

@@ -24,12 +24,19 @@ def slice_affinity(
     slice_name: str,
     topology_key: str,
     exclusive: bool,
+    slice_id: str = "",
 ) -> dict[str, Any]:
     """Required co-location with the pods of the same slice; with ``exclusive``, required
-    separation from the group's other slices.
+    separation from every other slice: the group's own, and (by ``slice_id``) any slice of
+    any RayCluster in any namespace.
 
     The slice is identified by its replica name when the pod has one, else by the
     ``replicaIndex`` label that every multi-host pod carries.
+
+    Why every RayCluster: kube-scheduler places pods one at a time. Two clusters' slices
+    created together could each start in one domain, two hosts each, and then neither fits
+    there nor anywhere else (their hosts must share the domain): both wait for good while
+    other domains stay free. Benchmarked beside KubeRay (docs/design.md §8.3).
     """
     key, value = (
         (labels.REPLICA_NAME, replica_name)
@@ -54,7 +61,21 @@ def slice_affinity(
             },
             "topologyKey": topology_key,
         }
-        affinity["podAntiAffinity"] = {_REQUIRED: [other_slices]}
+        terms = [other_slices]
+        if slice_id:
+            terms.append(
+                {
+                    "labelSelector": {
+                        "matchExpressions": [
+                            {"key": labels.SLICE_ID, "operator": "Exists"},
+                            {"key": labels.SLICE_ID, "operator": "NotIn", "values": [slice_id]},
+                        ]
+                    },
+                    "namespaceSelector": {},
+                    "topologyKey": topology_key,
+                }
+            )
+        affinity["podAntiAffinity"] = {_REQUIRED: terms}
     return affinity
 
 

@@ -110,6 +110,7 @@ class AcceleratorProfile:
             group=identity.group,
             replica_name=identity.replica_name,
             slice_name=identity.slice_name,
+            slice_id=identity.slice_id,
             topology_key=self.topology_key,
             exclusive=self.exclusive,
         )

@@ -22,6 +22,10 @@ REPLICA_NAME = "ray.io/worker-group-replica-name"
 HOST_INDEX = "ray.io/replica-host-index"
 #: The Ray v1 autoscaler expands a slice by this label (value ``<group>-<replicaIndex>``).
 V1_REPLICA_INDEX = "replicaIndex"
+#: Ours, on every pod of a multi-host slice that asks for placement: one value per slice in the
+#: whole cluster (a digest of namespace, RayCluster, group and index), so an exclusive slice can
+#: keep every other slice, of any RayCluster, out of its domain (docs/design.md §3.5).
+SLICE_ID = "ray.io/slice-id"
 
 # --- services ---
 HEADLESS_SVC = "ray.io/headless-worker-svc"

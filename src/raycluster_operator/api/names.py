@@ -67,6 +67,13 @@ def slice_name(group: str, replica_index: int) -> str:
     return fit(group, suffix=f"-{replica_index}")
 
 
+def slice_id(namespace: str, cluster: str, group: str, replica_index: int) -> str:
+    """``ray.io/slice-id``: one value per slice in the whole Kubernetes cluster, a label value
+    (a digest: names can be 63 characters each)."""
+    digest = hashlib.sha256(f"{namespace}/{cluster}/{group}/{replica_index}".encode())
+    return digest.hexdigest()[:20]
+
+
 def host_name(group: str, replica_index: int, host_index: int) -> str:
     """``spec.hostname`` of a multi-host pod: ``<group>-<replicaIndex>-<hostIndex>``."""
     return fit(group, suffix=f"-{replica_index}-{host_index}")

@@ -326,6 +326,14 @@ class WorkerPods:
             if replica_index is None
             else names.slice_name(group.group_name, replica_index),
             hostnames=hostnames,
+            slice_id=""
+            if replica_index is None or hosts <= 1
+            else names.slice_id(
+                self.cluster.metadata.namespace,
+                self.cluster.metadata.name,
+                group.group_name,
+                replica_index,
+            ),
         )
 
     def _start(self, container: Mapping[str, Any], ray_labels: Mapping[str, str]) -> _Start:
@@ -377,6 +385,8 @@ class WorkerPods:
                 ours[labels.HOST_INDEX] = str(identity.host_index)
         if self._multi:
             ours[labels.V1_REPLICA_INDEX] = identity.slice_name
+            if identity.slice_id and self.profile.exclusive:
+                ours[labels.SLICE_ID] = identity.slice_id
         metadata: dict[str, Any] = {
             "generateName": self._generate_name,
             "namespace": self.cluster.metadata.namespace,
