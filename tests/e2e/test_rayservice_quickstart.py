@@ -7,7 +7,8 @@ Serve, with a steady stream of requests counting what fails (issue #35):
 2. the README's second block changes the application's code in serveConfigV2 during a stream
    through a port-forward of the serve service: the change rolls in place on the same
    RayCluster and no request fails;
-3. the third block changes the cluster's image (NewCluster) during a stream that follows the
+3. (benchmarks/rayservice_upgrade.py, not the suite) the third block changes the cluster's
+   image (NewCluster) during a stream that follows the
    serve service as a cluster IP would (`ServiceRoute`; a port-forward holds on to one pod of
    the old cluster): traffic moves once the new cluster's slice is whole and its application
    RUNNING, the old cluster is deleted, and no request fails;
@@ -65,7 +66,7 @@ ENDPOINTS_EVERY = 0.25
 #: An answer of the application in a block's output (curl prints no newline after it).
 ANSWER = re.compile(r'\{"version":[^{}]*\}')
 
-pytestmark = pytest.mark.slow(seconds=180)
+pytestmark = pytest.mark.slow(seconds=90)
 
 
 def readme_blocks() -> tuple[str, str, str]:
@@ -391,6 +392,27 @@ def first_of_a_new_replica(stream: Stream, cluster: str, killed: float) -> float
     raise AssertionError("host 1 never answered from a new replica")
 
 
+async def upgrade_and_host_kill(world: RayWorld, env: dict[str, str], third: str) -> None:
+    """The README's third block (NewCluster) and a host kill, during one stream that follows
+    the serve service; run by benchmarks/rayservice_upgrade.py (two real Ray clusters at once
+    do not fit the suite's budget)."""
+    route = ServiceRoute(world.kube, f"{NAME}-serve-svc")
+    await route.refresh()
+    assert route.ips, "the serve service has no endpoint"
+    stream = Stream(route.next_url, fresh=True)
+    stop = asyncio.Event()
+    tasks = [
+        asyncio.create_task(route.follow(stop)),
+        asyncio.create_task(stream.run(stop, bound=1200)),
+    ]
+    try:
+        new = await new_cluster_phase(world, env, third, stream)
+        await host_kill_phase(world, new, stream)
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks)
+
+
 async def test_the_readme_rayservice_quickstart(tmp_path: Path) -> None:
     require_serve()
     world = await RayWorld.start(NODES, runtime="process")
@@ -409,27 +431,11 @@ async def test_the_readme_rayservice_quickstart(tmp_path: Path) -> None:
         await world.cluster.apply(yaml.safe_load(EXAMPLE.read_text()))
         kubeconfig = world.cluster.write_kubeconfig(tmp_path / "kubeconfig")
         env = {**os.environ, "KUBECONFIG": str(kubeconfig), "PATH": f"{BIN}:{os.environ['PATH']}"}
-        first, second, third = readme_blocks()
+        first, second, _ = readme_blocks()
 
         text = await shell(env, first)
         hosts = {json.loads(answer)["host"] for answer in ANSWER.findall(text)}
         assert hosts == set(HOSTS), text[-6000:]
         await in_place_phase(world, env, second)
-
-        route = ServiceRoute(world.kube, f"{NAME}-serve-svc")
-        await route.refresh()
-        assert route.ips, "the serve service has no endpoint"
-        stream = Stream(route.next_url, fresh=True)
-        stop = asyncio.Event()
-        tasks = [
-            asyncio.create_task(route.follow(stop)),
-            asyncio.create_task(stream.run(stop, bound=1200)),
-        ]
-        try:
-            new = await new_cluster_phase(world, env, third, stream)
-            await host_kill_phase(world, new, stream)
-        finally:
-            stop.set()
-            await asyncio.gather(*tasks)
     finally:
         await world.close()
