@@ -67,8 +67,15 @@ async def test_each_operator_leaves_the_others_clusters_alone(world: Beside) -> 
         assert len(world.pods.created(KUBERAY, mark)) == 1
 
     await eventually(scaled, 60)
-    await world.ready("rc", OURS)
-    await world.ready("rc", KUBERAY)
+
+    async def three_ready(namespace: str) -> None:
+        # `state` was ready before the scale-up too: wait for the status to count the new pod,
+        # or its write (by either operator) lands in the steady window below.
+        obj = await world.ready("rc", namespace)
+        assert (obj.get("status") or {}).get("readyWorkerReplicas") == 3, obj.get("status")
+
+    for ns in (OURS, KUBERAY):
+        await eventually(lambda ns=ns: three_ready(ns), 120)
     assert [c for _, c in world.pods.created(OURS, mark)] == [OUR_NAME]
     assert [c for _, c in world.pods.created(KUBERAY, mark)] == [KUBERAY_NAME]
     assert not world.pods.removed(OURS, mark) and not world.pods.removed(KUBERAY, mark)
