@@ -243,3 +243,19 @@ def test_the_planner_makes_no_move_the_table_lacks(
     assert plan.status.get("jobDeploymentStatus", "") == (
         plan.moves[-1].target.value if plan.moves else state.value
     )
+
+
+def test_a_stopped_job_waits_while_a_slice_is_gone_under_a_slice_policy() -> None:
+    """The operator that stopped the job for a break may have crashed before writing the move;
+    while the slice is gone (no pods, none replaced yet) the next one must not end the job
+    Complete: the break shows once the replacement exists (issue #36's proof run found it)."""
+    status = {
+        "desiredWorkerSlices": 1,
+        "workerGroups": [{"groupName": "tpu", "numOfHosts": 2, "desiredSlices": 1}],
+    }
+    gone = {**READY, "status": {**READY["status"], **status}}
+    for policy, waits in (("Resubmit", True), ("FailJob", True), ("LeaveToRay", False)):
+        job = rayjob(S.RUNNING, {"sliceFailurePolicy": policy, "backoffLimit": 1}, **RUNNING_INFO)
+        observed = Observed(job, gone, (), None, JobsApi.FOUND, {"status": "STOPPED"})
+        plan = plan_rayjob(observed, CTX)
+        assert (plan.moves == []) is waits, (policy, plan.moves)

@@ -375,10 +375,24 @@ def _running(observed: Observed, ctx: Context, plan: Plan) -> None:
         return
     if job_status not in TERMINAL_JOB or (submitted_by_job and not outcome):
         return
+    if job_status == JobStatus.STOPPED and _maybe_stopped_for_a_break(observed):
+        return
     if job_status == JobStatus.FAILED:
         _move(plan, _S.FAILED, Cause.APP_FAILED, str(info.get("message") or "the Ray job failed"))
     else:
         _move(plan, _S.COMPLETE, Cause.JOB_ENDED, f"the Ray job is {job_status.value}")
+
+
+def _maybe_stopped_for_a_break(observed: Observed) -> bool:
+    """A STOPPED job under Resubmit or FailJob while a slice is not whole may be the one this
+    operator stopped for a break before it crashed, with the move not yet written (§11, slice
+    failure policy). The break shows once the slice's replacement exists (pods newer than the
+    job's start); ending the job Complete before then lost the resubmission. Once every slice is
+    whole again with no break found, STOPPED is the user's, and the job ends."""
+    policy = _spec(observed).get("sliceFailurePolicy") or "LeaveToRay"
+    if policy == "LeaveToRay" or observed.cluster is None:
+        return False
+    return not slices_ready(observed.cluster.get("status") or {}, observed.pods)
 
 
 def _sidecar_failed(observed: Observed, plan: Plan, why: str) -> None:
