@@ -7,16 +7,22 @@ would claim the same address.
 
 from __future__ import annotations
 
+import importlib
 import shlex
-
-import pytest
+from typing import Any
 
 from raycluster_operator.api.models import load_cluster
 from raycluster_operator.builders import build_head_pod
 
 from .conftest import cluster_dict, env_of, make_cluster, worker_pod
 
-ray_scripts = pytest.importorskip("ray.scripts.scripts")
+
+def ray_scripts() -> Any:
+    """Ray's CLI, imported when a test runs, not at collection: it pulls in Ray's dashboard
+    and Serve (~4 s), which every pytest-xdist worker would pay to collect this file."""
+    return importlib.import_module("ray.scripts.scripts")
+
+
 POD_IP_REF = {"fieldRef": {"apiVersion": "v1", "fieldPath": "status.podIP"}}
 
 
@@ -32,7 +38,7 @@ def _pods(cluster_obj: dict[str, object] | None = None) -> list[dict[str, object
 
 def _node_ip(pod: dict[str, object]) -> str:
     argv = shlex.split(env_of(pod)["KUBERAY_GEN_RAY_START_CMD"])
-    params = ray_scripts.start.make_context("start", argv[2:]).params
+    params = ray_scripts().start.make_context("start", argv[2:]).params
     return str(params["node_ip_address"])
 
 

@@ -7,6 +7,7 @@ go through Ray's own click parser.
 
 from __future__ import annotations
 
+import importlib
 import json
 import shlex
 from typing import Any
@@ -20,7 +21,14 @@ from tpu_topologies import GKE, TABLE
 from .conftest import cluster_dict, env_of, make_cluster, worker_pod
 
 tpu_module = pytest.importorskip("ray._private.accelerators.tpu")
-ray_scripts = pytest.importorskip("ray.scripts.scripts")
+
+
+def ray_scripts() -> Any:
+    """Ray's CLI, imported when a test runs, not at collection: it pulls in Ray's dashboard
+    and Serve (~4 s), which every pytest-xdist worker would pay to collect this file."""
+    return importlib.import_module("ray.scripts.scripts")
+
+
 label_utils = pytest.importorskip("ray._private.label_utils")
 
 CLUSTER = make_cluster(enableInTreeAutoscaling=True)
@@ -76,7 +84,7 @@ def test_our_pod_type_and_topology_are_valid_for_ray() -> None:
 def parse_start(line: str) -> dict[str, Any]:
     argv = shlex.split(line)
     assert argv[:2] == ["ray", "start"]
-    ctx = ray_scripts.start.make_context("start", argv[2:])
+    ctx = ray_scripts().start.make_context("start", argv[2:])
     return dict(ctx.params)
 
 
@@ -104,7 +112,7 @@ def test_rays_cli_accepts_our_autoscaler_sidecar() -> None:
     side = build_head_pod(CLUSTER)["spec"]["containers"][1]
     assert side["command"][:2] == ["python", "-c"]
     assert "run_kuberay_autoscaler" in side["command"][2]
-    command = ray_scripts.cli.commands["kuberay-autoscaler"]
+    command = ray_scripts().cli.commands["kuberay-autoscaler"]
     ctx = command.make_context("kuberay-autoscaler", list(side["args"]))
     assert ctx.params["cluster_name"] == "demo"
     assert ctx.params["cluster_namespace"] == "ml"
@@ -113,7 +121,7 @@ def test_rays_cli_accepts_our_autoscaler_sidecar() -> None:
 def test_every_ray_start_switch_set_true_is_a_bare_flag() -> None:
     from raycluster_operator.builders.ray_start import ray_start_command
 
-    switches = [o.name.replace("_", "-") for o in ray_scripts.start.params if o.is_flag]
+    switches = [o.name.replace("_", "-") for o in ray_scripts().start.params if o.is_flag]
     switches.remove("head")
     line = ray_start_command(dict.fromkeys(switches, "true"), head=False)
     params = parse_start(line)
