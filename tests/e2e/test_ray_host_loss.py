@@ -2,13 +2,15 @@
 
 examples/tpu-v5p-2x2x2-local.yaml as `make run` applies it (one 2-host slice, minReplicas 1,
 maxReplicas 2, Ray's own autoscaler v2 in the head's sidecar), and the README's
-`kubectl delete pod -l ray.io/replica-host-index=1` five times in a row, each once the
+`kubectl delete pod -l ray.io/replica-host-index=1` three times in a row, each once the
 replacement's Ray has started. Ray's autoscaler used to find `minReplicas` unmet while the
 broken slice was terminating and its replacement not yet created, and raised `replicas` to 2
 (docs/design.md, rule 7b, "the minimum is the operator's"). That window is short and a pass
 every 5 s fell into it only sometimes, so each time a finalizer on the other host's pod holds
 it open for two of the autoscaler's passes (its Ray stops as usual; only the object stays,
-and the replacement waits for its index, rule 13). Watches on the pods and the
+and the replacement waits for its index, rule 13). The window being held, each loss meets the
+bug's condition; three (there were five) keep the "in a row" of the report at a cost the
+suite's budget allows. Watches on the pods and the
 RayCluster see every write: `replicas` never leaves 1 and no pod at replica index 1 is ever
 created. A fast, deterministic twin with Ray's v2 loop against the simulated runtime is
 tests/ray/test_ray_autoscaler_loop.py::test_a_lost_host_never_buys_a_slice_for_the_min_count.
@@ -36,12 +38,12 @@ from tests.harness.examples import EXAMPLES
 from tests.harness.pods import HOST_INDEX, REPLICA_INDEX, labels
 from tests.harness.ray_world import REAL_RAY_MODULE, RayWorld, eventually, module_world
 
-pytestmark = [*REAL_RAY_MODULE, pytest.mark.slow(seconds=190)]
+pytestmark = [*REAL_RAY_MODULE, pytest.mark.slow(seconds=130)]
 
 NAME = "local-tpu"
 EXAMPLE = EXAMPLES / "tpu-v5p-2x2x2-local.yaml"
 KUBECTL = Path(sys.executable).parent / "kubectl"
-LOSSES = 5
+LOSSES = 3
 #: A line Ray's v2 autoscaler logs once per pass (its provider listing the pods).
 PASS_LINE = "Fetched pod data at resource version"
 HOLD = "test.raycluster-operator/hold"
@@ -123,7 +125,7 @@ async def autoscaler_passes(world: RayWorld, head: str) -> int:
     return world.log_of(head, "autoscaler").count(PASS_LINE)
 
 
-async def test_five_lost_hosts_in_a_row_never_grow_the_group(
+async def test_three_lost_hosts_in_a_row_never_grow_the_group(
     world: RayWorld, tmp_path: Path
 ) -> None:
     config = world.cluster.write_kubeconfig(tmp_path / "kubeconfig")
@@ -166,7 +168,7 @@ async def test_five_lost_hosts_in_a_row_never_grow_the_group(
     assert "to satisfy min count" not in log
     assert seen.replicas and set(seen.replicas) == {1}, seen.replicas
     assert set(seen.indices.values()) == {"0"}, seen.indices
-    # Every host of every slice, the first and the five replacements, was seen.
+    # Every host of every slice, the first and each replacement, was seen.
     assert len(seen.indices) == 2 * (LOSSES + 1)
     group = (await world.kube.get(RAYCLUSTERS, "default", NAME))["spec"]["workerGroupSpecs"][0]
     assert group["replicas"] == 1
