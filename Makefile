@@ -13,7 +13,7 @@ PIP := $(BIN)/python -m pip install -q --disable-pip-version-check --no-compile
 # mypy's cache outside the tree, like the control plane's binaries: a fresh clone on a machine
 # that has checked once takes ~13 s instead of ~50-95 s. mypy checks each cached module by its
 # content hash and its own version and options, so a stale entry is never used.
-MYPY_CACHE_DIR ?= $(HOME)/.cache/raycluster-operator/mypy
+MYPY_CACHE_DIR ?= $(or $(RCO_CACHE_DIR),$(HOME)/.cache/raycluster-operator)/mypy
 
 .PHONY: run test lint fmt unit bench install clean dist kube flake-check kuberay-e2e
 
