@@ -62,10 +62,14 @@ lint: $(STAMP)
 # collects the whole suite, and rewriting the asserts of ~300 test modules costs each one
 # ~9 s of CPU when nothing is cached (__pycache__ is ignored by git). The 25 slowest tests
 # close every run, so a run that got slower says where.
+# Every run ends with CPU and worker-seconds per test file and per tier (embedded, real
+# Kubernetes, real Ray; tests/harness/cpu_report.py), the budget's figures.
 PYTEST_WORKERS ?= 4
+CPU_REPORT := .pytest_cache/cpu-report.tsv
 unit: $(STAMP)
-	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadfile \
-		--no-loadscope-reorder --durations=25
+	mkdir -p .pytest_cache && rm -f $(CPU_REPORT) $(CPU_REPORT).txt
+	PYTHONDONTWRITEBYTECODE= PYTEST_CPU_REPORT=$(CPU_REPORT) $(BIN)/pytest -q \
+		-n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
 ## The suite RUNS times back to back; every test that failed in any run, with its count.
 RUNS ?= 3
