@@ -148,15 +148,15 @@ async def test_without_backoff_the_same_crash_loop_recreates_without_bound(
 ) -> None:
     await world.start_operator(slice_backoff_base=0.0)
     times = await crash_loop_for_no_wait(world, tmp_path)
-    print(f"15 slices without backoff in {times[-1]:.1f} s")
+    print(f"10 slices without backoff in {times[-1]:.1f} s")
 
 
 async def crash_loop_for_no_wait(world: World, tmp_path: Path) -> list[float]:
-    """Fifteen slices in a row (the doubling wait would have spaced them by 1+2+4+4... s
+    """Ten slices in a row (the doubling wait would have spaced them by 1+2+4+4... s
     with the other test's settings), and not one wait shown in the status or told in an
     Event (the annotation still counts the failures, each due at once)."""
     kubectl = Kubectl(world.cluster, tmp_path)
-    times = await crash_loop_until(world, "churn", 15)
+    times = await crash_loop_until(world, "churn", 10)
     assert not await waiting(kubectl, "churn")
     assert not await events(kubectl, "SliceBackoff")
     return times
