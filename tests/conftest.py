@@ -16,7 +16,11 @@ from tests.harness.cluster import running_cluster
 
 #: The real-Ray and real-Kubernetes tiers: skipped (a failure under CI=true) where they cannot
 #: run here, and counted on the run's last lines.
-pytest_plugins = ["tests.harness.real_ray_tier", "tests.harness.kube_tier"]
+pytest_plugins = [
+    "tests.harness.real_ray_tier",
+    "tests.harness.kube_tier",
+    "tests.harness.report_guard",
+]
 #: Where every file starts real Ray in process-runtime pods (a minute or more a file): such
 #: files are `slow` as a whole, whatever their tests say.
 REAL_RAY = "tests/e2e/"
