@@ -635,11 +635,12 @@ class DevCluster:
             await self._established(info.path(None, str(meta["name"])))
         return made
 
-    async def _established(self, path: str, within: float = 30.0) -> None:
+    async def _established(self, path: str, within: float = 120.0) -> None:
         """kube-apiserver serves a new CRD's resource only once it is Established, about 5 s
         after its names are accepted (its establishing controller waits for other API servers
         to see it): a CRD this cluster applies is handed over Established, as `kubectl wait
-        --for condition=established` hands it to a user's next `kubectl apply`."""
+        --for condition=established` hands it to a user's next `kubectl apply`. ``within`` is
+        a hang guard, not a promise: on 2 cores at load 20 it took over 30 s."""
         deadline = asyncio.get_running_loop().time() + within
         while True:
             crd = await self.client.get(path)
