@@ -78,8 +78,8 @@ ENDPOINTS_EVERY = 0.25
 #: An answer of the application in a block's output (curl prints no newline after it).
 ANSWER = re.compile(r'\{"version":[^{}]*\}')
 
-#: The quickstart (~70-90 s) and the slice-scaling test (estimated, not yet measured quiet).
-pytestmark = [*REAL_RAY_MODULE, pytest.mark.slow(seconds=190)]
+#: The quickstart and the slice-scaling test on one world: 161 s near quiet (one run).
+pytestmark = [*REAL_RAY_MODULE, pytest.mark.slow(seconds=165)]
 
 
 def readme_blocks() -> tuple[str, str, str]:
