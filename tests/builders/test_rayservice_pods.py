@@ -1,6 +1,6 @@
 """Pods of a cluster a RayService created (docs/design.md §12): KubeRay v1.7's ``ray.io/serve``
-labels, Serve proxy readiness on workers and serving env, plus ours: a multi-host slice's hosts
-start out of the serve service."""
+labels, Serve proxy readiness on single-host workers and serving env, plus ours: a multi-host
+slice's hosts start out of the serve service, with a plain worker's readiness."""
 
 from __future__ import annotations
 
@@ -40,14 +40,17 @@ def test_serve_labels_head_out_single_host_in_slice_hosts_out_until_whole() -> N
     assert _labels(sliced)["ray.io/serve"] == "false"
 
 
-def test_worker_readiness_checks_the_serve_proxy_and_fails_at_once() -> None:
+def test_single_host_worker_readiness_checks_the_serve_proxy_and_fails_at_once() -> None:
     head, sliced, host = _pods("RayService")
     proxy = "wget --tries 1 -T 10 -q -O- http://localhost:9000/-/healthz | grep success"
     readiness = host["spec"]["containers"][0]["readinessProbe"]
     assert readiness["exec"]["command"] == ["bash", "-c", f"{RAYLET} && {proxy}"]
     assert "httpGet" not in readiness and readiness["failureThreshold"] == 1
-    default_port = sliced["spec"]["containers"][0]["readinessProbe"]["exec"]["command"][2]
-    assert "http://localhost:8000/-/healthz" in default_port
+    # A host of a multi-host slice may hold no replica, hence no proxy: its readiness is a
+    # RayCluster worker's (the raylet), and the controller asks its proxy (RS4).
+    sliced_readiness = sliced["spec"]["containers"][0]["readinessProbe"]
+    assert sliced_readiness["httpGet"] == {"path": "/api/healthz", "port": 52365}
+    assert "exec" not in sliced_readiness and sliced_readiness["failureThreshold"] == 10
     # The head's proxy is the controller's to check; its probe is a RayCluster head's.
     assert head["spec"]["containers"][0]["readinessProbe"]["httpGet"]["path"] == "/api/healthz"
     for pod in (head, sliced, host):

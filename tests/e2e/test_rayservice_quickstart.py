@@ -15,6 +15,11 @@ Serve, with a steady stream of requests counting what fails (issue #35):
 4. Ray is killed on one host of the serving slice during that stream: the slice leaves the
    service and comes back once healed; only requests on the slice fail.
 
+The same world then runs examples/rayservice-slice-model-local.yaml (issue #35's last point):
+each Serve replica reserves a whole slice with `ray.util.tpu.slice_placement_group`, and Serve
+autoscaling, under load, adds a second replica whose reservation brings a second slice through
+Ray's autoscaler and the operator, then removes it whole once the load is gone.
+
 The figures (times from each change, answered and failed requests) are printed as
 `E2E-FIGURES` lines for the README. Run under `flock /tmp/realray.lock`.
 """
@@ -37,13 +42,20 @@ from typing import Any
 
 import aiohttp
 import pytest
+import pytest_asyncio
 import yaml
 
 from raycluster_operator.controller.crds import rayservice_crd_manifest
-from raycluster_operator.kube import PODS, RAYSERVICES, SERVICES, KubeError
+from raycluster_operator.kube import PODS, RAYCLUSTERS, RAYSERVICES, SERVICES, KubeError, NotFound
 from tests.harness.examples import README, example, readme_block
 from tests.harness.pods import HOST_INDEX
-from tests.harness.ray_world import LIGHT_ENV, RayWorld, eventually, labels_of
+from tests.harness.ray_world import (
+    LIGHT_ENV,
+    REAL_RAY_MODULE,
+    RayWorld,
+    eventually,
+    labels_of,
+)
 
 EXAMPLE = example("rayservice-tpu-v5p-2x2x2-local")
 #: Where the pods import the application from (the README's `export PYTHONPATH=...`).
@@ -66,7 +78,8 @@ ENDPOINTS_EVERY = 0.25
 #: An answer of the application in a block's output (curl prints no newline after it).
 ANSWER = re.compile(r'\{"version":[^{}]*\}')
 
-pytestmark = pytest.mark.slow(seconds=90)
+#: The quickstart and the slice-scaling test on one world: 161 s near quiet (one run).
+pytestmark = [*REAL_RAY_MODULE, pytest.mark.slow(seconds=165)]
 
 
 def readme_blocks() -> tuple[str, str, str]:
@@ -413,7 +426,16 @@ async def upgrade_and_host_kill(world: RayWorld, env: dict[str, str], third: str
         await asyncio.gather(*tasks)
 
 
-async def test_the_readme_rayservice_quickstart(tmp_path: Path) -> None:
+@dataclass
+class ServeWorld:
+    """The README's dev cluster with the operator, and kubectl's environment for it."""
+
+    world: RayWorld
+    env: dict[str, str]
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def served(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[ServeWorld]:
     require_serve()
     world = await RayWorld.start(NODES, runtime="process")
     try:
@@ -428,14 +450,164 @@ async def test_the_readme_rayservice_quickstart(tmp_path: Path) -> None:
         # What `raycluster-operator dev` does on the process runtime: the operator on the
         # host reaches each head's dashboard and proxy at the head pod's IP.
         await world.start_operator(jobs_api_via="head-pod-ip", serve_api_via="head-pod-ip")
-        await world.cluster.apply(yaml.safe_load(EXAMPLE.read_text()))
-        kubeconfig = world.cluster.write_kubeconfig(tmp_path / "kubeconfig")
+        kubeconfig = world.cluster.write_kubeconfig(tmp_path_factory.mktemp("kube") / "config")
         env = {**os.environ, "KUBECONFIG": str(kubeconfig), "PATH": f"{BIN}:{os.environ['PATH']}"}
-        first, second, _ = readme_blocks()
-
-        text = await shell(env, first)
-        hosts = {json.loads(answer)["host"] for answer in ANSWER.findall(text)}
-        assert hosts == set(HOSTS), text[-6000:]
-        await in_place_phase(world, env, second)
+        yield ServeWorld(world, env)
     finally:
         await world.close()
+
+
+async def test_the_readme_rayservice_quickstart(served: ServeWorld) -> None:
+    world, env = served.world, served.env
+    await world.cluster.apply(yaml.safe_load(EXAMPLE.read_text()))
+    first, second, _ = readme_blocks()
+
+    text = await shell(env, first)
+    hosts = {json.loads(answer)["host"] for answer in ANSWER.findall(text)}
+    assert hosts == set(HOSTS), text[-6000:]
+    await in_place_phase(world, env, second)
+
+
+# -- Serve replicas that each reserve a whole slice, scaled by Serve (issue #35) ---------------
+
+SLICE_MODEL = example("rayservice-slice-model-local")
+MODEL = "slice-model"
+#: Concurrent request loops of the load (each request held 1 s on every host of its slice):
+#: three ongoing requests against a target of one per replica ask Serve for its maximum, 2.
+LOAD = 3
+HOLD = "?hold=1"
+#: The hostnames of each slice's hosts (`<group>-<index>-<host>`).
+SLICE_HOSTS = {index: [f"tpu-v5p-{index}-0", f"tpu-v5p-{index}-1"] for index in (0, 1)}
+
+
+async def remove_rayservice(world: RayWorld, name: str) -> None:
+    """Deleted (its clusters and their pods go in the background, freeing their pool)."""
+    with contextlib.suppress(NotFound):
+        await world.kube.delete(RAYSERVICES, "default", name, propagation="Background")
+
+
+async def serving_cluster(world: RayWorld, name: str) -> str:
+    """The RayService's cluster once the service is Ready (waited for while it progresses)."""
+
+    async def named() -> str:
+        status = (await world.kube.get(RAYSERVICES, "default", name)).get("status") or {}
+        for which in ("activeServiceStatus", "pendingServiceStatus"):
+            cluster = (status.get(which) or {}).get("rayClusterName")
+            if cluster:
+                return str(cluster)
+        raise AssertionError(f"no cluster named yet: {status}")
+
+    cluster = await eventually(named, within=120)
+
+    async def ready() -> None:
+        status = (await world.kube.get(RAYSERVICES, "default", name)).get("status") or {}
+        assert status.get("serviceStatus") == "Running", status.get("conditions")
+        assert status["activeServiceStatus"]["rayClusterName"] == cluster, status
+
+    await world.while_progressing(cluster, ready)
+    return cluster
+
+
+async def slices_of(world: RayWorld, cluster: str) -> list[tuple[str, str]]:
+    """(replica index, host index) of every live worker pod."""
+    return sorted(
+        (labels_of(p)["ray.io/worker-group-replica-index"], labels_of(p)[HOST_INDEX])
+        for p in await world.workers(cluster)
+    )
+
+
+async def ask_once(route: ServiceRoute) -> list[str]:
+    """The hosts that served one request through the serve service."""
+    stream = Stream(route.next_url)
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as http:
+        await stream._send(http, str(route.next_url()), 0.0)
+    assert stream.answers, stream.failures
+    (hosts,) = answered_by(stream)
+    return hosts
+
+
+def answered_by(stream: Stream, since: float = 0.0) -> list[list[str]]:
+    """The hosts behind each answer sent after ``since`` (sorted: a slice's bundles need not
+    follow its host indices)."""
+    return [sorted(json.loads(body)["hosts"]) for at, body in stream.answers if at >= since]
+
+
+async def test_serve_autoscaling_adds_and_removes_whole_slices(served: ServeWorld) -> None:
+    world = served.world
+    loop = asyncio.get_running_loop()
+    await remove_rayservice(world, NAME)  # the quickstart's, when it ran first
+    began = loop.time()
+    await world.cluster.apply(yaml.safe_load(SLICE_MODEL.read_text()))
+    cluster = await serving_cluster(world, MODEL)
+    ready = loop.time()
+    # The replica's actor is on the head: the slice's hosts hold no Serve proxy, yet they are
+    # Ready (the raylet's readiness), the slice is whole and the service switched to it; the
+    # hosts stay out of the serve service and the head's proxy serves.
+    workers = await world.workers(cluster)
+    assert len(workers) == 2 and all(_endpoint(p) for p in workers), workers
+    assert {labels_of(p)[SERVE_LABEL] for p in workers} == {"false"}
+    status = (await world.kube.get(RAYSERVICES, "default", MODEL))["status"]
+    assert status["numServeEndpoints"] == 1
+    route = ServiceRoute(world.kube, f"{MODEL}-serve-svc")
+    await route.refresh()
+    head = await world.head(cluster)
+    assert route.ips == [head["status"]["podIP"]]
+    assert await ask_once(route) == SLICE_HOSTS[0]
+
+    # Load: Serve adds a replica, whose reservation brings a second slice, whole.
+    stop = asyncio.Event()
+
+    def held() -> str | None:
+        url = route.next_url()
+        return f"{url}{HOLD}" if url else None
+
+    streams = [Stream(held) for _ in range(LOAD)]
+    tasks = [asyncio.create_task(s.run(stop, bound=900)) for s in streams]
+    tasks.append(asyncio.create_task(route.follow(stop)))
+    loaded = loop.time()
+
+    async def second_slice_serves() -> float:
+        hosts = [h for s in streams for h in answered_by(s)]
+        assert SLICE_HOSTS[1] in hosts, hosts[-5:]
+        return loop.time()
+
+    try:
+        up = await world.while_progressing(cluster, second_slice_serves)
+        assert await slices_of(world, cluster) == [("0", "0"), ("0", "1"), ("1", "0"), ("1", "1")]
+        spec = (await world.kube.get(RAYCLUSTERS, "default", cluster))["spec"]
+        assert spec["workerGroupSpecs"][0]["replicas"] == 2  # written by Ray's autoscaler
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks)
+    unloaded = loop.time()
+
+    # No load: Serve stops the newest replica, its slice is idle and goes, both hosts at once
+    # (every look on the way sees both slices whole, or slice 0 alone).
+    seen: set[tuple[tuple[str, str], ...]] = set()
+
+    async def back_to_one_slice() -> float:
+        now = await slices_of(world, cluster)
+        seen.add(tuple(now))
+        assert now == [("0", "0"), ("0", "1")]
+        spec = (await world.kube.get(RAYCLUSTERS, "default", cluster))["spec"]
+        assert spec["workerGroupSpecs"][0]["replicas"] == 1
+        return loop.time()
+
+    down = await world.while_progressing(cluster, back_to_one_slice)
+    both = (("0", "0"), ("0", "1"), ("1", "0"), ("1", "1"))
+    assert seen <= {both, both[:2]}, seen
+    answered = sum(len(s.answers) for s in streams)
+    failed = [f for s in streams for f in s.failures]
+    print(
+        f"E2E-FIGURES slice-spanning replicas: Ready {ready - began:.1f} s after the apply; "
+        f"under load ({LOAD} requests held 1 s each) the second slice answered "
+        f"{up - loaded:.1f} s after the load began; it was gone, whole, {down - unloaded:.1f} s "
+        f"after the load ended; {answered} answered, {len(failed)} failed"
+    )
+    assert not failed, failed[:10]
+    # Both slices served under the load, and the one left serves alone.
+    assert {tuple(h) for s in streams for h in answered_by(s)} == {
+        tuple(SLICE_HOSTS[0]),
+        tuple(SLICE_HOSTS[1]),
+    }
+    assert await ask_once(route) == SLICE_HOSTS[0]

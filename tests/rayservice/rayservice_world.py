@@ -56,7 +56,7 @@ class RayServiceWorld(DevWorld):
         controller: RayServiceReconciler = op.manager.rayservices
         url = self.serve.url
         controller.resolve = lambda c, head: f"{url}/clusters/{c['metadata']['name']}"
-        controller.resolve_proxy = lambda c, head: f"{url}/proxies/{c['metadata']['name']}"
+        controller.resolve_proxy = lambda c, pod: f"{url}/proxies/{_proxy_path(c, pod)}"
 
     async def close(self) -> None:
         await super().close()
@@ -155,7 +155,19 @@ class RayServiceWorld(DevWorld):
         await eventually(gone, 60)
 
 
-def cluster_config(replicas: int = 1, image: str = "rayproject/ray:2.60.0") -> Obj:
+def _proxy_path(cluster: Obj, pod: Obj) -> str:
+    """``<cluster>/<host>``: a slice host as ``<group>-<index>-<host>`` (its hostname, known
+    before the pod is made, so a test can take its proxy out from the start; read from its
+    labels, which the operator's pod cache keeps), another pod by its name."""
+    found = pod["metadata"].get("labels") or {}
+    index, host = found.get("replicaIndex"), found.get("ray.io/replica-host-index")
+    name = f"{index}-{host}" if index and host else pod["metadata"]["name"]
+    return f"{cluster['metadata']['name']}/{name}"
+
+
+def cluster_config(
+    replicas: int = 1, image: str = "rayproject/ray:2.60.0", group: str = "tpu"
+) -> Obj:
     """One head (with the serve port) and one group of 2-host v5p slices."""
     ports = [
         {"name": "dashboard", "containerPort": 8265},
@@ -167,11 +179,11 @@ def cluster_config(replicas: int = 1, image: str = "rayproject/ray:2.60.0") -> O
     worker = m.container("ray-worker", requests=tpu, limits=tpu)
     worker["image"] = image
     pod = m.template(worker, nodeSelector=dict(m.V5P_2X2X2))
-    group = m.worker_group("tpu", pod, replicas=replicas, min_replicas=0, max_replicas=4, hosts=2)
+    workers = m.worker_group(group, pod, replicas=replicas, min_replicas=0, max_replicas=4, hosts=2)
     return {
         "rayVersion": m.RAY_VERSION,
         "headGroupSpec": m.head_group(head),
-        "workerGroupSpecs": [group],
+        "workerGroupSpecs": [workers],
     }
 
 

@@ -2,11 +2,13 @@
 runtime, where no Ray runs: an aiohttp server on 127.0.0.1 that the test drives, as KubeRay's
 tests drive a fake dashboard client's status.
 
-Per RayCluster (the operator's resolvers point at ``/clusters/<name>`` and
-``/proxies/<name>``): ``GET /api/serve/applications/`` answers the applications as the test
-set them; ``PUT`` records the config and starts every application it names ``DEPLOYING``, as
-Serve does; ``/-/healthz`` answers 200 while the cluster's head proxy is healthy. The test
-plays Serve: ``set_status(cluster, "RUNNING")``.
+Per RayCluster (the operator's resolvers point at ``/clusters/<name>`` and, for each pod's
+proxy, ``/proxies/<name>/<host>``, a slice host by its hostname, another pod by its name):
+``GET /api/serve/applications/`` answers the applications as the test set them; ``PUT``
+records the config and starts every application it names ``DEPLOYING``, as Serve does; a
+pod's ``/-/healthz`` answers 200 unless its cluster or its host is in ``unhealthy_proxies``
+(Serve runs a proxy only where a replica is: a test takes a slice's host out by hostname).
+The test plays Serve: ``set_status(cluster, "RUNNING")``.
 """
 
 from __future__ import annotations
@@ -23,7 +25,10 @@ class ServeApiStandIn:
     apps: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     #: cluster -> every config PUT to it, in order.
     deployed: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: Clusters and hosts (hostname, else pod name) whose proxies do not answer.
     unhealthy_proxies: set[str] = field(default_factory=set)
+    #: Every host whose proxy was asked, by cluster.
+    proxies_asked: dict[str, set[str]] = field(default_factory=dict)
     url: str = ""
     _runner: web.AppRunner | None = None
 
@@ -31,7 +36,7 @@ class ServeApiStandIn:
         app = web.Application()
         app.router.add_get("/clusters/{cluster}/api/serve/applications/", self._get)
         app.router.add_put("/clusters/{cluster}/api/serve/applications/", self._put)
-        app.router.add_get("/proxies/{cluster}/-/healthz", self._healthz)
+        app.router.add_get("/proxies/{cluster}/{host}/-/healthz", self._healthz)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -79,6 +84,8 @@ class ServeApiStandIn:
         return web.Response(status=200)
 
     async def _healthz(self, request: web.Request) -> web.Response:
-        if request.match_info["cluster"] in self.unhealthy_proxies:
+        cluster, host = request.match_info["cluster"], request.match_info["host"]
+        self.proxies_asked.setdefault(cluster, set()).add(host)
+        if cluster in self.unhealthy_proxies or host in self.unhealthy_proxies:
             return web.Response(status=503, text="unhealthy")
         return web.Response(status=200, text="success")

@@ -313,6 +313,64 @@ async def test_a_broken_slice_leaves_the_endpoints_alone(
     await world.delete(ns, "two")
 
 
+async def test_a_slice_host_without_a_serve_proxy_stays_out_and_the_slice_serves(
+    world: RayServiceWorld, tmp_path: Path
+) -> None:
+    """A Serve replica that reserves a whole slice runs its actor on one host, and Serve runs
+    a proxy only there (RS4): host 1 has no proxy. Its readiness is the raylet's, so the
+    slice is whole and the service switches to it; host 1 stays out of the serve service
+    while host 0, whose proxy answers, is in."""
+    ns = await world.namespace("oneproxy")
+    world.serve.unhealthy_proxies.add("spanned-0-1")
+    try:
+        config = cluster_config(group="spanned")
+        await world.apply(tmp_path, rayservice("span", ns, rayClusterConfig=config))
+        cluster = await _serving(world, ns, "span")
+
+        def two(status: Obj) -> None:
+            assert status["numServeEndpoints"] == 2, status.get("numServeEndpoints")
+
+        await world.until(ns, "span", two)
+        await world.served(ns, "span")
+        status = await world.status(ns, "span")
+        assert status["activeServiceStatus"]["rayClusterStatus"]["readyWorkerSlices"] == 1
+        pods = await world.pods_of(ns, cluster)
+        assert all(_pod_ready(p) for p in pods), [p["status"] for p in pods]
+        assert serve_labels(pods) == {"head": "true", "spanned-0/0": "true", "spanned-0/1": "false"}
+        # Host 1 was asked and said no: out for its own proxy, not for want of asking.
+        assert {"spanned-0-0", "spanned-0-1"} <= world.serve.proxies_asked[cluster]
+        assert status["numServeEndpoints"] == 2 and status["serviceStatus"] == "Running"
+        conditions = {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]}
+        assert conditions["Ready"] == ("True", "NonZeroServeEndpoints")
+        svc = await world.service(ns, "span-serve-svc")
+        assert svc is not None and svc["spec"]["selector"]["ray.io/cluster"] == cluster
+        # Serve places a replica on host 1: its proxy answers and it joins.
+        world.serve.unhealthy_proxies.discard("spanned-0-1")
+
+        def three(status: Obj) -> None:
+            assert status["numServeEndpoints"] == 3, status.get("numServeEndpoints")
+
+        await world.until(ns, "span", three)
+        # Host 0's replica goes: it leaves alone; the slice is whole, so no slice Event.
+        world.serve.unhealthy_proxies.add("spanned-0-0")
+        await world.until(ns, "span", two)
+        assert serve_labels(await world.pods_of(ns, cluster)) == {
+            "head": "true",
+            "spanned-0/0": "false",
+            "spanned-0/1": "true",
+        }
+        reasons = [e["reason"] for e in await world.events(ns, "span")]
+        assert "SliceNotServing" not in reasons, reasons
+    finally:
+        world.serve.unhealthy_proxies.difference_update({"spanned-0-0", "spanned-0-1"})
+    await world.delete(ns, "span")
+
+
+def _pod_ready(pod: Obj) -> bool:
+    conditions = pod["status"].get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
 def _json(text: str) -> str:
     import json
 

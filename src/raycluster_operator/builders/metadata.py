@@ -40,8 +40,8 @@ def serve_enabled(cluster: RayCluster) -> bool:
 
 def serves_rayservice(cluster: RayCluster) -> bool:
     """A RayService made this cluster (KubeRay's ``ray.io/originated-from-crd`` label): its
-    pods carry ``ray.io/serve`` as the RayService controller keeps it, its workers a Serve
-    proxy readiness check and its Ray containers KubeRay's serving env."""
+    pods carry ``ray.io/serve`` as the RayService controller keeps it, its single-host
+    workers a Serve proxy readiness check and its Ray containers KubeRay's serving env."""
     found = cluster.metadata.labels or {}
     return found.get(labels.ORIGINATED_FROM_CRD) == RAYSERVICE_CRD
 
@@ -50,8 +50,9 @@ def rayservice_serve_label(cluster: RayCluster, *, head: bool, multi_host: bool)
     """``ray.io/serve`` at creation on a RayService's cluster, over the template's value as
     KubeRay sets it: a worker is ``true`` (its readiness probe checks its Serve proxy), the
     head ``false`` until the RayService controller sees its proxy healthy. A host of a
-    multi-host slice starts ``false`` too, and the controller turns its slice ``true`` once
-    every host is ready (docs/design.md §12, RS4): a partial slice never serves."""
+    multi-host slice starts ``false`` too, and the controller turns it ``true`` while every
+    host of its slice is ready and its own proxy answers (docs/design.md §12, RS4): a partial
+    slice never serves."""
     if not serves_rayservice(cluster):
         return {}
     serving = not (head or multi_host)

@@ -469,8 +469,12 @@ class WorkerPods:
         _add_shared_memory(spec, container)
         if self.inject_probes:
             ray_version = self.cluster.spec.ray_version
+            # A host of a multi-host slice may hold no Serve replica, hence no proxy: its
+            # readiness is the raylet's, and its proxy is the RayService controller's to ask
+            # (docs/design.md §3.4c, §12 RS4).
+            serving = self._serving and not self._multi
             probes.add_probes(
-                container, params, head=False, ray_version=ray_version, serving=self._serving
+                container, params, head=False, ray_version=ray_version, serving=serving
             )
         if self._serving:
             env.add_env(container, env.SERVING_ENV)

@@ -103,8 +103,9 @@ def add_probes(
     serving: bool = False,
 ) -> None:
     """Readiness and liveness probes for the Ray container, unless it has its own.
-    ``serving``: a worker of a RayService's cluster, whose readiness checks its Serve proxy
-    too (the head's proxy is the RayService controller's to check, docs/design.md §12)."""
+    ``serving``: a single-host worker of a RayService's cluster, whose readiness checks its
+    Serve proxy too (the head's proxy, and a multi-host slice's hosts', are the RayService
+    controller's to check, docs/design.md §12 RS4)."""
     timeout = HEAD_TIMEOUT if head else WORKER_TIMEOUT
     if not container.get("livenessProbe"):
         container["livenessProbe"] = {

@@ -3,7 +3,8 @@ lease (docs/design.md §7, §12).
 
 It reads RayServices and their serve services from its own informers, and RayClusters and
 their pods from the RayCluster controller's caches; it asks the Serve API and the head's
-proxy of each cluster the service runs on (active and pending) whose head is ready; the pure
+proxy of each cluster the service runs on (active and pending) whose head is ready, and the
+proxy of each ready host of their multi-host slices (RS4); the pure
 planner (``planning.rayservice``) decides; this module executes the plan's writes, writes
 status, records Events. It creates RayCluster objects and never their pods, and changes one
 thing on pods: the ``ray.io/serve`` label, which is the serve service's selector.
@@ -127,6 +128,21 @@ def _ready_heads(pods: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     ]
 
 
+def _names(pods: Sequence[Mapping[str, Any]]) -> list[str]:
+    return [str(_meta(p).get("name")) for p in pods]
+
+
+def _slice_host(cluster: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
+    """A worker of a group with ``numOfHosts`` > 1."""
+    if _labels(pod).get(labels.NODE_TYPE) != labels.NODE_TYPE_WORKER:
+        return False
+    group = _labels(pod).get(labels.GROUP)
+    for spec in (cluster.get("spec") or {}).get("workerGroupSpecs") or []:
+        if spec.get("groupName") == group:
+            return int(spec.get("numOfHosts") or 1) > 1
+    return False
+
+
 class RayServiceReconciler:
     """Both the kind's ``Registration`` and its ``Reconciler``."""
 
@@ -147,7 +163,7 @@ class RayServiceReconciler:
         self.options = options
         self.recorder = recorder
         self.serve_api = ServeApiClient()
-        #: Where a cluster's Serve API and head proxy are (tests point them at a stand-in).
+        #: Where a cluster's Serve API and a pod's proxy are (tests point them at a stand-in).
         self.resolve: Resolver = RESOLVERS[options.serve_api_via]
         self.resolve_proxy: Resolver = proxy_at_pod_ip
         self.suffix: Callable[[], str] = _suffix
@@ -254,9 +270,9 @@ class RayServiceReconciler:
             str((status.get(which) or {}).get("rayClusterName") or "")
             for which in ("activeServiceStatus", "pendingServiceStatus")
         }
-        answers: dict[str, ServeAnswer] = {}
-        for cluster_name in sorted(serving & set(clusters)):
-            answers[cluster_name] = await self._ask(clusters[cluster_name], pods[cluster_name])
+        asked = sorted(serving & set(clusters))
+        found = await asyncio.gather(*(self._ask(clusters[c], pods[c]) for c in asked))
+        answers: dict[str, ServeAnswer] = dict(zip(asked, found, strict=True))
         now = self.clock()
         dangling = self._dangling.setdefault(key, {})
         for cluster_name in list(dangling):
@@ -282,25 +298,42 @@ class RayServiceReconciler:
         )
 
     async def _ask(self, cluster: Obj, pods: Sequence[Obj]) -> ServeAnswer:
-        heads = [
-            p
-            for p in pods
-            if _labels(p).get(labels.NODE_TYPE) == labels.NODE_TYPE_HEAD and _ready(p)
-        ]
+        """The head's Serve API and proxy, and the proxy of every running and ready host of
+        a multi-host slice (RS4), all at once: a pass waits at most one timeout for them."""
+        hosts = [p for p in pods if _ready(p) and _slice_host(cluster, p)]
+        asked = asyncio.gather(*(self._proxy(cluster, p) for p in hosts))
+        heads = _ready_heads(pods)
         if not heads:
-            return ServeAnswer()
+            proxies = dict(zip(_names(hosts), await asked, strict=True))
+            return ServeAnswer(proxies=proxies)
         head = heads[0]
         base = self.resolve(cluster, head)
-        proxy = self.resolve_proxy(cluster, head)
-        healthy = bool(proxy) and await self.serve_api.proxy_healthy(proxy)
+        healthy, apps, answers = await asyncio.gather(
+            self._proxy(cluster, head), self._applications(cluster, base), asked
+        )
+        proxies = dict(zip(_names(hosts), answers, strict=True))
+        if apps is None:
+            return ServeAnswer(asked=True, proxy_healthy=healthy, proxies=proxies)
+        return ServeAnswer(
+            asked=True,
+            reachable=True,
+            applications=apps,
+            proxy_healthy=healthy,
+            proxies=proxies,
+        )
+
+    async def _proxy(self, cluster: Obj, pod: Mapping[str, Any]) -> bool:
+        proxy = self.resolve_proxy(cluster, pod)
+        return bool(proxy) and await self.serve_api.proxy_healthy(proxy)
+
+    async def _applications(self, cluster: Obj, base: str) -> dict[str, Any] | None:
         if not base:
-            return ServeAnswer(asked=True, proxy_healthy=healthy)
+            return None
         try:
-            apps = await self.serve_api.applications(base)
+            return await self.serve_api.applications(base)
         except ServeApiError as error:
             log.info("serve api of %s: %s", _meta(cluster).get("name"), error)
-            return ServeAnswer(asked=True, proxy_healthy=healthy)
-        return ServeAnswer(asked=True, reachable=True, applications=apps, proxy_healthy=healthy)
+            return None
 
     async def reconcile(self, key: str) -> Result:
         rayservice = self._view.get(key)

@@ -21,7 +21,8 @@ from raycluster_operator.api import names
 from raycluster_operator.builders.rayjob import dashboard_port
 from raycluster_operator.builders.rayservice import serving_port
 
-#: (RayCluster, its head pod) -> the dashboard's base URL ("" when not known yet).
+#: (RayCluster, its head pod) -> the dashboard's base URL ("" when not known yet); for a
+#: proxy, (RayCluster, the pod) -> the proxy's base URL.
 Resolver = Callable[[Mapping[str, Any], Mapping[str, Any]], str]
 
 
@@ -42,8 +43,10 @@ def via_head_pod_ip(cluster: Mapping[str, Any], head: Mapping[str, Any]) -> str:
     return f"http://{ip}:{dashboard_port(_spec(cluster))}" if ip else ""
 
 
-def proxy_at_pod_ip(cluster: Mapping[str, Any], head: Mapping[str, Any]) -> str:
-    ip = (head.get("status") or {}).get("podIP")
+def proxy_at_pod_ip(cluster: Mapping[str, Any], pod: Mapping[str, Any]) -> str:
+    """A pod's Serve proxy (the head's, or a slice host's): Serve listens on one port on every
+    node, the head container's ``serve`` port."""
+    ip = (pod.get("status") or {}).get("podIP")
     return f"http://{ip}:{serving_port(_spec(cluster))}" if ip else ""
 
 

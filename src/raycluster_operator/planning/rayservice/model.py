@@ -34,7 +34,7 @@ class Action:
 @dataclass(frozen=True)
 class ServeAnswer:
     """What one cluster's head said, asked this pass (``asked`` False: its head is not ready,
-    or it was not asked)."""
+    or it was not asked), and what the proxies of its multi-host slices' hosts said."""
 
     asked: bool = False
     #: The Serve REST API answered ``GET /api/serve/applications/``.
@@ -43,6 +43,9 @@ class ServeAnswer:
     applications: Mapping[str, Any] = field(default_factory=dict)
     #: The head's Serve proxy answered ``/-/healthz``.
     proxy_healthy: bool = False
+    #: Each running and ready host of a multi-host slice, by pod name: its own Serve proxy
+    #: answered ``/-/healthz`` (Serve runs one only where a replica runs, docs/design.md RS4).
+    proxies: Mapping[str, bool] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@
 KubeRay v1.7's ``RayServiceReconciler.Reconcile`` in order, rule by rule (RS1..RS7): validate;
 delete the clusters traffic left once their delay has passed; create the pending cluster;
 update a cluster in place when worker groups were only appended; keep ``ray.io/serve`` on the
-pods (RS4); deploy the Serve config where it is not yet deployed; point the serve service at
+pods (RS4: a slice's hosts by their slice and their own proxies); deploy the Serve config
+where it is not yet deployed; point the serve service at
 the pending cluster once it is ready (RS5: every slice whole, every application RUNNING),
 which promotes it; name a new pending cluster when rayClusterConfig changed (NewCluster);
 then the status and conditions.
@@ -274,7 +275,11 @@ def _relabel(observed: Observed, plan: Plan, cluster_name: str) -> list[Relabel]
         if not change.slice:
             note = f'Updated the serve label to "{change.value}" for the head pod {change.pod}'
             plan.events.append(Event("Normal", "UpdatedHeadPodServeLabel", note))
-        elif (change.slice, change.value) not in told:
+        elif (change.slice, change.value) not in told and (
+            # A host of a whole slice whose own proxy stops answering leaves alone, as a
+            # KubeRay worker whose serving readiness fails: no slice Event.
+            change.value == labels.SERVE_TRUE or not change.whole
+        ):
             told.add((change.slice, change.value))
             plan.events.append(_slice_event(cluster_name, change))
     return changes
@@ -282,7 +287,10 @@ def _relabel(observed: Observed, plan: Plan, cluster_name: str) -> list[Relabel]
 
 def _slice_event(cluster: str, change: Relabel) -> Event:
     if change.value == labels.SERVE_TRUE:
-        note = f"RayCluster {cluster}: slice {change.slice} is whole: its hosts serve again"
+        note = (
+            f"RayCluster {cluster}: slice {change.slice} is whole: its hosts with a Serve "
+            "proxy serve"
+        )
         return Event("Normal", "SliceServing", note)
     note = (
         f"RayCluster {cluster}: slice {change.slice} is {change.state}: its hosts leave the "

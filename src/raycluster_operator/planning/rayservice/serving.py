@@ -4,11 +4,13 @@ RS4), and how many endpoints that gives.
 ``ray.io/serve`` is the serve service's selector. KubeRay keeps it on the head by its Serve
 proxy's health (asked each pass; ``false`` when ``excludeHeadPodFromServeSvc``) and leaves it
 ``true`` on workers, whose readiness probe checks their proxy. Ours adds slices: a host of a
-multi-host slice is ``true`` only while every host of its slice is running and ready. A Serve
-replica that reserves a whole slice (one bundle per host) dies with any of its hosts, so the
-slice's proxies would route to a replica that is gone; taking the slice's pods out keeps the
-other slices serving while the RayCluster controller replaces it at its index, and its
-replacement joins once whole.
+multi-host slice is ``true`` only while every host of its slice is running and ready and its
+own proxy answers (asked each pass, as the head's: its readiness is the raylet's, since Serve
+runs a proxy only on the nodes that hold a replica and a host of a slice reserved by one
+replica may hold none). A Serve replica that reserves a whole slice (one bundle per host) dies
+with any of its hosts, so the slice's proxies would route to a replica that is gone; taking
+the slice's pods out keeps the other slices serving while the RayCluster controller replaces
+it at its index, and its replacement joins once whole.
 """
 
 from __future__ import annotations
@@ -28,9 +30,11 @@ from raycluster_operator.planning.slice_state import SliceState
 class Relabel:
     pod: str
     value: str
-    #: The slice (``<group>-<index>``) whose state moved the label; "" for the head.
+    #: The slice (``<group>-<index>``) of the host; "" for the head.
     slice: str = ""
     state: str = ""
+    #: The slice is whole (``ready``): a host leaving then goes for its own proxy alone.
+    whole: bool = False
 
 
 def _hosts(cluster: Mapping[str, Any]) -> dict[str, int]:
@@ -55,17 +59,19 @@ def relabels(
         value = labels.SERVE_TRUE if healthy else labels.SERVE_FALSE
         if view.labels.get(labels.SERVE) != value:
             out.append(Relabel(view.name, value))
+    proxies = answer.proxies if answer is not None else {}
     for group, hosts in sorted(_hosts(cluster).items()):
         if hosts == 1:
             continue
         members = [v for v in views if v.group == group and v.node_type == labels.NODE_TYPE_WORKER]
         for replica in sort_into_replicas(members, hosts).replicas:
             whole = replica.state is SliceState.READY
-            value = labels.SERVE_TRUE if whole else labels.SERVE_FALSE
             name = f"{group}-{replica.index if replica.index is not None else '?'}"
             for pod in replica.pods:
+                serving = whole and proxies.get(pod.name, False)
+                value = labels.SERVE_TRUE if serving else labels.SERVE_FALSE
                 if not pod.terminating and pod.labels.get(labels.SERVE) != value:
-                    out.append(Relabel(pod.name, value, name, replica.state.value))
+                    out.append(Relabel(pod.name, value, name, replica.state.value, whole))
     return out
 
 
