@@ -30,10 +30,11 @@ import os
 import socket
 from typing import Any
 
-import ray
-from ray import serve
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 from ray.util.tpu import SlicePlacementGroup, slice_placement_group
+
+import ray
+from ray import serve
 
 TOPOLOGY = "2x2x2"
 ACCELERATOR = "v5p"
