@@ -66,7 +66,8 @@ CPU_REPORT := .pytest_cache/cpu-report.tsv
 unit: $(STAMP)
 	mkdir -p .pytest_cache && rm -f $(CPU_REPORT) $(CPU_REPORT).txt
 	PYTHONDONTWRITEBYTECODE= PYTEST_CPU_REPORT=$(CPU_REPORT) $(BIN)/pytest -q \
-		-n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
+		-n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25 \
+		-m "not by_hand"
 
 ## The suite RUNS times back to back; every test that failed in any run, with its count.
 RUNS ?= 3

@@ -40,6 +40,11 @@ WORLDS = (
 def pytest_configure(config: pytest.Config) -> None:
     """`PYTEST_CPU_REPORT=<path>`: CPU and wall per test file (tests/harness/cpu_report.py)."""
     cpu_report.register(config)
+    config.addinivalue_line(
+        "markers",
+        "by_hand(reason): a test `make test` leaves out (-m 'not by_hand') for the reason "
+        "given; run it by name",
+    )
 
 
 def _where(item: pytest.Item) -> str:

@@ -78,8 +78,9 @@ ENDPOINTS_EVERY = 0.25
 #: An answer of the application in a block's output (curl prints no newline after it).
 ANSWER = re.compile(r'\{"version":[^{}]*\}')
 
-#: The quickstart and the slice-scaling test on one world: 161 s near quiet (one run).
-pytestmark = [*REAL_RAY_MODULE, pytest.mark.slow(seconds=165)]
+#: The quickstart and the slice-scaling test on one world: 161 s near quiet (one run); the
+#: quickstart alone, as `make test` runs it, ~70 s.
+pytestmark = [*REAL_RAY_MODULE, pytest.mark.slow(seconds=100)]
 
 
 def readme_blocks() -> tuple[str, str, str]:
@@ -532,6 +533,10 @@ def answered_by(stream: Stream, since: float = 0.0) -> list[list[str]]:
     return [sorted(json.loads(body)["hosts"]) for at, body in stream.answers if at >= since]
 
 
+@pytest.mark.by_hand(
+    "a third real Ray cluster with Serve, its autoscaler and a load beside the suite's other "
+    "real-Ray tests overloaded the 2-core machine: runs took 28 min and failed real-Ray tests"
+)
 async def test_serve_autoscaling_adds_and_removes_whole_slices(served: ServeWorld) -> None:
     world = served.world
     loop = asyncio.get_running_loop()
