@@ -37,8 +37,11 @@ def test_after_it_passes():
 """
 
 
-def run(tmp_path: Path, times: int) -> subprocess.CompletedProcess[str]:
-    (tmp_path / "conftest.py").write_text(CONFTEST.format(times=times))
+def run(tmp_path: Path, times: int, *, guard: bool = True) -> subprocess.CompletedProcess[str]:
+    conftest = CONFTEST.format(times=times)
+    if not guard:
+        conftest = conftest.replace('pytest_plugins = ["tests.harness.report_guard"]', "")
+    (tmp_path / "conftest.py").write_text(conftest)
     (tmp_path / "test_inner.py").write_text(TESTS)
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"],
@@ -67,16 +70,5 @@ def test_a_clash_twice_is_reported_plain(tmp_path: Path) -> None:
 def test_without_the_guard_the_clash_ends_the_run(tmp_path: Path) -> None:
     """The guard is what makes the difference: without it the same clash is an internal
     error."""
-    (tmp_path / "conftest.py").write_text(
-        CONFTEST.format(times=1).replace('pytest_plugins = ["tests.harness.report_guard"]', "")
-    )
-    (tmp_path / "test_inner.py").write_text(TESTS)
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"],
-        cwd=tmp_path,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = run(tmp_path, 1, guard=False)
     assert "INTERNALERROR" in done.stdout + done.stderr
