@@ -145,3 +145,28 @@ def test_watch_redraws_in_place_on_a_terminal(tmp_path: Path) -> None:
     assert "STATE" in text and "ready" in text, text
     # rich's Live display moves the cursor up over the previous table instead of appending.
     assert "\x1b[2K" in text or "\x1b[1A" in text or "\x1b[A" in text, repr(text[-2000:])
+
+
+def test_ctrl_c_ends_the_live_view_even_as_a_pod_changes() -> None:
+    """The cancel and a pod event in the same loop turn: the view's wait still ends cancelled
+    (Python 3.11's ``wait_for`` returned instead, and `dev --watch` hung on Ctrl-C)."""
+    import asyncio
+
+    from raycluster_operator.devcluster.watch import next_change
+
+    async def view(changed: asyncio.Event) -> None:
+        while True:
+            await next_change(changed, 1.0)
+            await asyncio.sleep(0)
+            changed.clear()
+
+    async def main() -> bool:
+        changed = asyncio.Event()
+        task = asyncio.create_task(view(changed))
+        await asyncio.sleep(0)
+        changed.set()
+        task.cancel()
+        done, _ = await asyncio.wait([task], timeout=30)  # a hang guard
+        return bool(done) and task.cancelled()
+
+    assert asyncio.run(main())

@@ -258,7 +258,8 @@ class ContainerRunner:
             return
         process.signal(signal.SIGTERM)
         try:
-            await asyncio.wait_for(asyncio.shield(process.proc.wait()), grace)
+            async with asyncio.timeout(grace):
+                await asyncio.shield(process.proc.wait())
         except TimeoutError:
             process.signal(signal.SIGKILL)
 

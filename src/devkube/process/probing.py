@@ -41,7 +41,8 @@ async def _http(spec: ProbeSpec, host: str) -> bool:
 
 
 async def _tcp(host: str, port: int, seconds: float) -> bool:
-    _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), seconds)
+    async with asyncio.timeout(seconds):
+        _, writer = await asyncio.open_connection(host, port)
     writer.close()
     with contextlib.suppress(OSError):
         await writer.wait_closed()

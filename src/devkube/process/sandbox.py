@@ -329,7 +329,8 @@ class PodSandbox:
         )
         container = ContainerProcess(proc)
         try:
-            out, _ = await asyncio.wait_for(proc.communicate(), seconds)
+            async with asyncio.timeout(seconds):
+                out, _ = await proc.communicate()
         except TimeoutError:
             container.signal(signal.SIGKILL)
             with contextlib.suppress(ProcessLookupError):

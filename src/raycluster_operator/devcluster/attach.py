@@ -120,7 +120,8 @@ async def operator_attached(
     )
     task = asyncio.create_task(manager.run(), name="operator")
     try:
-        await asyncio.wait_for(_synced(manager, task), 30)
+        async with asyncio.timeout(30):
+            await _synced(manager, task)
         metrics = manager.metrics_server.port if manager.metrics_server else 0
         log.info(
             "operator attached as ServiceAccount raycluster-operator/raycluster-operator with "
@@ -135,7 +136,8 @@ async def operator_attached(
     finally:
         manager.stop()
         with contextlib.suppress(asyncio.CancelledError, asyncio.TimeoutError):
-            await asyncio.wait_for(task, 15)
+            async with asyncio.timeout(15):
+                await task
         await client.close()
 
 

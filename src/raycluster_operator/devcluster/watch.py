@@ -57,6 +57,15 @@ async def _follow(cluster: DevCluster, pods: Pods, changed: asyncio.Event) -> No
         changed.set()
 
 
+async def next_change(changed: asyncio.Event, within: float | None) -> None:
+    """Until ``changed`` is set or ``within`` seconds pass. ``asyncio.timeout``, not
+    ``wait_for``: on Python 3.11, a cancel that comes in the same loop turn as the event
+    makes ``wait_for`` return instead of raising, and the live view never ended on Ctrl-C."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(within):
+            await changed.wait()
+
+
 async def watch_pods(cluster: DevCluster, kubeconfig: str) -> None:
     """The live view: redrawn in place on a terminal, appended otherwise."""
     from rich.console import Console
@@ -75,8 +84,7 @@ async def watch_pods(cluster: DevCluster, kubeconfig: str) -> None:
     try:
         while True:
             # Ray comes up without any pod changing: with a RAY column, look again each second.
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(changed.wait(), 1.0 if ray else None)
+            await next_change(changed, 1.0 if ray else None)
             await asyncio.sleep(0.2)  # one table per burst of changes
             changed.clear()
             rows = live_view.host_rows(pods.values(), ray)
