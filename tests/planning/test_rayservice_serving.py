@@ -7,7 +7,12 @@ from typing import Any
 
 from raycluster_operator.api import labels
 from raycluster_operator.planning.rayservice.model import ServeAnswer
-from raycluster_operator.planning.rayservice.serving import Relabel, endpoints, relabels
+from raycluster_operator.planning.rayservice.serving import (
+    Relabel,
+    endpoints,
+    relabels,
+    slice_host,
+)
 
 CLUSTER = {"spec": {"workerGroupSpecs": [{"groupName": "tpu", "numOfHosts": 2}]}}
 
@@ -61,3 +66,12 @@ def test_a_host_whose_proxy_stops_leaves_alone_and_a_broken_slice_leaves_whole()
     moved = [(r.pod, r.value, r.whole) for r in out]
     assert moved == [("h0", "false", False), ("h1", "false", False)]
     assert endpoints(broken, out) == 0
+
+
+def test_the_controller_asks_the_proxies_of_slice_hosts_only() -> None:
+    """A single-host worker's readiness probe checks its proxy; the head's is asked apart."""
+    single = {"spec": {"workerGroupSpecs": [{"groupName": "tpu", "numOfHosts": 1}]}}
+    host = _pod("h0", host=0, serve="false")
+    assert slice_host(CLUSTER, host)
+    assert not slice_host(single, host)
+    assert not slice_host(CLUSTER, _pod("head", serve="false"))

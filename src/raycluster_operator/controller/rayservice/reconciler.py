@@ -63,6 +63,7 @@ from raycluster_operator.planning.rayservice import (
     Plan,
     ServeAnswer,
     plan_rayservice,
+    slice_host,
 )
 
 log = logging.getLogger(__name__)
@@ -130,17 +131,6 @@ def _ready_heads(pods: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
 
 def _names(pods: Sequence[Mapping[str, Any]]) -> list[str]:
     return [str(_meta(p).get("name")) for p in pods]
-
-
-def _slice_host(cluster: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
-    """A worker of a group with ``numOfHosts`` > 1."""
-    if _labels(pod).get(labels.NODE_TYPE) != labels.NODE_TYPE_WORKER:
-        return False
-    group = _labels(pod).get(labels.GROUP)
-    for spec in (cluster.get("spec") or {}).get("workerGroupSpecs") or []:
-        if spec.get("groupName") == group:
-            return int(spec.get("numOfHosts") or 1) > 1
-    return False
 
 
 class RayServiceReconciler:
@@ -300,7 +290,7 @@ class RayServiceReconciler:
     async def _ask(self, cluster: Obj, pods: Sequence[Obj]) -> ServeAnswer:
         """The head's Serve API and proxy, and the proxy of every running and ready host of
         a multi-host slice (RS4), all at once: a pass waits at most one timeout for them."""
-        hosts = [p for p in pods if _ready(p) and _slice_host(cluster, p)]
+        hosts = [p for p in pods if _ready(p) and slice_host(cluster, p)]
         asked = asyncio.gather(*(self._proxy(cluster, p) for p in hosts))
         heads = _ready_heads(pods)
         if not heads:

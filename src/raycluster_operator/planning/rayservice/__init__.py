@@ -10,6 +10,7 @@ from raycluster_operator.planning.rayservice.model import (
     ServeAnswer,
 )
 from raycluster_operator.planning.rayservice.plan import invalid_spec, plan_rayservice
+from raycluster_operator.planning.rayservice.serving import slice_host
 
 __all__ = [
     "Action",
@@ -21,4 +22,5 @@ __all__ = [
     "ServeAnswer",
     "invalid_spec",
     "plan_rayservice",
+    "slice_host",
 ]

@@ -42,6 +42,14 @@ def _hosts(cluster: Mapping[str, Any]) -> dict[str, int]:
     return {str(g.get("groupName")): max(1, int(g.get("numOfHosts") or 1)) for g in groups}
 
 
+def slice_host(cluster: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
+    """A worker of a group with ``numOfHosts`` > 1: its proxy is the controller's to ask."""
+    view = read_pod(pod)
+    if view.node_type != labels.NODE_TYPE_WORKER:
+        return False
+    return _hosts(cluster).get(str(view.labels.get(labels.GROUP)), 1) > 1
+
+
 def relabels(
     cluster: Mapping[str, Any],
     pods: Sequence[Mapping[str, Any]],
