@@ -125,7 +125,9 @@ class Beside:
 async def beside(kuberay_namespaces: tuple[str, ...], nodes: list[str]) -> AsyncIterator[Beside]:
     """A real control plane with KubeRay's operator watching ``kuberay_namespaces`` and a
     pod log running; our operators are started by the test (`Beside.start_ours`)."""
-    kuberay = KubeRayOperator(kuberay_namespaces)
+    # Without its Lease, like ours here (QUIET): a leader renews it with a PUT every 2 s, which
+    # client-go's request metric counts with the writes a steady window must not see.
+    kuberay = KubeRayOperator(kuberay_namespaces, args=("--enable-leader-election=false",))
     cluster = await start_dev_cluster(nodes, control_plane="kubernetes", addons=[kuberay])
     admin = KubeClient.from_kubeconfig(cluster.kubeconfig_dict())
     log = PodLog()
