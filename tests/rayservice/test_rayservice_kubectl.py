@@ -62,7 +62,14 @@ async def test_a_service_serves_from_whole_slices(world: RayServiceWorld, tmp_pa
     await world.apply(tmp_path, rayservice("llm", ns))
     cluster = await _serving(world, ns, "llm")
     assert cluster.startswith("llm-")
-    status = await world.status(ns, "llm")
+
+    def mirrored(status: Obj) -> None:
+        # The switch reads the pods; the mirrored RayCluster status is copied on the pass
+        # after the RayCluster controller writes it, as `kubectl get` shows a moment later.
+        ready = status["activeServiceStatus"].get("rayClusterStatus", {})
+        assert ready.get("readyWorkerSlices") == 1, ready
+
+    status = await world.until(ns, "llm", mirrored)
     active = status["activeServiceStatus"]
     assert active["rayClusterName"] == cluster and not status.get("pendingServiceStatus")
     app = active["applicationStatuses"]["llm"]
