@@ -336,11 +336,12 @@ async def test_a_slice_host_without_a_serve_proxy_stays_out_and_the_slice_serves
 
         def two(status: Obj) -> None:
             assert status["numServeEndpoints"] == 2, status.get("numServeEndpoints")
+            mirrored = status["activeServiceStatus"].get("rayClusterStatus", {})
+            assert mirrored.get("readyWorkerSlices") == 1, mirrored
 
         await world.until(ns, "span", two)
         await world.served(ns, "span")
         status = await world.status(ns, "span")
-        assert status["activeServiceStatus"]["rayClusterStatus"]["readyWorkerSlices"] == 1
         pods = await world.pods_of(ns, cluster)
         assert all(_pod_ready(p) for p in pods), [p["status"] for p in pods]
         assert serve_labels(pods) == {"head": "true", "spanned-0/0": "true", "spanned-0/1": "false"}
