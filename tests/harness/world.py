@@ -92,6 +92,13 @@ class DevWorld:
             meta = obj["metadata"]
             with contextlib.suppress(NotFound):
                 await self.kube.delete(RAYCLUSTERS, meta["namespace"], meta["name"])
+        # Their pods too: kube-controller-manager's garbage collector finds a new CRD's kind
+        # by discovery every 30 s, so in a world's first half minute a RayCluster's pods
+        # outlived it by up to 30 s (the embedded GC knows every kind at once).
+        for pod in (await self.kube.list(PODS, label_selector="ray.io/cluster")).items:
+            meta = pod["metadata"]
+            with contextlib.suppress(NotFound):
+                await self.kube.delete(PODS, meta["namespace"], meta["name"])
 
         async def gone() -> None:
             assert not (await self.kube.list(RAYCLUSTERS)).items
