@@ -534,8 +534,8 @@ def answered_by(stream: Stream, since: float = 0.0) -> list[list[str]]:
 
 
 @pytest.mark.by_hand(
-    "a third real Ray cluster with Serve, its autoscaler and a load beside the suite's other "
-    "real-Ray tests overloaded the 2-core machine: runs took 28 min and failed real-Ray tests"
+    "make test's 15 min budget: a third real Ray cluster with Serve, its autoscaler and a "
+    "load take ~100 s of a worker (a fresh-clone run with it in: 1,702 passed, 0 failed)"
 )
 async def test_serve_autoscaling_adds_and_removes_whole_slices(served: ServeWorld) -> None:
     world = served.world
