@@ -426,7 +426,22 @@ def test_gpu_nvlink_hosts_get_a_ray_gpu_domain_label() -> None:
     assert "--num-gpus=4" in start
     term = pod["spec"]["affinity"]["podAffinity"][REQ][0]
     assert term["topologyKey"] == "nvidia.com/gpu.clique"
-    assert "podAntiAffinity" not in pod["spec"]["affinity"]
+    # Not exclusive: other slices are only avoided while a free clique is left.
+    anti = pod["spec"]["affinity"]["podAntiAffinity"]
+    assert REQ not in anti
+    (apart,) = anti["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert apart["weight"] == 100
+    assert apart["podAffinityTerm"] == {
+        "labelSelector": {
+            "matchLabels": {"ray.io/cluster": "demo"},
+            "matchExpressions": [
+                {"key": "replicaIndex", "operator": "Exists"},
+                {"key": "replicaIndex", "operator": "NotIn", "values": ["cpu-2"]},
+            ],
+        },
+        "topologyKey": "nvidia.com/gpu.clique",
+    }
+    assert pod["metadata"]["labels"]["replicaIndex"] == "cpu-2"
     assert "TPU_NAME" not in env_of(pod)
     # ... and its slice name when the group opts out of domains.
     opted = obj["spec"]["workerGroupSpecs"][1]["template"]

@@ -8,6 +8,12 @@ GB200 hosts, a group of 2 slices x 4 hosts.
 - a host deleted: its slice comes back with a fresh domain, the other slice's is untouched;
 - a domain deleted by hand under its slice: the slice is replaced whole with a fresh domain;
 - scaled to 0: no domain and no claim is left.
+
+One clique is made the scheduler's first choice for every host (the other's hosts are half
+used by a filler pod), and the operator creates both slices at once. kube-scheduler places
+pods one at a time: without the slices' preference for a clique no other slice holds, both
+slices' first hosts went to the emptier clique, two hosts each, and neither could finish
+(docs/design.md §3.5).
 """
 
 from __future__ import annotations
@@ -67,6 +73,33 @@ async def claims_of(run: Run) -> list[Obj]:
     return list((await kubectl_json(run, "get", "resourceclaims"))["items"])
 
 
+def filler(node: str) -> Obj:
+    """Half a GB200 host's CPU and memory, on that node: the scheduler's least-allocated
+    score then ranks its clique below the other for every slice host."""
+    half = {"cpu": "72", "memory": "440Gi"}
+    pod = m.template(
+        m.container("filler", requests=half, limits=half),
+        nodeName=node,
+        tolerations=[{"operator": "Exists"}],
+    )
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"filler-{node}", "namespace": "default"},
+        **pod,
+    }
+
+
+async def tilt_one_clique(world: World, run: Run) -> None:
+    nodes = (await kubectl_json(run, "get", "nodes"))["items"]
+    cliques = sorted(
+        {n["metadata"]["labels"][CLIQUE] for n in nodes if CLIQUE in n["metadata"]["labels"]}
+    )
+    for node in nodes:
+        if node["metadata"]["labels"].get(CLIQUE) == cliques[0]:
+            await world.apply(filler(node["metadata"]["name"]))
+
+
 async def serving(world: World, run: Run, slices: int) -> tuple[list[Obj], list[Obj]]:
     """`slices` slices whose domains are Ready and whose pods are ready, with their checks."""
     pods = [p for p in await world.workers(NAME) if ready(p)]
@@ -115,6 +148,7 @@ async def test_a_compute_domain_per_slice(world: World, tmp_path: Path) -> None:
     config = tmp_path / "admin"
     config.write_text(yaml.safe_dump(world.cluster.kubeconfig_dict()))
     run = runner(config)
+    await tilt_one_clique(world, run)
     await world.start_operator()
     await world.apply(raycluster(NAME, [gb200_group(replicas=2)]))
 

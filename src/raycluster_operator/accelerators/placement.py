@@ -14,6 +14,11 @@ from typing import Any
 from raycluster_operator.api import labels
 
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+_PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+#: The most a preferred term can weigh: kube-scheduler's inter-pod affinity score then outranks
+#: its resource scores, so a slice's first host picks a domain free of other slices whenever
+#: there is one (docs/design.md §3.5).
+_PREFER_APART = 100
 
 
 def slice_affinity(
@@ -37,6 +42,10 @@ def slice_affinity(
     created together could each start in one domain, two hosts each, and then neither fits
     there nor anywhere else (their hosts must share the domain): both wait for good while
     other domains stay free. Benchmarked beside KubeRay (docs/design.md §8.3).
+
+    Without ``exclusive`` (an NVLink clique may hold several slices) the same split happened
+    to two slices of one RayCluster created together; a preferred term keeps each slice's
+    first host away from the domains other slices of the cluster hold, while one is free.
     """
     key, value = (
         (labels.REPLICA_NAME, replica_name)
@@ -76,6 +85,20 @@ def slice_affinity(
                 }
             )
         affinity["podAntiAffinity"] = {_REQUIRED: terms}
+    else:
+        other_slices_of_cluster = {
+            "labelSelector": {
+                "matchLabels": {labels.CLUSTER: cluster},
+                "matchExpressions": [
+                    {"key": labels.V1_REPLICA_INDEX, "operator": "Exists"},
+                    {"key": labels.V1_REPLICA_INDEX, "operator": "NotIn", "values": [slice_name]},
+                ],
+            },
+            "topologyKey": topology_key,
+        }
+        affinity["podAntiAffinity"] = {
+            _PREFERRED: [{"weight": _PREFER_APART, "podAffinityTerm": other_slices_of_cluster}]
+        }
     return affinity
 
 
