@@ -14,16 +14,24 @@ MYPY_CACHE_DIR ?= $(or $(RCO_CACHE_DIR),$(HOME)/.cache/raycluster-operator)/mypy
 
 .PHONY: run test lint fmt unit bench install clean dist kube flake-check kuberay-e2e
 
+# uv (from PyPI, pinned below) installs the dependencies, from its own cache outside the tree
+# (~/.cache/uv): a fresh clone's `.[test]` install took ~70 s with pip, ~45 s of it compiling
+# bytecode for all of Ray, and takes ~3 s with uv once the cache holds the wheels (~9 s the
+# first time). Modules are compiled as they are first imported, a few thousand of Ray's
+# tens of thousands.
+UV := $(BIN)/uv pip install -q --python $(BIN)/python
+
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) --upgrade "pip>=24"
+	$(PIP) "uv>=0.13.8,<0.14"
+	$(UV) --upgrade "pip>=24"
 
 $(STAMP): pyproject.toml | $(VENV)/bin/python
-	$(PIP) -e '.[test]'
+	$(UV) -e '.[test]'
 	touch $(STAMP) $(RUN_STAMP)
 
 $(RUN_STAMP): pyproject.toml | $(VENV)/bin/python
-	$(PIP) -e '.[ray,kubectl]'
+	$(UV) -e '.[ray,kubectl]'
 	touch $(RUN_STAMP)
 
 install: $(STAMP)

@@ -533,10 +533,6 @@ def answered_by(stream: Stream, since: float = 0.0) -> list[list[str]]:
     return [sorted(json.loads(body)["hosts"]) for at, body in stream.answers if at >= since]
 
 
-@pytest.mark.by_hand(
-    "make test's 15 min budget: a third real Ray cluster with Serve, its autoscaler and a "
-    "load take ~100 s of a worker (a fresh-clone run with it in: 1,702 passed, 0 failed)"
-)
 async def test_serve_autoscaling_adds_and_removes_whole_slices(served: ServeWorld) -> None:
     world = served.world
     loop = asyncio.get_running_loop()
