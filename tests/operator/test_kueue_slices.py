@@ -14,14 +14,18 @@ index 0. A queued RayJob waits Suspended without a RayCluster behind a running o
 runs its cluster's slice whole, under one Workload (the RayJob's). Under Topology Aware
 Scheduling (a ResourceFlavor naming the dev cluster's `Topology` of GKE's placement labels),
 a worker group asking for one sub-block per slice gets each slice's hosts inside one
-sub-block, and a slice that fits no domain waits whole, with Kueue's reason."""
+sub-block, and a slice that fits no domain waits whole, with Kueue's reason. An elastic
+RayCluster (Kueue's workload slices) grows by one slice when `replicas` is raised, as Ray's
+autoscaler raises it: Kueue admits the new size as a new workload slice and opens the new
+slice's gates together; a slice beyond the quota waits gated, whole; scaling down returns a
+whole slice's quota."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +52,7 @@ NODES = ["tpu:v5p:2x2x2:2", "cpu:2"]
 HOSTS = 2
 QUEUE = "kueue.x-k8s.io/queue-name"
 PRIORITY = "kueue.x-k8s.io/priority-class"
+ELASTIC = "kueue.x-k8s.io/elastic-job"  # the annotation, and the scheduling gate
 SLICE_TOPOLOGY = "kueue.x-k8s.io/podset-slice-required-topology"
 SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
 TAS_GATE = "kueue.x-k8s.io/topology"
@@ -97,6 +102,38 @@ def kueue_objects() -> list[Obj]:
             "value": 1000,
         },
         *tas_objects(),
+        *elastic_queue(),
+    ]
+
+
+def elastic_queue() -> list[Obj]:
+    """A ClusterQueue of two slices' TPU quota for elastic RayClusters, and its LocalQueue."""
+    quota = [
+        {"name": "cpu", "nominalQuota": "4"},
+        {"name": "memory", "nominalQuota": "8Gi"},
+        {"name": "google.com/tpu", "nominalQuota": str(2 * 4 * HOSTS)},
+    ]
+    return [
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ClusterQueue",
+            "metadata": {"name": "elastic-slices"},
+            "spec": {
+                "namespaceSelector": {},
+                "resourceGroups": [
+                    {
+                        "coveredResources": [q["name"] for q in quota],
+                        "flavors": [{"name": "v5p", "resources": quota}],
+                    }
+                ],
+            },
+        },
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "LocalQueue",
+            "metadata": {"name": "elastic", "namespace": NS},
+            "spec": {"clusterQueue": "elastic-slices"},
+        },
     ]
 
 
@@ -133,6 +170,8 @@ class PodLog:
     def __init__(self) -> None:
         self.added: dict[tuple[str, str], set[str]] = {}
         self.deleted: set[str] = set()
+        #: Pods seen with Kueue's elastic-job scheduling gate.
+        self.gated: set[str] = set()
 
     def names(self, cluster: str) -> set[str]:
         return {n for (c, _), names in self.added.items() if c == cluster for n in names}
@@ -148,6 +187,8 @@ class PodLog:
                     self.added.setdefault(key, set()).add(meta["name"])
                 if event.type == "DELETED" or meta.get("deletionTimestamp"):
                     self.deleted.add(meta["name"])
+                if gated(pod):
+                    self.gated.add(meta["name"])
 
     def assert_whole(self) -> None:
         """Each slice ever seen had all its hosts: HOSTS worker names per index, no more
@@ -473,3 +514,160 @@ async def test_two_rayjobs_over_one_slice_of_quota_run_one_after_the_other(
     log.assert_whole()
     for name in names:
         await ok(kubectl, "delete", "rayjob", name, "-n", NS, "--wait=true")
+
+
+def elastic_slices(name: str, replicas: int) -> Obj:
+    """A RayCluster of REPLICAS v5p 2x2x2 slices (at most 3) with Ray's autoscaler, which
+    Kueue sizes in workload slices."""
+    obj = queued_slice(name)
+    obj["metadata"]["labels"] = {QUEUE: "elastic"}
+    obj["metadata"]["annotations"] = {ELASTIC: "true"}
+    obj["spec"]["enableInTreeAutoscaling"] = True
+    obj["spec"]["workerGroupSpecs"][0].update(replicas=replicas, minReplicas=0, maxReplicas=3)
+    return obj
+
+
+async def scale(kubectl: Run, name: str, replicas: int, remove: Sequence[str] = ()) -> None:
+    """What Ray's autoscaler writes, by a JSON patch: the group's `replicas` and, to scale
+    down, the hosts to remove (`workersToDelete`: with the autoscaler on, the operator removes
+    no slice it does not name)."""
+    group = "/spec/workerGroupSpecs/0"
+    patch: list[Obj] = [{"op": "replace", "path": f"{group}/replicas", "value": replicas}]
+    if remove:
+        strategy = {"workersToDelete": list(remove)}
+        patch.append({"op": "add", "path": f"{group}/scaleStrategy", "value": strategy})
+    await ok(kubectl, "patch", "raycluster", name, "-n", NS, "--type=json", "-p", json.dumps(patch))
+
+
+async def live_workloads(kubectl: Run, cluster: str, *, finished: bool = False) -> list[Obj]:
+    """The Workloads of CLUSTER, without those Finished (a replaced workload slice is)."""
+    return [
+        w
+        for w in (await get(kubectl, "workloads"))["items"]
+        if any(o["name"] == cluster for o in w["metadata"].get("ownerReferences", []))
+        and (finished or not condition(w, "Finished"))
+    ]
+
+
+def gated(pod: Obj) -> bool:
+    return ELASTIC in [g["name"] for g in pod["spec"].get("schedulingGates") or []]
+
+
+async def using(kubectl: Run, chips: int) -> None:
+    """Until the elastic ClusterQueue's status counts CHIPS TPU chips in use (Kueue writes it
+    after the admission it follows)."""
+
+    async def counted() -> None:
+        out = await ok(kubectl, "get", "clusterqueue", "elastic-slices", "-o", "json")
+        usage = json.loads(out)["status"]["flavorsUsage"][0]["resources"]
+        assert next(r["total"] for r in usage if r["name"] == "google.com/tpu") == str(chips)
+
+    await eventually(counted, 30, interval=0.3)
+
+
+async def test_an_autoscaler_scale_up_is_admitted_as_a_whole_slice(
+    queued: tuple[SharedWorld, Run, PodLog],
+) -> None:
+    world, kubectl, log = queued
+    await nodes_empty(world)
+    name = "elastic"
+    await ok(kubectl, "apply", "-f", "-", input=json.dumps(elastic_slices(name, 1)))
+    await running_whole(world, kubectl, name)
+    first = {p["metadata"]["name"] for p in await world.pods(name, NS)}
+    loop = asyncio.get_running_loop()
+
+    async def slices_ready(count: int) -> list[Obj]:
+        workers = [p for p in await world.pods(name, NS) if p["metadata"]["labels"].get(
+            "ray.io/node-type") == "worker"]  # fmt: skip
+        ready = [p for p in workers if is_ready(p)]
+        assert len(ready) == count * HOSTS, [(p["metadata"]["name"], p["status"]) for p in workers]
+        indices = sorted({p["metadata"]["labels"][REPLICA_INDEX] for p in ready})
+        assert indices == [str(i) for i in range(count)], indices
+        return workers
+
+    asked = loop.time()
+    await scale(kubectl, name, 2)
+    await eventually(lambda: slices_ready(2), 120, interval=0.1)
+    took = loop.time() - asked
+    now = {p["metadata"]["name"] for p in await world.pods(name, NS)}
+    assert first <= now  # slice 0 untouched
+    # Slice 1's hosts were made behind Kueue's gate, and opened by Kueue once it admitted them.
+    assert now - first and now - first <= log.gated, (now - first, log.gated)
+    await using(kubectl, 2 * 4 * HOSTS)  # the quota of both slices, counted by Kueue
+    # Admitted as Kueue's workload slices: a new Workload of both slices replaced the first.
+    (live,) = await live_workloads(kubectl, name)
+    assert condition(live, "Admitted")
+    counts = {a["name"]: a["count"] for a in live["status"]["admission"]["podSetAssignments"]}
+    assert counts["tpu"] == 2 * HOSTS, counts
+    owned = await live_workloads(kubectl, name, finished=True)
+    replaced = [w for w in owned if w["metadata"]["name"] != live["metadata"]["name"]]
+    assert replaced and all(
+        any(c.get("reason") == "WorkloadSliceReplaced" for c in w["status"]["conditions"])
+        for w in replaced
+    ), [w["status"] for w in replaced]
+
+    # A third slice is beyond the quota: its hosts wait gated, both of them, none placed.
+    await scale(kubectl, name, 3)
+
+    async def third_waits() -> list[Obj]:
+        waiting = [p for p in await world.pods(name, NS) if p["metadata"]["labels"].get(
+            REPLICA_INDEX) == "2"]  # fmt: skip
+        assert len(waiting) == HOSTS and all(gated(p) for p in waiting), waiting
+        assert not any(p["spec"].get("nodeName") for p in waiting)
+        return waiting
+
+    waiting = await eventually(third_waits, 60, interval=0.3)
+
+    async def slice_pending() -> None:
+        """Kueue's new workload slice (three slices) waits on quota beside the admitted one."""
+        live = await live_workloads(kubectl, name)
+        admitted = [w for w in live if condition(w, "Admitted")]
+        pending = [w for w in live if not condition(w, "QuotaReserved")]
+        assert len(admitted) == 1 and len(pending) == 1, [w["status"] for w in live]
+        messages = " ".join(c.get("message", "") for c in pending[0]["status"]["conditions"])
+        assert "insufficient" in messages, messages
+
+    await eventually(slice_pending, 30, interval=0.3)
+    await world.reconciled(name, NS)
+    # Still the same two, still gated, after the operator's pass: no churn while it waits.
+    still = await third_waits()
+    assert {p["metadata"]["name"] for p in still} == {p["metadata"]["name"] for p in waiting}
+    await slices_ready(2)
+
+    # Scaled down to one slice as Ray's autoscaler does it, naming the hosts of slices 1 and
+    # 2 (the gated one is an instance it asked for): both go whole, the quota comes back.
+    # Naming slice 1 alone leaves slice 2, as KubeRay would with its autoscaler on; and then
+    # Kueue, its pending workload slice shrunk to one slice and admitted, opens slice 2's gates.
+    extra = [p["metadata"]["name"] for p in await world.pods(name, NS) if p["metadata"][
+        "labels"].get(REPLICA_INDEX) in ("1", "2")]  # fmt: skip
+    await scale(kubectl, name, 1, remove=extra)
+
+    async def back_to_one() -> None:
+        workers = await slices_ready(1)
+        assert len(workers) == HOSTS, workers
+
+    await eventually(back_to_one, 90, interval=0.3)
+    await using(kubectl, 4 * HOSTS)
+    assert first <= {p["metadata"]["name"] for p in await world.pods(name, NS)}
+    log.assert_whole()
+    await ok(kubectl, "delete", "raycluster", name, "-n", NS, "--wait=true")
+
+    # The same step without Kueue: a cluster on no queue, 1 -> 2 slices.
+    await nodes_empty(world)
+    plain = elastic_slices("plain", 1)
+    del plain["metadata"]["labels"][QUEUE], plain["metadata"]["annotations"][ELASTIC]
+    await ok(kubectl, "apply", "-f", "-", input=json.dumps(plain))
+    await slice_ready(world, kubectl, "plain")
+    asked = loop.time()
+    await scale(kubectl, "plain", 2)
+
+    async def both_ready() -> None:
+        workers = [p for p in await world.pods("plain", NS) if p["metadata"]["labels"].get(
+            "ray.io/node-type") == "worker"]  # fmt: skip
+        assert len(workers) == 2 * HOSTS and all(is_ready(p) for p in workers), workers
+
+    await eventually(both_ready, 60, interval=0.1)
+    alone = loop.time() - asked
+    print(f"KUEUE-ELASTIC: replicas 1 -> 2 to the second slice Ready: {took:.1f} s under Kueue, "
+          f"{alone:.1f} s without")  # fmt: skip
+    await ok(kubectl, "delete", "raycluster", "plain", "-n", NS, "--wait=true")

@@ -26,6 +26,10 @@ PREFIX = "kueue-"
 SERVICE_ACCOUNT = f"{PREFIX}controller-manager"
 #: The integrations turned on: ours are KubeRay's kinds.
 FRAMEWORKS = ("ray.io/rayjob", "ray.io/raycluster")
+#: Kueue's alpha gate for elastic jobs: a RayCluster annotated `kueue.x-k8s.io/elastic-job:
+#: "true"` may autoscale, each change of size admitted as a new workload slice (docs/design.md
+#: §8.4). Off in Kueue v0.17.0 by default; on here, as `kueue_slices` proves it.
+FEATURE_GATES: tuple[tuple[str, bool], ...] = (("ElasticJobsViaWorkloadSlices", True),)
 #: The Topology the dev cluster ships: GKE's placement labels on the simulated TPU nodes
 #: (block, sub-block, host, then the node), for a ResourceFlavor's `topologyName`.
 TOPOLOGY = "gke-tpu"
@@ -122,7 +126,7 @@ def configuration(
     cert_dir: Path,
     health_port: int,
     frameworks: Sequence[str] = FRAMEWORKS,
-    feature_gates: Iterable[tuple[str, bool]] = (),
+    feature_gates: Iterable[tuple[str, bool]] = FEATURE_GATES,
 ) -> Obj:
     """The manager's Configuration: `config/components/manager`'s, less what a pod has and a
     process has not. Internal certificate management is off (kube-apiserver trusts the
