@@ -1,6 +1,7 @@
-"""RayService on real Ray Serve, the README's quickstart carried on past `make test`: its third
-block (a NewCluster upgrade, the worker image changed) and the kill of one host's Ray, each
-during a steady stream of requests that follows the serve service as a cluster IP would.
+"""RayService on real Ray Serve, the README's quickstart carried on past `make test`: its three
+blocks, the third (a NewCluster upgrade, the worker image changed) and then the kill of one
+host's Ray during a steady stream of requests that follows the serve service as a cluster IP
+would.
 
 Run (as root, Linux, with Ray Serve): flock /tmp/realray.lock .venv/bin/python
 benchmarks/rayservice_upgrade.py
@@ -49,8 +50,10 @@ async def main() -> None:
             kubeconfig = world.cluster.write_kubeconfig(Path(tmp) / "kubeconfig")
             path_env = f"{quickstart.BIN}:{os.environ['PATH']}"
             env = {**os.environ, "KUBECONFIG": str(kubeconfig), "PATH": path_env}
-            first, _, third = quickstart.readme_blocks()
+            first, second, third = quickstart.readme_blocks()
             await quickstart.shell(env, first)
+            # The v2 code: its replicas count what they served, which tells a new replica.
+            await quickstart.shell(env, second)
             await quickstart.upgrade_and_host_kill(world, env, third)
     finally:
         await world.close()

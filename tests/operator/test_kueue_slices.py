@@ -10,7 +10,8 @@ created; once the first is deleted its quota comes back and the second runs, who
 first create proves that no slice ever existed in part. Then a RayCluster of a higher
 WorkloadPriorityClass preempts a running one: Kueue suspends the victim, whose slice goes
 whole (every pod deleted), and readmits it when the preemptor leaves, its slice back at
-index 0. A queued RayJob waits Suspended without a RayCluster behind a running one, then
+index 0; a two-slice victim loses both slices whole and gets both back. A queued RayJob
+waits Suspended without a RayCluster behind a running one, then
 runs its cluster's slice whole, under one Workload (the RayJob's). Under Topology Aware
 Scheduling (a ResourceFlavor naming the dev cluster's `Topology` of GKE's placement labels),
 a worker group asking for one sub-block per slice gets each slice's hosts inside one
@@ -107,7 +108,8 @@ def kueue_objects() -> list[Obj]:
 
 
 def elastic_queue() -> list[Obj]:
-    """A ClusterQueue of two slices' TPU quota for elastic RayClusters, and its LocalQueue."""
+    """Two ClusterQueues of two slices' TPU quota, with their LocalQueues: `elastic` for
+    elastic RayClusters, and `wide`, which preempts lower priorities, for two-slice ones."""
     quota = [
         {"name": "cpu", "nominalQuota": "4"},
         {"name": "memory", "nominalQuota": "8Gi"},
@@ -133,6 +135,27 @@ def elastic_queue() -> list[Obj]:
             "kind": "LocalQueue",
             "metadata": {"name": "elastic", "namespace": NS},
             "spec": {"clusterQueue": "elastic-slices"},
+        },
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ClusterQueue",
+            "metadata": {"name": "two-slices"},
+            "spec": {
+                "namespaceSelector": {},
+                "preemption": {"withinClusterQueue": "LowerPriority"},
+                "resourceGroups": [
+                    {
+                        "coveredResources": [q["name"] for q in quota],
+                        "flavors": [{"name": "v5p", "resources": quota}],
+                    }
+                ],
+            },
+        },
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "LocalQueue",
+            "metadata": {"name": "wide", "namespace": NS},
+            "spec": {"clusterQueue": "two-slices"},
         },
     ]
 
@@ -253,26 +276,27 @@ def condition(obj: Obj, kind: str) -> bool:
     )
 
 
-async def running_whole(world: SharedWorld, kubectl: Run, name: str) -> None:
-    """Admitted, unsuspended, and its slice Ready: both hosts at index 0."""
+async def running_whole(world: SharedWorld, kubectl: Run, name: str, slices: int = 1) -> None:
+    """Admitted, unsuspended, and its SLICES slices Ready: every host, at indices from 0."""
 
     async def admitted() -> None:
         assert condition(await workload_of(kubectl, name), "Admitted")
 
     await eventually(admitted, 90, interval=0.3)
-    await slice_ready(world, kubectl, name)
+    await slice_ready(world, kubectl, name, slices)
 
 
-async def slice_ready(world: SharedWorld, kubectl: Run, name: str) -> None:
-    """RayCluster NAME unsuspended and its slice Ready: both hosts at index 0."""
+async def slice_ready(world: SharedWorld, kubectl: Run, name: str, slices: int = 1) -> None:
+    """RayCluster NAME unsuspended and its SLICES slices Ready: every host, at indices from 0."""
 
     async def check() -> None:
         cluster = await get(kubectl, "raycluster", name)
         assert cluster["spec"].get("suspend") is not True
         workers = [p for p in await world.pods(name, NS) if p["metadata"]["labels"].get(
             "ray.io/node-type") == "worker"]  # fmt: skip
-        assert len(workers) == HOSTS and all(is_ready(p) for p in workers), workers
-        assert {p["metadata"]["labels"][REPLICA_INDEX] for p in workers} == {"0"}
+        assert len(workers) == slices * HOSTS and all(is_ready(p) for p in workers), workers
+        indices = {p["metadata"]["labels"][REPLICA_INDEX] for p in workers}
+        assert indices == {str(i) for i in range(slices)}, indices
 
     await eventually(check, 90, interval=0.3)
 
@@ -333,6 +357,38 @@ async def test_preemption_suspends_the_victim_whole_and_readmits_it(
     await running_whole(world, kubectl, "victim")  # back at index 0
     log.assert_whole()
     await ok(kubectl, "delete", "raycluster", "victim", "-n", NS, "--wait=true")
+
+
+async def test_preemption_takes_every_slice_of_a_two_slice_victim_whole(
+    queued: tuple[SharedWorld, Run, PodLog],
+) -> None:
+    world, kubectl, log = queued
+    await nodes_empty(world)
+
+    def wide(name: str, **labels: str) -> Obj:
+        obj = queued_slice(name, **labels)
+        obj["metadata"]["labels"][QUEUE] = "wide"
+        obj["spec"]["workerGroupSpecs"][0].update(replicas=2, maxReplicas=2)
+        return obj
+
+    await ok(kubectl, "apply", "-f", "-", input=json.dumps(wide("wide-victim")))
+    await running_whole(world, kubectl, "wide-victim", slices=2)
+    first = set(log.names("wide-victim"))
+    assert len(first) == 2 * HOSTS
+
+    urgent = wide("wide-urgent", **{PRIORITY: "high"})
+    await ok(kubectl, "apply", "-f", "-", input=json.dumps(urgent))
+    await running_whole(world, kubectl, "wide-urgent", slices=2)
+    victim = await get(kubectl, "raycluster", "wide-victim")
+    assert victim["spec"].get("suspend") is True
+    assert await world.pods("wide-victim", NS) == []  # both slices went, every host
+    assert first <= log.deleted
+    assert condition(await workload_of(kubectl, "wide-victim"), "Evicted")
+
+    await ok(kubectl, "delete", "raycluster", "wide-urgent", "-n", NS, "--wait=true")
+    await running_whole(world, kubectl, "wide-victim", slices=2)  # back at indices 0 and 1
+    log.assert_whole()
+    await ok(kubectl, "delete", "raycluster", "wide-victim", "-n", NS, "--wait=true")
 
 
 def queued_job(name: str) -> Obj:
