@@ -10,6 +10,8 @@ is removed whole.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from raycluster_operator.kube import RAYCLUSTERS
@@ -51,7 +53,10 @@ async def test_the_autoscaler_brings_a_whole_slice_for_a_placement_group_and_rem
 
     # The driver blocks until the autoscaler, the operator and both raylets have done their
     # part; its placement group is on the two hosts of one new slice.
+    asked = time.monotonic()
     placed = await world.driver(head, DEMAND, seconds=420)
+    print(f"\nE2E-FIGURES autoscaler without Kueue: the slice's placement group placed "
+          f"{time.monotonic() - asked:.1f} s after the driver asked")  # fmt: skip
     slice_names = {n["labels"].get("ray.io/tpu-slice-name") for n in placed}
     assert len(placed) == 2
     assert slice_names == {"tpu-0"}

@@ -61,13 +61,10 @@ HOSTNAME = "kubernetes.io/hostname"
 
 
 def kueue_objects() -> list[Obj]:
-    """A flavor, a ClusterQueue whose TPU quota is one slice (2 hosts x 4 chips) and which
-    preempts lower priorities, its LocalQueue in NS, and a high WorkloadPriorityClass."""
-    quota = [
-        {"name": "cpu", "nominalQuota": "4"},
-        {"name": "memory", "nominalQuota": "8Gi"},
-        {"name": "google.com/tpu", "nominalQuota": str(4 * HOSTS)},
-    ]
+    """A flavor; ClusterQueues of TPU quota on it, each with its LocalQueue in NS: `team`
+    (one slice, 2 hosts x 4 chips, preempting lower priorities), `elastic` (two slices, for
+    elastic RayClusters) and `wide` (two slices, preempting); a high WorkloadPriorityClass;
+    and the TAS queue."""
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}},
         {
@@ -75,27 +72,9 @@ def kueue_objects() -> list[Obj]:
             "kind": "ResourceFlavor",
             "metadata": {"name": "v5p"},
         },
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "ClusterQueue",
-            "metadata": {"name": "tpu-slices"},
-            "spec": {
-                "namespaceSelector": {},
-                "preemption": {"withinClusterQueue": "LowerPriority"},
-                "resourceGroups": [
-                    {
-                        "coveredResources": [q["name"] for q in quota],
-                        "flavors": [{"name": "v5p", "resources": quota}],
-                    }
-                ],
-            },
-        },
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "LocalQueue",
-            "metadata": {"name": "team", "namespace": NS},
-            "spec": {"clusterQueue": "tpu-slices"},
-        },
+        *queue("team", "tpu-slices", slices=1, preempting=True),
+        *queue("elastic", "elastic-slices", slices=2, preempting=False),
+        *queue("wide", "two-slices", slices=2, preempting=True),
         {
             "apiVersion": "kueue.x-k8s.io/v1beta2",
             "kind": "WorkloadPriorityClass",
@@ -103,59 +82,40 @@ def kueue_objects() -> list[Obj]:
             "value": 1000,
         },
         *tas_objects(),
-        *elastic_queue(),
     ]
 
 
-def elastic_queue() -> list[Obj]:
-    """Two ClusterQueues of two slices' TPU quota, with their LocalQueues: `elastic` for
-    elastic RayClusters, and `wide`, which preempts lower priorities, for two-slice ones."""
+def queue(local: str, cluster: str, *, slices: int, preempting: bool) -> list[Obj]:
+    """A ClusterQueue CLUSTER of SLICES slices' TPU quota on flavor v5p (and room for the
+    heads), and its LocalQueue LOCAL in NS."""
     quota = [
         {"name": "cpu", "nominalQuota": "4"},
         {"name": "memory", "nominalQuota": "8Gi"},
-        {"name": "google.com/tpu", "nominalQuota": str(2 * 4 * HOSTS)},
+        {"name": "google.com/tpu", "nominalQuota": str(slices * 4 * HOSTS)},
     ]
+    spec: Obj = {
+        "namespaceSelector": {},
+        "resourceGroups": [
+            {
+                "coveredResources": [q["name"] for q in quota],
+                "flavors": [{"name": "v5p", "resources": quota}],
+            }
+        ],
+    }
+    if preempting:
+        spec["preemption"] = {"withinClusterQueue": "LowerPriority"}
     return [
         {
             "apiVersion": "kueue.x-k8s.io/v1beta2",
             "kind": "ClusterQueue",
-            "metadata": {"name": "elastic-slices"},
-            "spec": {
-                "namespaceSelector": {},
-                "resourceGroups": [
-                    {
-                        "coveredResources": [q["name"] for q in quota],
-                        "flavors": [{"name": "v5p", "resources": quota}],
-                    }
-                ],
-            },
+            "metadata": {"name": cluster},
+            "spec": spec,
         },
         {
             "apiVersion": "kueue.x-k8s.io/v1beta2",
             "kind": "LocalQueue",
-            "metadata": {"name": "elastic", "namespace": NS},
-            "spec": {"clusterQueue": "elastic-slices"},
-        },
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "ClusterQueue",
-            "metadata": {"name": "two-slices"},
-            "spec": {
-                "namespaceSelector": {},
-                "preemption": {"withinClusterQueue": "LowerPriority"},
-                "resourceGroups": [
-                    {
-                        "coveredResources": [q["name"] for q in quota],
-                        "flavors": [{"name": "v5p", "resources": quota}],
-                    }
-                ],
-            },
-        },
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "LocalQueue",
-            "metadata": {"name": "wide", "namespace": NS},
-            "spec": {"clusterQueue": "two-slices"},
+            "metadata": {"name": local, "namespace": NS},
+            "spec": {"clusterQueue": cluster},
         },
     ]
 
@@ -276,6 +236,12 @@ def condition(obj: Obj, kind: str) -> bool:
     )
 
 
+async def workers_of(world: SharedWorld, name: str) -> list[Obj]:
+    """The worker pods of RayCluster NAME in NS."""
+    pods = await world.pods(name, NS)
+    return [p for p in pods if p["metadata"]["labels"].get("ray.io/node-type") == "worker"]
+
+
 async def running_whole(world: SharedWorld, kubectl: Run, name: str, slices: int = 1) -> None:
     """Admitted, unsuspended, and its SLICES slices Ready: every host, at indices from 0."""
 
@@ -292,8 +258,7 @@ async def slice_ready(world: SharedWorld, kubectl: Run, name: str, slices: int =
     async def check() -> None:
         cluster = await get(kubectl, "raycluster", name)
         assert cluster["spec"].get("suspend") is not True
-        workers = [p for p in await world.pods(name, NS) if p["metadata"]["labels"].get(
-            "ray.io/node-type") == "worker"]  # fmt: skip
+        workers = await workers_of(world, name)
         assert len(workers) == slices * HOSTS and all(is_ready(p) for p in workers), workers
         indices = {p["metadata"]["labels"][REPLICA_INDEX] for p in workers}
         assert indices == {str(i) for i in range(slices)}, indices
@@ -476,8 +441,7 @@ async def test_under_tas_each_slice_lands_in_one_subblock(
 
     async def placed() -> list[Obj]:
         assert condition(await workload_of(kubectl, "tas"), "Admitted")
-        workers = [p for p in await world.pods("tas", NS) if p["metadata"]["labels"].get(
-            "ray.io/node-type") == "worker"]  # fmt: skip
+        workers = await workers_of(world, "tas")
         assert len(workers) == 2 * HOSTS and all(is_ready(p) for p in workers), workers
         return workers
 
@@ -633,8 +597,7 @@ async def test_an_autoscaler_scale_up_is_admitted_as_a_whole_slice(
     loop = asyncio.get_running_loop()
 
     async def slices_ready(count: int) -> list[Obj]:
-        workers = [p for p in await world.pods(name, NS) if p["metadata"]["labels"].get(
-            "ray.io/node-type") == "worker"]  # fmt: skip
+        workers = await workers_of(world, name)
         ready = [p for p in workers if is_ready(p)]
         assert len(ready) == count * HOSTS, [(p["metadata"]["name"], p["status"]) for p in workers]
         indices = sorted({p["metadata"]["labels"][REPLICA_INDEX] for p in ready})
@@ -718,8 +681,7 @@ async def test_an_autoscaler_scale_up_is_admitted_as_a_whole_slice(
     await scale(kubectl, "plain", 2)
 
     async def both_ready() -> None:
-        workers = [p for p in await world.pods("plain", NS) if p["metadata"]["labels"].get(
-            "ray.io/node-type") == "worker"]  # fmt: skip
+        workers = await workers_of(world, "plain")
         assert len(workers) == 2 * HOSTS and all(is_ready(p) for p in workers), workers
 
     await eventually(both_ready, 60, interval=0.1)
