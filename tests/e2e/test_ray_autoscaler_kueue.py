@@ -24,7 +24,7 @@ import pytest_asyncio
 from raycluster_operator.kube import RAYCLUSTERS
 from tests.e2e.test_ray_autoscaler import DEMAND
 from tests.harness import control_planes
-from tests.harness.kueue import require_kueue, running_kueue
+from tests.harness.kueue import flavor, queue, require_kueue, running_kueue
 from tests.harness.objects import Obj
 from tests.harness.ray_world import (
     NODES,
@@ -45,50 +45,14 @@ ELASTIC = "kueue.x-k8s.io/elastic-job"  # the annotation, and the scheduling gat
 WORKLOADS = "/apis/kueue.x-k8s.io/v1beta2/namespaces/default/workloads"
 
 
-def queue_objects() -> list[Obj]:
-    """A ClusterQueue whose TPU quota is one v5p 2x2x2 slice (2 hosts x 4 chips), CPU and
-    memory to spare, and its LocalQueue `team`."""
-    quota = [
-        {"name": "cpu", "nominalQuota": "16"},
-        {"name": "memory", "nominalQuota": "64Gi"},
-        {"name": "google.com/tpu", "nominalQuota": "8"},
-    ]
-    return [
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "ResourceFlavor",
-            "metadata": {"name": "v5p"},
-        },
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "ClusterQueue",
-            "metadata": {"name": "slices"},
-            "spec": {
-                "namespaceSelector": {},
-                "resourceGroups": [
-                    {
-                        "coveredResources": [q["name"] for q in quota],
-                        "flavors": [{"name": "v5p", "resources": quota}],
-                    }
-                ],
-            },
-        },
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "LocalQueue",
-            "metadata": {"name": "team", "namespace": "default"},
-            "spec": {"clusterQueue": "slices"},
-        },
-    ]
-
-
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def world() -> AsyncIterator[RayWorld]:
     require_kueue()
     w = await start_world(NODES, control_plane=control_planes.KUBERNETES)
     try:
         async with running_kueue(w.cluster):
-            for obj in queue_objects():
+            # TPU quota of one v5p 2x2x2 slice (2 hosts x 4 chips), on LocalQueue `team`.
+            for obj in [flavor("v5p"), *queue("team", "slices", namespace="default", chips=8)]:
                 await w.cluster.apply(obj)
             yield w
     finally:

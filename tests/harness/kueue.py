@@ -11,6 +11,9 @@ import pytest
 
 from devkube import DevCluster, Kueue, kueue_available
 from tests.harness import control_planes
+from tests.harness.objects import Obj
+
+KUEUE = "kueue.x-k8s.io/v1beta2"
 
 
 def require_kueue() -> None:
@@ -30,3 +33,39 @@ async def running_kueue(cluster: DevCluster) -> AsyncIterator[Kueue]:
         yield kueue
     finally:
         await kueue.stop()
+
+
+def flavor(name: str) -> Obj:
+    return {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": name}}
+
+
+def queue(
+    local: str, cluster: str, *, namespace: str, chips: int, preempting: bool = False
+) -> list[Obj]:
+    """A ClusterQueue CLUSTER of CHIPS TPU chips on flavor v5p (CPU and memory for the heads
+    too) and its LocalQueue LOCAL in NAMESPACE; ``preempting``: lower priorities yield."""
+    quota = [
+        {"name": "cpu", "nominalQuota": "16"},
+        {"name": "memory", "nominalQuota": "64Gi"},
+        {"name": "google.com/tpu", "nominalQuota": str(chips)},
+    ]
+    spec: Obj = {
+        "namespaceSelector": {},
+        "resourceGroups": [
+            {
+                "coveredResources": [q["name"] for q in quota],
+                "flavors": [{"name": "v5p", "resources": quota}],
+            }
+        ],
+    }
+    if preempting:
+        spec["preemption"] = {"withinClusterQueue": "LowerPriority"}
+    return [
+        {"apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": {"name": cluster}, "spec": spec},
+        {
+            "apiVersion": KUEUE,
+            "kind": "LocalQueue",
+            "metadata": {"name": local, "namespace": namespace},
+            "spec": {"clusterQueue": cluster},
+        },
+    ]

@@ -39,7 +39,7 @@ from tests.harness import control_planes
 from tests.harness import manifests as m
 from tests.harness.examples import EXAMPLES
 from tests.harness.kubectl import Run, ok, runner
-from tests.harness.kueue import require_kueue, running_kueue
+from tests.harness.kueue import flavor, queue, require_kueue, running_kueue
 from tests.harness.objects import Obj
 from tests.harness.operator_world import SMALL, SharedWorld, eventually, running_world
 from tests.harness.pods import REPLICA_INDEX, is_ready
@@ -67,14 +67,10 @@ def kueue_objects() -> list[Obj]:
     and the TAS queue."""
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}},
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "ResourceFlavor",
-            "metadata": {"name": "v5p"},
-        },
-        *queue("team", "tpu-slices", slices=1, preempting=True),
-        *queue("elastic", "elastic-slices", slices=2, preempting=False),
-        *queue("wide", "two-slices", slices=2, preempting=True),
+        flavor("v5p"),
+        *queue("team", "tpu-slices", namespace=NS, chips=4 * HOSTS, preempting=True),
+        *queue("elastic", "elastic-slices", namespace=NS, chips=2 * 4 * HOSTS),
+        *queue("wide", "two-slices", namespace=NS, chips=2 * 4 * HOSTS, preempting=True),
         {
             "apiVersion": "kueue.x-k8s.io/v1beta2",
             "kind": "WorkloadPriorityClass",
@@ -82,41 +78,6 @@ def kueue_objects() -> list[Obj]:
             "value": 1000,
         },
         *tas_objects(),
-    ]
-
-
-def queue(local: str, cluster: str, *, slices: int, preempting: bool) -> list[Obj]:
-    """A ClusterQueue CLUSTER of SLICES slices' TPU quota on flavor v5p (and room for the
-    heads), and its LocalQueue LOCAL in NS."""
-    quota = [
-        {"name": "cpu", "nominalQuota": "4"},
-        {"name": "memory", "nominalQuota": "8Gi"},
-        {"name": "google.com/tpu", "nominalQuota": str(slices * 4 * HOSTS)},
-    ]
-    spec: Obj = {
-        "namespaceSelector": {},
-        "resourceGroups": [
-            {
-                "coveredResources": [q["name"] for q in quota],
-                "flavors": [{"name": "v5p", "resources": quota}],
-            }
-        ],
-    }
-    if preempting:
-        spec["preemption"] = {"withinClusterQueue": "LowerPriority"}
-    return [
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "ClusterQueue",
-            "metadata": {"name": cluster},
-            "spec": spec,
-        },
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "LocalQueue",
-            "metadata": {"name": local, "namespace": NS},
-            "spec": {"clusterQueue": cluster},
-        },
     ]
 
 
