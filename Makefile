@@ -19,19 +19,21 @@ MYPY_CACHE_DIR ?= $(or $(RCO_CACHE_DIR),$(HOME)/.cache/raycluster-operator)/mypy
 # bytecode for all of Ray, and takes ~3 s with uv once the cache holds the wheels (~9 s the
 # first time). Modules are compiled as they are first imported, a few thousand of Ray's
 # tens of thousands.
-UV := $(BIN)/uv pip install -q --python $(BIN)/python
+# uv reads the system's certificate store (UV_NATIVE_TLS), as pip does, so a proxy's CA that the
+# machine trusts is trusted; should uv still fail, pip installs the same pins.
+UV := UV_NATIVE_TLS=1 $(BIN)/uv pip install -q --python $(BIN)/python
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) "uv>=0.13.8,<0.14"
-	$(UV) --upgrade "pip>=24"
+	$(UV) --upgrade "pip>=24" || $(PIP) --upgrade "pip>=24"
 
 $(STAMP): pyproject.toml | $(VENV)/bin/python
-	$(UV) -e '.[test]'
+	$(UV) -e '.[test]' || $(PIP) -e '.[test]'
 	touch $(STAMP) $(RUN_STAMP)
 
 $(RUN_STAMP): pyproject.toml | $(VENV)/bin/python
-	$(UV) -e '.[ray,kubectl]'
+	$(UV) -e '.[ray,kubectl]' || $(PIP) -e '.[ray,kubectl]'
 	touch $(RUN_STAMP)
 
 install: $(STAMP)
