@@ -14,13 +14,11 @@ MYPY_CACHE_DIR ?= $(or $(RCO_CACHE_DIR),$(HOME)/.cache/raycluster-operator)/mypy
 
 .PHONY: run test lint fmt unit bench install clean dist kube flake-check kuberay-e2e
 
-# uv (from PyPI, pinned below) installs the dependencies, from its own cache outside the tree
-# (~/.cache/uv): a fresh clone's `.[test]` install took ~70 s with pip, ~45 s of it compiling
-# bytecode for all of Ray, and takes ~3 s with uv once the cache holds the wheels (~9 s the
-# first time). Modules are compiled as they are first imported, a few thousand of Ray's
-# tens of thousands.
-# uv reads the system's certificate store (UV_NATIVE_TLS), as pip does, so a proxy's CA that the
-# machine trusts is trusted; should uv still fail, pip installs the same pins.
+# uv (from PyPI, pinned below) installs the dependencies from its cache outside the tree
+# (~/.cache/uv): ~3 s for `.[test]` once the cache holds the wheels, against pip's ~70 s, ~45 s
+# of which compiled bytecode for all of Ray (modules now compile as first imported). It reads
+# the system's certificate store (UV_NATIVE_TLS), as pip does; should it fail, pip installs the
+# same pins.
 UV := UV_NATIVE_TLS=1 $(BIN)/uv pip install -q --python $(BIN)/python
 
 $(VENV)/bin/python:

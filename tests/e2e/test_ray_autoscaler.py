@@ -17,7 +17,7 @@ import pytest
 from raycluster_operator.kube import RAYCLUSTERS
 from tests.harness.ray_world import (
     REAL_RAY_MODULE,
-    RESULT_MARK,
+    SLICE_DEMAND,
     RayWorld,
     eventually,
     labels_of,
@@ -28,18 +28,6 @@ from tests.harness.ray_world import (
 pytestmark = [*REAL_RAY_MODULE, pytest.mark.slow(seconds=55)]
 
 NAME = "scaled"
-
-DEMAND = f"""
-from ray.util.placement_group import placement_group, placement_group_table
-ray.init(address="auto", logging_level="ERROR")
-pg = placement_group([{{"TPU": 4}}, {{"TPU": 4}}], strategy="STRICT_SPREAD")
-ray.get(pg.ready(), timeout=300)
-placed = set(placement_group_table(pg)["bundles_to_node_id"].values())
-print("{RESULT_MARK}" + json.dumps([
-    {{"id": n["NodeID"], "labels": n.get("Labels", {{}})}}
-    for n in ray.nodes() if n["Alive"] and n["NodeID"] in placed
-]))
-"""
 
 
 world = module_world()
@@ -54,7 +42,7 @@ async def test_the_autoscaler_brings_a_whole_slice_for_a_placement_group_and_rem
     # The driver blocks until the autoscaler, the operator and both raylets have done their
     # part; its placement group is on the two hosts of one new slice.
     asked = time.monotonic()
-    placed = await world.driver(head, DEMAND, seconds=420)
+    placed = await world.driver(head, SLICE_DEMAND, seconds=420)
     print(f"\nE2E-FIGURES autoscaler without Kueue: the slice's placement group placed "
           f"{time.monotonic() - asked:.1f} s after the driver asked")  # fmt: skip
     slice_names = {n["labels"].get("ray.io/tpu-slice-name") for n in placed}

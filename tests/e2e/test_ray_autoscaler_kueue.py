@@ -22,13 +22,13 @@ import pytest
 import pytest_asyncio
 
 from raycluster_operator.kube import RAYCLUSTERS
-from tests.e2e.test_ray_autoscaler import DEMAND
 from tests.harness import control_planes
 from tests.harness.kueue import flavor, queue, require_kueue, running_kueue
 from tests.harness.objects import Obj
 from tests.harness.ray_world import (
     NODES,
     REAL_RAY_MODULE,
+    SLICE_DEMAND,
     RayWorld,
     eventually,
     labels_of,
@@ -108,7 +108,7 @@ async def test_the_autoscaler_brings_a_whole_slice_that_kueue_admits_then_remove
     # The driver blocks until the autoscaler, Kueue, the operator and both raylets have done
     # their part; its placement group is on the two hosts of one new slice.
     asked = time.monotonic()
-    placed = await world.driver(head, DEMAND, seconds=420)
+    placed = await world.driver(head, SLICE_DEMAND, seconds=420)
     print(f"\nE2E-FIGURES autoscaler under Kueue: the slice's placement group placed "
           f"{time.monotonic() - asked:.1f} s after the driver asked")  # fmt: skip
     assert len(placed) == 2

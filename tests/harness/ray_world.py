@@ -65,6 +65,20 @@ LIGHT_ENV = {
     "REPORTER_UPDATE_INTERVAL_MS": "60000",
 }
 RESULT_MARK = "E2E-RESULT "
+#: A driver that asks for one whole v5p 2x2x2 slice (two bundles of 4 TPU chips on distinct
+#: hosts), waits for it, and prints the placed nodes' ids and labels: the autoscaler tests'.
+SLICE_DEMAND = f"""
+from ray.util.placement_group import placement_group, placement_group_table
+ray.init(address="auto", logging_level="ERROR")
+pg = placement_group([{{"TPU": 4}}, {{"TPU": 4}}], strategy="STRICT_SPREAD")
+ray.get(pg.ready(), timeout=300)
+placed = set(placement_group_table(pg)["bundles_to_node_id"].values())
+print("{RESULT_MARK}" + json.dumps([
+    {{"id": n["NodeID"], "labels": n.get("Labels", {{}})}}
+    for n in ray.nodes() if n["Alive"] and n["NodeID"] in placed
+]))
+"""
+
 #: `ray start` on a shared 2-core machine (make test's 4 workers) takes seconds to minutes, so a
 #: wait on it has no fixed limit: it fails once nothing of the cluster moved for this long (no
 #: pod, phase, container state or log changed, Ray's own session logs included) ...
